@@ -1,0 +1,830 @@
+//! The engine: the only place that decides visibility. It applies every operation of SPEC §2 to the in-memory
+//! index under one lock, hands the resulting [`StoreOp`]s to the store in the same order, and answers only once
+//! the store says they are durable. Long polls wait on a per-queue `Notify` and on a timer set to the queue's
+//! next pending deadline; they never poll.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::clock::{Clock, Millis};
+use crate::error::{EngineError, EngineResult};
+use crate::index::QueueIndex;
+use crate::limits;
+use crate::model::*;
+use crate::receipt::{Receipt, ReceiptKey};
+use crate::store::{Commit, Store, StoreOp};
+
+/// Most dead-letter moves one receive performs before it returns; the next receive continues.
+const DEAD_LETTER_MOVES_PER_RECEIVE_MAX: usize = 1_000;
+
+struct State {
+    queues: HashMap<QueueId, QueueIndex>,
+    /// Sorted so that listing is ordered by namespace, then name.
+    by_key: BTreeMap<QueueKey, QueueId>,
+    next_queue_id: QueueId,
+    /// When each recently deleted queue was deleted (SQS's QueueDeletedRecently); not persisted.
+    deleted_at: HashMap<QueueKey, Millis>,
+}
+
+impl State {
+    fn queue_id(&self, key: &QueueKey) -> EngineResult<QueueId> {
+        self.by_key
+            .get(key)
+            .copied()
+            .ok_or_else(|| EngineError::QueueNotFound(key.clone()))
+    }
+}
+
+/// The queue engine. Cheap to share behind an `Arc`.
+pub struct Engine {
+    /// One lock over every queue: an operation touching two queues (a dead-letter move) stays atomic, and the
+    /// order in which changes reach the store is the order in which they were applied. Critical sections are
+    /// in-memory only; the wait for durability happens after the lock is released.
+    state: Mutex<State>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    receipts: ReceiptKey,
+}
+
+impl Engine {
+    /// Rebuilds the in-memory index from the store.
+    pub fn open(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        receipts: ReceiptKey,
+    ) -> EngineResult<Self> {
+        let snapshot = store.load_queues()?;
+        let now = clock.now();
+        let mut queues = HashMap::new();
+        let mut by_key = BTreeMap::new();
+        for (record, counters) in snapshot.queues {
+            by_key.insert(record.key.clone(), record.id);
+            queues.insert(record.id, QueueIndex::new(record, counters));
+        }
+        let mut orphans = 0u64;
+        store.load_messages(&mut |queue, seq, state| match queues.get_mut(&queue) {
+            Some(index) => {
+                index.insert(seq, state, now);
+            }
+            None => orphans += 1,
+        })?;
+        if orphans > 0 {
+            return Err(crate::store::StoreError::Corrupt(format!(
+                "{orphans} messages belong to no queue"
+            ))
+            .into());
+        }
+        let max_id = queues.keys().copied().max().unwrap_or(0);
+        let state = State {
+            queues,
+            by_key,
+            next_queue_id: snapshot.next_queue_id.max(max_id + 1),
+            deleted_at: HashMap::new(),
+        };
+        Ok(Self {
+            state: Mutex::new(state),
+            store,
+            clock,
+            receipts,
+        })
+    }
+
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    fn info(index: &QueueIndex, now: Millis) -> QueueInfo {
+        QueueInfo {
+            id: index.id(),
+            key: index.record.key.clone(),
+            config: index.record.config.clone(),
+            created_at: index.record.created_at,
+            modified_at: index.record.modified_at,
+            stats: index.stats(now),
+        }
+    }
+
+    /// Brings one queue up to `now`, queueing the store changes that expiry caused.
+    fn advance(index: &mut QueueIndex, now: Millis, ops: &mut Vec<StoreOp>) {
+        if index.advance(now, ops).counters_changed {
+            ops.push(StoreOp::PutCounters {
+                queue: index.id(),
+                counters: index.counters,
+            });
+        }
+    }
+
+    /// Submits `ops` (while the caller still holds the lock, preserving order) unless there are none.
+    fn submit(&self, ops: Vec<StoreOp>) -> Option<Commit> {
+        (!ops.is_empty()).then(|| self.store.submit(ops))
+    }
+
+    async fn durable(commit: Option<Commit>) -> EngineResult<()> {
+        if let Some(commit) = commit {
+            commit.await?;
+        }
+        Ok(())
+    }
+
+    // ----- queue administration -----
+
+    pub async fn create_queue(
+        &self,
+        key: QueueKey,
+        config: QueueConfig,
+    ) -> EngineResult<CreateOutcome> {
+        let now = self.clock.now();
+        let (outcome, commit) = {
+            let mut state = self.state.lock();
+            if let Some(&id) = state.by_key.get(&key) {
+                let index = &state.queues[&id];
+                return Ok(CreateOutcome::Existing(Self::info(index, now)));
+            }
+            let id = state.next_queue_id;
+            state.next_queue_id += 1;
+            let record = QueueRecord {
+                id,
+                key: key.clone(),
+                config,
+                created_at: now,
+                modified_at: now,
+                seq_reserved: 0,
+            };
+            let index = QueueIndex::new(record.clone(), Counters::default());
+            let info = Self::info(&index, now);
+            state.by_key.insert(key, id);
+            state.queues.insert(id, index);
+            let ops = vec![
+                StoreOp::PutNextQueueId(state.next_queue_id),
+                StoreOp::PutQueue(record),
+            ];
+            (CreateOutcome::Created(info), self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        Ok(outcome)
+    }
+
+    pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
+        let now = self.clock.now();
+        let commit = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            state.by_key.remove(key);
+            if let Some(index) = state.queues.remove(&id) {
+                index.notify.notify_waiters();
+            }
+            state.deleted_at.insert(key.clone(), now);
+            self.submit(vec![StoreOp::DeleteQueue(id)])
+        };
+        Self::durable(commit).await
+    }
+
+    /// When `key` was last deleted, if this process saw it.
+    pub fn deleted_at(&self, key: &QueueKey) -> Option<Millis> {
+        self.state.lock().deleted_at.get(key).copied()
+    }
+
+    pub fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
+        let now = self.clock.now();
+        let mut state = self.state.lock();
+        let id = state.queue_id(key)?;
+        let mut ops = Vec::new();
+        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+        Self::advance(index, now, &mut ops);
+        let info = Self::info(index, now);
+        // Expiry removals need no wait: they are not a success returned to anyone.
+        drop(self.submit(ops));
+        Ok(info)
+    }
+
+    /// Queues of a namespace whose name starts with `prefix`, ordered by name.
+    pub fn list_queues(&self, namespace: &str, prefix: &str) -> Vec<QueueInfo> {
+        let now = self.clock.now();
+        let state = self.state.lock();
+        state
+            .by_key
+            .iter()
+            .filter(|(key, _)| key.namespace == namespace && key.name.starts_with(prefix))
+            .map(|(_, id)| Self::info(&state.queues[id], now))
+            .collect()
+    }
+
+    /// Applies `change` to a queue's settings; nothing is stored if it fails.
+    pub async fn update_queue_config<F>(&self, key: &QueueKey, change: F) -> EngineResult<QueueInfo>
+    where
+        F: FnOnce(&mut QueueConfig) -> EngineResult<()>,
+    {
+        let now = self.clock.now();
+        let (info, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut config = index.record.config.clone();
+            change(&mut config)?;
+            index.record.config = config;
+            index.record.modified_at = now;
+            let info = Self::info(index, now);
+            (
+                info,
+                self.submit(vec![StoreOp::PutQueue(index.record.clone())]),
+            )
+        };
+        Self::durable(commit).await?;
+        Ok(info)
+    }
+
+    /// Queues whose redrive policy names `key` as their dead-letter queue.
+    pub fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
+        let state = self.state.lock();
+        state.queue_id(key)?;
+        Ok(state
+            .queues
+            .values()
+            .filter(|q| {
+                q.record
+                    .config
+                    .redrive_policy
+                    .as_ref()
+                    .is_some_and(|p| &p.dead_letter_queue == key)
+            })
+            .map(|q| q.record.key.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect())
+    }
+
+    /// Deletes every message of the queue. Returns how many there were.
+    pub async fn purge(&self, key: &QueueKey) -> EngineResult<u64> {
+        let now = self.clock.now();
+        let (count, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let count = index.clear();
+            index.last_purge_at = Some(now);
+            (count, self.submit(vec![StoreOp::PurgeQueue(id)]))
+        };
+        Self::durable(commit).await?;
+        Ok(count)
+    }
+
+    /// When the queue was last purged by this process.
+    pub fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
+        let state = self.state.lock();
+        let id = state.queue_id(key)?;
+        Ok(state.queues[&id].last_purge_at)
+    }
+
+    pub fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
+        self.queue_info(key).map(|info| info.stats)
+    }
+
+    /// Brings every queue up to now: promotes due messages and removes expired ones. The server calls this
+    /// periodically so that expired messages leave the store even on queues nobody reads.
+    pub fn sweep(&self) {
+        let now = self.clock.now();
+        let mut state = self.state.lock();
+        let mut ops = Vec::new();
+        for index in state.queues.values_mut() {
+            Self::advance(index, now, &mut ops);
+        }
+        drop(self.submit(ops));
+    }
+
+    // ----- messages -----
+
+    pub async fn send(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+    ) -> EngineResult<Vec<SentMessage>> {
+        let now = self.clock.now();
+        let (sent, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let config = &index.record.config;
+            if let Some(too_large) = messages
+                .iter()
+                .find(|m| m.body.len() > config.message_size_bytes_max as usize)
+            {
+                return Err(EngineError::MessageTooLarge {
+                    size_bytes: too_large.body.len(),
+                    max_bytes: config.message_size_bytes_max,
+                });
+            }
+            let (delay_ms, retention_ms) = (config.delay_ms, config.retention_ms);
+            let mut ops = Vec::with_capacity(messages.len() + 2);
+            Self::advance(index, now, &mut ops);
+            let mut sent = Vec::with_capacity(messages.len());
+            let mut wake = false;
+            for message in messages {
+                let seq = index.alloc_seq(&mut ops);
+                let visible_at = now.saturating_add(message.delay_ms.unwrap_or(delay_ms));
+                let expires_at = match message.ttl {
+                    Some(Ttl::Never) => NEVER,
+                    Some(Ttl::After(ms)) => now.saturating_add(ms),
+                    None => retention_ms.map_or(NEVER, |ms| now.saturating_add(ms)),
+                };
+                let message_state = MessageState {
+                    sent_at: now,
+                    visible_at,
+                    expires_at,
+                    first_received_at: 0,
+                    receive_count: 0,
+                    generation: 0,
+                };
+                let payload = Payload {
+                    message_id: uuid::Uuid::new_v4().into_bytes(),
+                    body: message.body,
+                    attributes: message.attributes,
+                    sent_at: now,
+                    sender_id: message.sender_id,
+                    fifo: message.fifo,
+                    dead_letter_source: None,
+                };
+                wake |= index.insert(seq, message_state, now);
+                sent.push(SentMessage {
+                    message_id: payload.message_id,
+                    seq,
+                    sent_at: now,
+                    visible_at,
+                    expires_at,
+                });
+                ops.push(StoreOp::PutMessage {
+                    queue: id,
+                    seq,
+                    payload,
+                    state: message_state,
+                });
+                index.counters.sends += 1;
+            }
+            ops.push(StoreOp::PutCounters {
+                queue: id,
+                counters: index.counters,
+            });
+            if wake {
+                index.notify.notify_waiters();
+            }
+            (sent, self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        Ok(sent)
+    }
+
+    /// Receives up to `max_messages`, waiting up to `wait_ms` for the first one (long polling).
+    pub async fn receive(
+        &self,
+        key: &QueueKey,
+        options: ReceiveOptions,
+    ) -> EngineResult<Vec<Message>> {
+        let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
+        let wait_ms = options.wait_ms.min(limits::RECEIVE_WAIT_MS_MAX);
+        let deadline = self.clock.now().saturating_add(wait_ms);
+        loop {
+            let notify = {
+                let state = self.state.lock();
+                let id = state.queue_id(key)?;
+                state.queues[&id].notify.clone()
+            };
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let now = self.clock.now();
+            let attempt = self.receive_now(key, max_messages, options.visibility_ms, now)?;
+            if !attempt.delivered.is_empty() {
+                Self::durable(attempt.commit).await?;
+                return self.with_payloads(attempt.queue, attempt.delivered);
+            }
+            drop(attempt.commit);
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let wake_at = attempt.next_due.map_or(deadline, |due| due.min(deadline));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = self.clock.sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    fn receive_now(
+        &self,
+        key: &QueueKey,
+        max_messages: usize,
+        visibility_ms: Option<Millis>,
+        now: Millis,
+    ) -> EngineResult<ReceiveAttempt> {
+        let mut state = self.state.lock();
+        let id = state.queue_id(key)?;
+        let mut ops = Vec::new();
+        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+        Self::advance(index, now, &mut ops);
+        let config = index.record.config.clone();
+        let visibility_ms = visibility_ms
+            .unwrap_or(config.visibility_timeout_ms)
+            .min(limits::VISIBILITY_TIMEOUT_MS_MAX);
+        let inflight_max = u64::from(config.inflight_max);
+        if index.hidden() >= inflight_max {
+            drop(self.submit(ops));
+            return Err(EngineError::OverLimit {
+                inflight: index.hidden(),
+                limit: config.inflight_max,
+            });
+        }
+        let dead_letter = config.redrive_policy.as_ref().and_then(|policy| {
+            let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
+            (target != id).then_some((target, policy.max_receive_count))
+        });
+        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+
+        let mut delivered: Vec<(Seq, MessageState, String)> = Vec::new();
+        let mut moves: Vec<(Seq, MessageState)> = Vec::new();
+        let mut cursor = None;
+        let mut counters_changed = false;
+        while delivered.len() < max_messages && index.hidden() < inflight_max {
+            let Some(entry) = index.next_ready(cursor) else {
+                break;
+            };
+            cursor = Some(entry);
+            let seq = entry.1;
+            let Some(current) = index.get(seq) else {
+                continue;
+            };
+            if delivered.iter().any(|(s, _, _)| *s == seq) {
+                continue; // delivered with visibility 0 and still ready
+            }
+            if let Some((_, max_receive_count)) = dead_letter {
+                if current.receive_count >= max_receive_count
+                    && moves.len() < DEAD_LETTER_MOVES_PER_RECEIVE_MAX
+                {
+                    index.remove(seq);
+                    moves.push((seq, current));
+                    counters_changed = true;
+                    continue;
+                }
+            }
+            let next = MessageState {
+                visible_at: now.saturating_add(visibility_ms),
+                first_received_at: if current.first_received_at == 0 {
+                    now
+                } else {
+                    current.first_received_at
+                },
+                receive_count: current.receive_count + 1,
+                generation: current.generation + 1,
+                ..current
+            };
+            assert!(
+                next.receive_count > current.receive_count,
+                "receive count only grows"
+            );
+            index.replace(seq, next, now);
+            index.counters.deliveries += 1;
+            counters_changed = true;
+            ops.push(StoreOp::PutState {
+                queue: id,
+                seq,
+                state: next,
+            });
+            let receipt = self.receipts.encode(&Receipt {
+                queue: id,
+                seq,
+                generation: next.generation,
+                issued_at: now,
+            });
+            delivered.push((seq, next, receipt));
+        }
+        if !moves.is_empty() {
+            index.counters.dead_letter_moves += moves.len() as u64;
+        }
+        if counters_changed {
+            ops.push(StoreOp::PutCounters {
+                queue: id,
+                counters: index.counters,
+            });
+        }
+        let next_due = index.next_pending_due();
+        if let Some((target, _)) = dead_letter.filter(|_| !moves.is_empty()) {
+            self.move_to_dead_letter(&mut state, id, target, moves, now, &mut ops);
+        }
+        Ok(ReceiveAttempt {
+            queue: id,
+            delivered,
+            next_due,
+            commit: self.submit(ops),
+        })
+    }
+
+    /// Appends moved messages to the dead-letter queue: same id and body, the original send time and receive
+    /// count kept, expiry counted from the original send by the dead-letter queue's retention.
+    fn move_to_dead_letter(
+        &self,
+        state: &mut State,
+        source: QueueId,
+        target: QueueId,
+        moves: Vec<(Seq, MessageState)>,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) {
+        let source_key = state.queues[&source].record.key.clone();
+        let dlq = state
+            .queues
+            .get_mut(&target)
+            .expect("dead-letter target resolved under the same lock");
+        let retention_ms = dlq.record.config.retention_ms;
+        let mut wake = false;
+        for (from_seq, moved) in moves {
+            let to_seq = dlq.alloc_seq(ops);
+            let expires_at = retention_ms.map_or(NEVER, |ms| moved.sent_at.saturating_add(ms));
+            let arrived = MessageState {
+                visible_at: now,
+                expires_at,
+                ..moved
+            };
+            wake |= dlq.insert(to_seq, arrived, now);
+            ops.push(StoreOp::MoveMessage {
+                from: (source, from_seq),
+                to: (target, to_seq),
+                state: arrived,
+                dead_letter_source: source_key.clone(),
+            });
+        }
+        ops.push(StoreOp::PutCounters {
+            queue: target,
+            counters: dlq.counters,
+        });
+        if wake {
+            dlq.notify.notify_waiters();
+        }
+    }
+
+    fn with_payloads(
+        &self,
+        queue: QueueId,
+        delivered: Vec<(Seq, MessageState, String)>,
+    ) -> EngineResult<Vec<Message>> {
+        let seqs: Vec<Seq> = delivered.iter().map(|(seq, _, _)| *seq).collect();
+        let payloads = self.store.read_payloads(queue, &seqs)?;
+        Ok(delivered
+            .into_iter()
+            .zip(payloads)
+            // A payload can be missing only if the message was deleted (or purged) since it was delivered.
+            .filter_map(|((seq, state, receipt), payload)| {
+                payload.map(|payload| Message {
+                    seq,
+                    payload,
+                    state,
+                    receipt: (!receipt.is_empty()).then_some(receipt),
+                })
+            })
+            .collect())
+    }
+
+    /// Returns up to `max_messages` visible messages without changing anything.
+    pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
+        let now = self.clock.now();
+        let max_messages = max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
+        let (queue, seen, barrier) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut ops = Vec::new();
+            Self::advance(index, now, &mut ops);
+            let mut seen = Vec::new();
+            let mut cursor = None;
+            while seen.len() < max_messages {
+                let Some(entry) = index.next_ready(cursor) else {
+                    break;
+                };
+                cursor = Some(entry);
+                if let Some(current) = index.get(entry.1) {
+                    seen.push((entry.1, current, String::new()));
+                }
+            }
+            // A barrier: what we saw may include sends not yet durable; answer only once they are.
+            (id, seen, self.store.submit(ops))
+        };
+        barrier.await?;
+        self.with_payloads(queue, seen)
+    }
+
+    fn decode_receipt(&self, queue: QueueId, receipt: &str) -> EngineResult<Receipt> {
+        match self.receipts.decode(receipt) {
+            Some(decoded) if decoded.queue == queue => Ok(decoded),
+            _ => Err(EngineError::ReceiptInvalid),
+        }
+    }
+
+    /// Settles a message.
+    pub async fn delete(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        rule: ReceiptRule,
+    ) -> EngineResult<DeleteOutcome> {
+        let now = self.clock.now();
+        let commit = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let receipt = self.decode_receipt(id, receipt)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut ops = Vec::new();
+            Self::advance(index, now, &mut ops);
+            match index.get(receipt.seq) {
+                None => {
+                    drop(self.submit(ops));
+                    return match rule {
+                        ReceiptRule::AnyIssued => Ok(DeleteOutcome::AlreadyGone),
+                        ReceiptRule::Current => Err(EngineError::MessageNotAvailable),
+                    };
+                }
+                Some(current) => {
+                    if receipt.generation > current.generation {
+                        return Err(EngineError::ReceiptInvalid);
+                    }
+                    if rule == ReceiptRule::Current && receipt.generation != current.generation {
+                        drop(self.submit(ops));
+                        return Err(EngineError::MessageNotAvailable);
+                    }
+                }
+            }
+            index.remove(receipt.seq);
+            index.counters.deletes += 1;
+            ops.push(StoreOp::DeleteMessage {
+                queue: id,
+                seq: receipt.seq,
+            });
+            ops.push(StoreOp::PutCounters {
+                queue: id,
+                counters: index.counters,
+            });
+            self.submit(ops)
+        };
+        Self::durable(commit).await?;
+        Ok(DeleteOutcome::Deleted)
+    }
+
+    /// Moves a message's deadline to `now + change.visibility_ms`. Needs the current receipt (any protocol).
+    /// Returns the new deadline.
+    pub async fn change_visibility(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        change: VisibilityChange,
+    ) -> EngineResult<Millis> {
+        self.reschedule(key, receipt, change, None)
+            .await
+            .map(|(visible_at, _)| visible_at)
+    }
+
+    /// Azure's update: like change-visibility, optionally replacing the body, and issuing a new receipt.
+    pub async fn update(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        change: VisibilityChange,
+        new_body: Option<bytes::Bytes>,
+    ) -> EngineResult<Updated> {
+        let (visible_at, receipt) = self
+            .reschedule(key, receipt, change, Some(new_body))
+            .await?;
+        Ok(Updated {
+            receipt: receipt.expect("update issues a receipt"),
+            visible_at,
+        })
+    }
+
+    /// `update`: `None` for a plain visibility change, `Some(body)` for Azure's update (new receipt).
+    async fn reschedule(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        change: VisibilityChange,
+        update: Option<Option<bytes::Bytes>>,
+    ) -> EngineResult<(Millis, Option<String>)> {
+        let now = self.clock.now();
+        let (result, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let receipt = self.decode_receipt(id, receipt)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut ops = Vec::new();
+            Self::advance(index, now, &mut ops);
+            let checked = Self::check_reschedule(index, &receipt, &change, now);
+            let current = match checked {
+                Ok(current) => current,
+                Err(error) => {
+                    drop(self.submit(ops));
+                    return Err(error);
+                }
+            };
+            let visible_at = now.saturating_add(change.visibility_ms);
+            let mut next = MessageState {
+                visible_at,
+                ..current
+            };
+            let mut new_receipt = None;
+            if let Some(new_body) = update {
+                next.generation += 1;
+                new_receipt = Some(self.receipts.encode(&Receipt {
+                    queue: id,
+                    seq: receipt.seq,
+                    generation: next.generation,
+                    issued_at: now,
+                }));
+                if let Some(body) = new_body {
+                    if body.len() > index.record.config.message_size_bytes_max as usize {
+                        drop(self.submit(ops));
+                        return Err(EngineError::MessageTooLarge {
+                            size_bytes: body.len(),
+                            max_bytes: index.record.config.message_size_bytes_max,
+                        });
+                    }
+                    ops.push(StoreOp::ReplaceBody {
+                        queue: id,
+                        seq: receipt.seq,
+                        body,
+                    });
+                }
+            }
+            if index.replace(receipt.seq, next, now) {
+                index.notify.notify_waiters();
+            }
+            ops.push(StoreOp::PutState {
+                queue: id,
+                seq: receipt.seq,
+                state: next,
+            });
+            ((visible_at, new_receipt), self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        Ok(result)
+    }
+
+    fn check_reschedule(
+        index: &QueueIndex,
+        receipt: &Receipt,
+        change: &VisibilityChange,
+        now: Millis,
+    ) -> EngineResult<MessageState> {
+        let current = index
+            .get(receipt.seq)
+            .ok_or(EngineError::MessageNotAvailable)?;
+        if receipt.generation > current.generation {
+            return Err(EngineError::ReceiptInvalid);
+        }
+        if receipt.generation != current.generation {
+            return Err(EngineError::MessageNotAvailable);
+        }
+        if change.visibility_ms > limits::VISIBILITY_TIMEOUT_MS_MAX {
+            return Err(EngineError::InvalidArgument(format!(
+                "visibility of {} ms exceeds the engine's maximum of {} ms",
+                change.visibility_ms,
+                limits::VISIBILITY_TIMEOUT_MS_MAX
+            )));
+        }
+        let visible_at = now.saturating_add(change.visibility_ms);
+        if let Some(max_ms) = change.since_receive_ms_max {
+            let requested_ms = visible_at.saturating_sub(receipt.issued_at);
+            if requested_ms > max_ms {
+                return Err(EngineError::VisibilityPastLimit {
+                    requested_ms,
+                    max_ms,
+                });
+            }
+        }
+        if change.not_past_expiry && current.expires_at != NEVER && visible_at > current.expires_at
+        {
+            return Err(EngineError::VisibilityPastExpiry);
+        }
+        Ok(current)
+    }
+
+    /// Checks every queue's index bookkeeping (tests).
+    pub fn check_invariants(&self) {
+        let now = self.clock.now();
+        let state = self.state.lock();
+        assert_eq!(state.by_key.len(), state.queues.len());
+        for index in state.queues.values() {
+            index.check_invariants(now);
+        }
+    }
+
+    /// Number of messages the index holds for a queue (tests, statistics).
+    pub fn message_count(&self, key: &QueueKey) -> EngineResult<usize> {
+        let state = self.state.lock();
+        let id = state.queue_id(key)?;
+        Ok(state.queues[&id].len())
+    }
+}
+
+struct ReceiveAttempt {
+    queue: QueueId,
+    delivered: Vec<(Seq, MessageState, String)>,
+    next_due: Option<Millis>,
+    commit: Option<Commit>,
+}

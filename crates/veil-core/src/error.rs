@@ -1,0 +1,34 @@
+//! The engine's errors. Front-ends map each to their protocol's own code and message.
+
+use crate::clock::Millis;
+use crate::model::QueueKey;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("queue {0} does not exist")]
+    QueueNotFound(QueueKey),
+    /// The receipt was not issued by Veil for a message of this queue.
+    #[error("the receipt is not one Veil issued for this queue")]
+    ReceiptInvalid,
+    /// The receipt is authentic but its message is gone or was received (or updated) again since.
+    #[error("the message does not exist or its receipt is no longer current")]
+    MessageNotAvailable,
+    #[error("the visibility deadline would be {requested_ms} ms after the receive; at most {max_ms} ms is allowed")]
+    VisibilityPastLimit {
+        requested_ms: Millis,
+        max_ms: Millis,
+    },
+    #[error("the visibility deadline would pass the message's expiry")]
+    VisibilityPastExpiry,
+    #[error("the queue already has {inflight} messages in flight (limit {limit})")]
+    OverLimit { inflight: u64, limit: u32 },
+    #[error("message of {size_bytes} bytes exceeds the queue's limit of {max_bytes} bytes")]
+    MessageTooLarge { size_bytes: usize, max_bytes: u32 },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type EngineResult<T> = Result<T, EngineError>;

@@ -1,0 +1,21 @@
+//! veil-core: Veil's engine. Queues, the message lifecycle of SPEC §1–3 (send, receive with visibility
+//! timeouts and long polling, peek, delete, change-visibility, update, dead-lettering, expiry), receipts,
+//! limits, errors and statistics. It does no I/O and never reads the system time: persistence is the
+//! [`store::Store`] port and time is the [`clock::Clock`] port.
+
+pub mod clock;
+pub mod engine;
+pub mod error;
+mod index;
+pub mod limits;
+pub mod memory_store;
+pub mod model;
+pub mod receipt;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use engine::Engine;
+pub use error::{EngineError, EngineResult};
+pub use model::*;
+pub use receipt::ReceiptKey;
+pub use store::{Store, StoreError, StoreOp};

@@ -1,0 +1,146 @@
+//! A [`Store`] that keeps everything in memory and applies each submission at once. It exists so that engine
+//! tests can run without files and can "restart" an engine by opening a new one over the same store; it is
+//! not offered to users (they get the durable embedded store).
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+
+use crate::model::{Counters, MessageState, Payload, QueueId, QueueRecord, Seq};
+use crate::store::{Commit, Snapshot, Store, StoreError, StoreOp};
+
+#[derive(Default)]
+struct Inner {
+    next_queue_id: QueueId,
+    queues: BTreeMap<QueueId, (QueueRecord, Counters)>,
+    payloads: BTreeMap<(QueueId, Seq), Payload>,
+    states: BTreeMap<(QueueId, Seq), MessageState>,
+}
+
+impl Inner {
+    fn remove_queue_messages(&mut self, queue: QueueId) {
+        let range = (queue, 0)..=(queue, Seq::MAX);
+        let seqs: Vec<_> = self.states.range(range).map(|(k, _)| *k).collect();
+        for key in seqs {
+            self.states.remove(&key);
+            self.payloads.remove(&key);
+        }
+    }
+
+    fn apply(&mut self, op: StoreOp) {
+        match op {
+            StoreOp::PutQueue(record) => {
+                let counters = self
+                    .queues
+                    .get(&record.id)
+                    .map(|(_, c)| *c)
+                    .unwrap_or_default();
+                self.queues.insert(record.id, (record, counters));
+            }
+            StoreOp::DeleteQueue(queue) => {
+                self.queues.remove(&queue);
+                self.remove_queue_messages(queue);
+            }
+            StoreOp::PutCounters { queue, counters } => {
+                if let Some(entry) = self.queues.get_mut(&queue) {
+                    entry.1 = counters;
+                }
+            }
+            StoreOp::PutMessage {
+                queue,
+                seq,
+                payload,
+                state,
+            } => {
+                self.payloads.insert((queue, seq), payload);
+                self.states.insert((queue, seq), state);
+            }
+            StoreOp::PutState { queue, seq, state } => {
+                self.states.insert((queue, seq), state);
+            }
+            StoreOp::DeleteMessage { queue, seq } => {
+                self.states.remove(&(queue, seq));
+                self.payloads.remove(&(queue, seq));
+            }
+            StoreOp::PurgeQueue(queue) => self.remove_queue_messages(queue),
+            StoreOp::MoveMessage {
+                from,
+                to,
+                state,
+                dead_letter_source,
+            } => {
+                self.states.remove(&from);
+                if let Some(mut payload) = self.payloads.remove(&from) {
+                    payload.dead_letter_source = Some(dead_letter_source);
+                    self.payloads.insert(to, payload);
+                    self.states.insert(to, state);
+                }
+            }
+            StoreOp::ReplaceBody { queue, seq, body } => {
+                if let Some(payload) = self.payloads.get_mut(&(queue, seq)) {
+                    payload.body = body;
+                }
+            }
+            StoreOp::PutNextQueueId(next) => self.next_queue_id = next,
+        }
+    }
+}
+
+/// An in-memory store for tests.
+#[derive(Default)]
+pub struct MemoryStore {
+    /// Everything, behind one lock; submissions apply in call order.
+    inner: Mutex<Inner>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of stored messages (tests compare it with the engine's view).
+    pub fn message_count(&self) -> usize {
+        self.inner.lock().states.len()
+    }
+}
+
+impl Store for MemoryStore {
+    fn load_queues(&self) -> Result<Snapshot, StoreError> {
+        let inner = self.inner.lock();
+        Ok(Snapshot {
+            next_queue_id: inner.next_queue_id,
+            queues: inner.queues.values().cloned().collect(),
+        })
+    }
+
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        let inner = self.inner.lock();
+        for (&(queue, seq), state) in &inner.states {
+            each(queue, seq, *state);
+        }
+        Ok(())
+    }
+
+    fn submit(&self, ops: Vec<StoreOp>) -> Commit {
+        let mut inner = self.inner.lock();
+        for op in ops {
+            inner.apply(op);
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        let inner = self.inner.lock();
+        Ok(seqs
+            .iter()
+            .map(|seq| inner.payloads.get(&(queue, *seq)).cloned())
+            .collect())
+    }
+}

@@ -1,0 +1,302 @@
+//! The engine's data model: queue identity and settings, messages as sent, as stored and as delivered,
+//! and the statistics an operator reads. Protocol front-ends translate their wire shapes into these.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::limits;
+
+/// A queue's number, unique for the life of the data directory and never reused, so that a receipt issued
+/// for a deleted queue can never act on a new queue of the same name.
+pub type QueueId = u64;
+/// A message's position in its queue: unique per queue, increasing with send order, never reused.
+pub type Seq = u64;
+
+/// `expires_at` of a message that never expires.
+pub const NEVER: Millis = Millis::MAX;
+
+/// The namespace that the SQS default account/region, the Azure development account and KubeMQ share.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// A queue's name within its namespace (SPEC §7).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct QueueKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl QueueKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for QueueKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Where a queue's messages go once they have been received too often.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedrivePolicy {
+    pub dead_letter_queue: QueueKey,
+    /// A receive that would deliver a message whose `receive_count` already equals this moves it instead.
+    pub max_receive_count: u32,
+}
+
+/// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    pub visibility_timeout_ms: Millis,
+    pub delay_ms: Millis,
+    /// `None` keeps messages forever.
+    pub retention_ms: Option<Millis>,
+    pub message_size_bytes_max: u32,
+    pub receive_wait_ms: Millis,
+    pub redrive_policy: Option<RedrivePolicy>,
+    /// Which queues may use this one as their dead-letter queue, as the protocol wrote it (SQS JSON).
+    pub redrive_allow_policy: Option<String>,
+    /// At this many Hidden messages a receive fails with `OverLimit`.
+    pub inflight_max: u32,
+    /// Reserved for FIFO queues (a later issue); always false today.
+    pub fifo: bool,
+    pub content_based_deduplication: bool,
+    pub tags: BTreeMap<String, String>,
+    /// Azure-style queue metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            visibility_timeout_ms: limits::VISIBILITY_TIMEOUT_MS_DEFAULT,
+            delay_ms: 0,
+            retention_ms: Some(limits::RETENTION_MS_DEFAULT),
+            message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_DEFAULT,
+            receive_wait_ms: 0,
+            redrive_policy: None,
+            redrive_allow_policy: None,
+            inflight_max: limits::INFLIGHT_MESSAGES_DEFAULT,
+            fifo: false,
+            content_based_deduplication: false,
+            tags: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// A queue as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRecord {
+    pub id: QueueId,
+    pub key: QueueKey,
+    pub config: QueueConfig,
+    pub created_at: Millis,
+    pub modified_at: Millis,
+    /// Sequence numbers below this may have been handed out; after a restart the queue continues from here.
+    pub seq_reserved: Seq,
+}
+
+/// Running totals of what happened to a queue's messages. Persisted with the changes that move them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub sends: u64,
+    pub deliveries: u64,
+    /// Hidden messages that became visible again because their deadline passed.
+    pub redeliveries: u64,
+    pub deletes: u64,
+    pub expiries: u64,
+    pub dead_letter_moves: u64,
+}
+
+/// One user attribute of a message (SQS message attributes, KubeMQ tags).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeValue {
+    /// `String`, `Number`, `Binary`, optionally with a `.custom` suffix.
+    pub data_type: String,
+    pub value: AttributeData,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AttributeData {
+    String(String),
+    Binary(Bytes),
+}
+
+pub type Attributes = BTreeMap<String, AttributeValue>;
+
+/// Fields that only FIFO queues use; carried now so that the data model need not change later.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FifoFields {
+    pub group_id: String,
+    pub dedup_id: Option<String>,
+    pub sequence_number: u128,
+}
+
+/// The immutable part of a stored message (its body may be replaced by Azure's update).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payload {
+    pub message_id: [u8; 16],
+    pub body: Bytes,
+    pub attributes: Attributes,
+    pub sent_at: Millis,
+    pub sender_id: String,
+    pub fifo: Option<FifoFields>,
+    /// Set when the message was moved here as a dead letter.
+    pub dead_letter_source: Option<QueueKey>,
+}
+
+/// The mutable part of a stored message. The engine keeps exactly this in memory for every message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageState {
+    pub sent_at: Millis,
+    pub visible_at: Millis,
+    /// [`NEVER`] when the message does not expire.
+    pub expires_at: Millis,
+    /// 0 until the first receive.
+    pub first_received_at: Millis,
+    pub receive_count: u32,
+    /// Bumped by every receive and update; a receipt is current while its generation equals this.
+    pub generation: u32,
+}
+
+/// How long a new message lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    After(Millis),
+    Never,
+}
+
+/// A message to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewMessage {
+    pub body: Bytes,
+    pub attributes: Attributes,
+    /// `None` uses the queue's delay.
+    pub delay_ms: Option<Millis>,
+    /// `None` uses the queue's retention.
+    pub ttl: Option<Ttl>,
+    pub sender_id: String,
+    pub fifo: Option<FifoFields>,
+}
+
+impl NewMessage {
+    pub fn new(body: impl Into<Bytes>) -> Self {
+        Self {
+            body: body.into(),
+            attributes: Attributes::new(),
+            delay_ms: None,
+            ttl: None,
+            sender_id: String::new(),
+            fifo: None,
+        }
+    }
+}
+
+/// What a send returns for each message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    pub message_id: [u8; 16],
+    pub seq: Seq,
+    pub sent_at: Millis,
+    pub visible_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// A message as receive or peek returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub seq: Seq,
+    pub payload: Payload,
+    pub state: MessageState,
+    /// The new receipt for a receive; `None` for a peek.
+    pub receipt: Option<String>,
+}
+
+impl Message {
+    pub fn message_id_string(&self) -> String {
+        uuid::Uuid::from_bytes(self.payload.message_id).to_string()
+    }
+}
+
+/// Options of one receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiveOptions {
+    pub max_messages: usize,
+    /// `None` uses the queue's visibility timeout.
+    pub visibility_ms: Option<Millis>,
+    /// Long-poll wait; 0 returns at once.
+    pub wait_ms: Millis,
+}
+
+/// Which receipts an operation honours (SPEC §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReceiptRule {
+    /// SQS standard queues: any receipt Veil issued for the message.
+    AnyIssued,
+    /// Azure: only the receipt of the latest receive or update, even after its visibility lapsed.
+    Current,
+}
+
+/// What a delete did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// The receipt was issued by Veil but its message is already gone (SQS answers 200).
+    AlreadyGone,
+}
+
+/// A change of a Hidden message's visibility deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisibilityChange {
+    /// The new deadline is `now + visibility_ms`.
+    pub visibility_ms: Millis,
+    /// Refuse a deadline later than this long after the receive (SQS/KubeMQ: 12 h).
+    pub since_receive_ms_max: Option<Millis>,
+    /// Refuse a deadline past the message's expiry (Azure).
+    pub not_past_expiry: bool,
+}
+
+/// The result of Azure's update: a new receipt and the new deadline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Updated {
+    pub receipt: String,
+    pub visible_at: Millis,
+}
+
+/// What an operator needs to see about a queue, including its hidden backlog.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub visible: u64,
+    pub hidden: u64,
+    pub delayed: u64,
+    /// Age of the oldest stored message, 0 when the queue is empty.
+    pub oldest_age_ms: Millis,
+    pub counters: Counters,
+}
+
+/// A queue's settings, times and statistics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueInfo {
+    pub id: QueueId,
+    pub key: QueueKey,
+    pub config: QueueConfig,
+    pub created_at: Millis,
+    pub modified_at: Millis,
+    pub stats: QueueStats,
+}
+
+/// Whether create made a new queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created(QueueInfo),
+    /// The queue existed; the caller compares settings and decides whether that is an error.
+    Existing(QueueInfo),
+}

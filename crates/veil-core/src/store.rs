@@ -1,0 +1,91 @@
+//! The persistence port. The engine describes every change as [`StoreOp`]s, hands them to a [`Store`] in the
+//! order it applied them in memory, and answers its caller only once the returned [`Commit`] resolves, i.e.
+//! once the change is durable. Implementations group concurrent submissions into one fsync (group commit).
+//! The engine never touches files; `veil-store` implements this trait on an embedded database.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::model::{Counters, MessageState, Payload, QueueId, QueueKey, QueueRecord, Seq};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage I/O failed: {0}")]
+    Io(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// One durable change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreOp {
+    PutQueue(QueueRecord),
+    /// Removes the queue and all its messages.
+    DeleteQueue(QueueId),
+    PutCounters {
+        queue: QueueId,
+        counters: Counters,
+    },
+    PutMessage {
+        queue: QueueId,
+        seq: Seq,
+        payload: Payload,
+        state: MessageState,
+    },
+    PutState {
+        queue: QueueId,
+        seq: Seq,
+        state: MessageState,
+    },
+    DeleteMessage {
+        queue: QueueId,
+        seq: Seq,
+    },
+    /// Removes every message of the queue, keeping the queue.
+    PurgeQueue(QueueId),
+    /// Moves a message to another queue (dead-lettering), marking where it came from.
+    MoveMessage {
+        from: (QueueId, Seq),
+        to: (QueueId, Seq),
+        state: MessageState,
+        dead_letter_source: QueueKey,
+    },
+    ReplaceBody {
+        queue: QueueId,
+        seq: Seq,
+        body: bytes::Bytes,
+    },
+    /// The next queue id to hand out.
+    PutNextQueueId(QueueId),
+}
+
+/// Resolves once the submitted operations (and everything submitted before them) are durable.
+pub type Commit = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+/// What start-up reads back.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub next_queue_id: QueueId,
+    pub queues: Vec<(QueueRecord, Counters)>,
+}
+
+pub trait Store: Send + Sync + 'static {
+    /// Queues and their counters, read once at start-up.
+    fn load_queues(&self) -> Result<Snapshot, StoreError>;
+    /// Calls `each` for every stored message's state, in (queue, seq) order. Bodies are not read.
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError>;
+    /// Queues `ops` behind everything submitted before. Must be called in the order the engine applied the
+    /// changes; an empty `ops` is a barrier that resolves once everything before it is durable.
+    fn submit(&self, ops: Vec<StoreOp>) -> Commit;
+    /// Reads message payloads that are durable; `None` for a message that no longer exists.
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError>;
+}
