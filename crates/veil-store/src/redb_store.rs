@@ -1,0 +1,448 @@
+//! The redb implementation of the store port, with group commit.
+//!
+//! Tables: `queues` (id → QueueRecord), `counters` (id → Counters), `states` ((queue, seq) → MessageState,
+//! small and rewritten by every receive), `payloads` ((queue, seq) → Payload, written once by a send) and
+//! `meta` (name → bytes). Splitting state from payload keeps a receive's write small and lets start-up rebuild
+//! the engine's index by scanning `states` alone.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use std::sync::Mutex;
+use tokio::sync::oneshot;
+use veil_core::store::{Commit, Snapshot};
+use veil_core::{
+    Counters, MessageState, Payload, QueueId, QueueRecord, Seq, Store, StoreError, StoreOp,
+};
+
+use crate::codec::{decode, encode};
+
+const QUEUES: TableDefinition<u64, &[u8]> = TableDefinition::new("queues");
+const COUNTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("counters");
+const STATES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("states");
+const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("payloads");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const NEXT_QUEUE_ID: &str = "next_queue_id";
+const DATABASE_FILE: &str = "veil.redb";
+/// Most operations one group commit applies; the rest wait for the next commit so that latency stays bounded.
+const GROUP_OPS_MAX: usize = 50_000;
+
+/// Whether a commit waits for fsync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync before any success is returned (the default; SPEC §5).
+    #[default]
+    Durable,
+    /// No fsync: a crash may lose acknowledged changes. Opt-in, for throughput experiments only.
+    Relaxed,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    pub durability: Durability,
+}
+
+struct Job {
+    ops: Vec<StoreOp>,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// The durable store. Submissions go to a single writer thread through a channel.
+pub struct RedbStore {
+    db: Arc<Database>,
+    /// To the writer thread; `None` once closed. Behind a mutex only so that `close` can take it; sends are
+    /// made under the engine's lock, so this one is never contended.
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Joined by `close` so that the last commit finishes before the process exits.
+    writer: Mutex<Option<JoinHandle<()>>>,
+    path: PathBuf,
+    /// Transactions committed so far; shared with the writer thread (group-commit tests and metrics read it).
+    commits: Arc<AtomicU64>,
+}
+
+macro_rules! redb_err {
+    ($context:expr) => {
+        |e| StoreError::Io(format!("{}: {e}", $context))
+    };
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: &Path, options: StoreOptions) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Io(format!("creating data directory {}: {e}", dir.display()))
+        })?;
+        let path = dir.join(DATABASE_FILE);
+        let db =
+            Database::create(&path).map_err(redb_err!(format!("opening {}", path.display())))?;
+        // Create every table once so that readers never meet a missing one.
+        let txn = db
+            .begin_write()
+            .map_err(redb_err!("starting the first transaction"))?;
+        {
+            txn.open_table(QUEUES)
+                .map_err(redb_err!("opening table queues"))?;
+            txn.open_table(COUNTERS)
+                .map_err(redb_err!("opening table counters"))?;
+            txn.open_table(STATES)
+                .map_err(redb_err!("opening table states"))?;
+            txn.open_table(PAYLOADS)
+                .map_err(redb_err!("opening table payloads"))?;
+            txn.open_table(META)
+                .map_err(redb_err!("opening table meta"))?;
+        }
+        txn.commit().map_err(redb_err!("creating tables"))?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let writer_db = db.clone();
+        let durability = options.durability;
+        let commits = Arc::new(AtomicU64::new(0));
+        let writer_commits = commits.clone();
+        let writer = std::thread::Builder::new()
+            .name("veil-store-writer".into())
+            .spawn(move || write_loop(&writer_db, &rx, durability, &writer_commits))
+            .map_err(|e| StoreError::Io(format!("starting the writer thread: {e}")))?;
+        Ok(Self {
+            db,
+            jobs: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            path,
+            commits,
+        })
+    }
+
+    /// How many transactions the writer has committed (each one fsync in durable mode).
+    pub fn commit_count(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stops accepting submissions, waits for the writer to commit what it has, and returns.
+    pub fn close(&self) {
+        self.jobs.lock().map(|mut jobs| jobs.take()).ok();
+        let handle = self.writer.lock().ok().and_then(|mut w| w.take());
+        if let Some(handle) = handle {
+            if handle.join().is_err() {
+                tracing::error!("the store writer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The writer: takes every job that is waiting, applies them in order in one transaction, commits once, then
+/// answers them all. While it commits, new jobs queue up and form the next group.
+fn write_loop(
+    db: &Database,
+    jobs: &mpsc::Receiver<Job>,
+    durability: Durability,
+    commits: &AtomicU64,
+) {
+    let mut failed: Option<String> = None;
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        let mut ops_in_group = group[0].ops.len();
+        while ops_in_group < GROUP_OPS_MAX {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    ops_in_group += job.ops.len();
+                    group.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let result = if let Some(reason) = &failed {
+            Err(StoreError::Io(format!(
+                "the store failed earlier and accepts no more writes: {reason}"
+            )))
+        } else if ops_in_group == 0 {
+            Ok(()) // only barriers: everything before them is already committed
+        } else {
+            let committed = commit_group(db, &mut group, durability);
+            commits.fetch_add(1, Ordering::Relaxed);
+            committed
+        };
+        if let Err(error) = &result {
+            // The engine's memory now holds changes the disk does not: refuse every later write so that no
+            // success is ever returned for a change that is not durable.
+            tracing::error!(%error, "store commit failed; the store is now read-only");
+            failed.get_or_insert_with(|| error.to_string());
+        }
+        for job in group {
+            let answer = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(StoreError::Io(e.to_string())),
+            };
+            let _receiver_gone_is_fine = job.done.send(answer);
+        }
+    }
+}
+
+fn commit_group(
+    db: &Database,
+    group: &mut [Job],
+    durability: Durability,
+) -> Result<(), StoreError> {
+    let mut txn = db
+        .begin_write()
+        .map_err(redb_err!("starting a write transaction"))?;
+    if durability == Durability::Relaxed {
+        txn.set_durability(redb::Durability::None)
+            .map_err(redb_err!("setting durability"))?;
+    }
+    for job in group.iter_mut() {
+        for op in std::mem::take(&mut job.ops) {
+            apply(&txn, op)?;
+        }
+    }
+    txn.commit().map_err(redb_err!("committing"))
+}
+
+fn remove_messages(txn: &WriteTransaction, queue: QueueId) -> Result<(), StoreError> {
+    let range = (queue, 0u64)..=(queue, u64::MAX);
+    let mut states = txn
+        .open_table(STATES)
+        .map_err(redb_err!("opening states"))?;
+    states
+        .retain_in(range.clone(), |_, _| false)
+        .map_err(redb_err!("removing states"))?;
+    let mut payloads = txn
+        .open_table(PAYLOADS)
+        .map_err(redb_err!("opening payloads"))?;
+    payloads
+        .retain_in(range, |_, _| false)
+        .map_err(redb_err!("removing payloads"))?;
+    Ok(())
+}
+
+fn apply(txn: &WriteTransaction, op: StoreOp) -> Result<(), StoreError> {
+    match op {
+        StoreOp::PutQueue(record) => {
+            let mut table = txn
+                .open_table(QUEUES)
+                .map_err(redb_err!("opening queues"))?;
+            table
+                .insert(record.id, encode(&record)?.as_slice())
+                .map_err(redb_err!("writing a queue"))?;
+        }
+        StoreOp::DeleteQueue(queue) => {
+            txn.open_table(QUEUES)
+                .map_err(redb_err!("opening queues"))?
+                .remove(queue)
+                .map_err(redb_err!("deleting a queue"))?;
+            txn.open_table(COUNTERS)
+                .map_err(redb_err!("opening counters"))?
+                .remove(queue)
+                .map_err(redb_err!("deleting counters"))?;
+            remove_messages(txn, queue)?;
+        }
+        StoreOp::PutCounters { queue, counters } => {
+            let mut table = txn
+                .open_table(COUNTERS)
+                .map_err(redb_err!("opening counters"))?;
+            table
+                .insert(queue, encode(&counters)?.as_slice())
+                .map_err(redb_err!("writing counters"))?;
+        }
+        StoreOp::PutMessage {
+            queue,
+            seq,
+            payload,
+            state,
+        } => {
+            let mut payloads = txn
+                .open_table(PAYLOADS)
+                .map_err(redb_err!("opening payloads"))?;
+            payloads
+                .insert((queue, seq), encode(&payload)?.as_slice())
+                .map_err(redb_err!("writing a payload"))?;
+            let mut states = txn
+                .open_table(STATES)
+                .map_err(redb_err!("opening states"))?;
+            states
+                .insert((queue, seq), encode(&state)?.as_slice())
+                .map_err(redb_err!("writing a state"))?;
+        }
+        StoreOp::PutState { queue, seq, state } => {
+            let mut states = txn
+                .open_table(STATES)
+                .map_err(redb_err!("opening states"))?;
+            states
+                .insert((queue, seq), encode(&state)?.as_slice())
+                .map_err(redb_err!("writing a state"))?;
+        }
+        StoreOp::DeleteMessage { queue, seq } => {
+            let mut states = txn
+                .open_table(STATES)
+                .map_err(redb_err!("opening states"))?;
+            states
+                .remove((queue, seq))
+                .map_err(redb_err!("deleting a state"))?;
+            let mut payloads = txn
+                .open_table(PAYLOADS)
+                .map_err(redb_err!("opening payloads"))?;
+            payloads
+                .remove((queue, seq))
+                .map_err(redb_err!("deleting a payload"))?;
+        }
+        StoreOp::PurgeQueue(queue) => remove_messages(txn, queue)?,
+        StoreOp::MoveMessage {
+            from,
+            to,
+            state,
+            dead_letter_source,
+        } => {
+            let mut payloads = txn
+                .open_table(PAYLOADS)
+                .map_err(redb_err!("opening payloads"))?;
+            let moved = payloads
+                .remove(from)
+                .map_err(redb_err!("reading a moved payload"))?
+                .map(|g| g.value().to_vec());
+            let mut states = txn
+                .open_table(STATES)
+                .map_err(redb_err!("opening states"))?;
+            states
+                .remove(from)
+                .map_err(redb_err!("deleting a moved state"))?;
+            if let Some(bytes) = moved {
+                let mut payload: Payload = decode(&bytes, "a payload")?;
+                payload.dead_letter_source = Some(dead_letter_source);
+                payloads
+                    .insert(to, encode(&payload)?.as_slice())
+                    .map_err(redb_err!("writing a moved payload"))?;
+                states
+                    .insert(to, encode(&state)?.as_slice())
+                    .map_err(redb_err!("writing a moved state"))?;
+            }
+        }
+        StoreOp::ReplaceBody { queue, seq, body } => {
+            let mut payloads = txn
+                .open_table(PAYLOADS)
+                .map_err(redb_err!("opening payloads"))?;
+            let old = payloads
+                .get((queue, seq))
+                .map_err(redb_err!("reading a payload"))?
+                .map(|g| g.value().to_vec());
+            if let Some(bytes) = old {
+                let mut payload: Payload = decode(&bytes, "a payload")?;
+                payload.body = body;
+                payloads
+                    .insert((queue, seq), encode(&payload)?.as_slice())
+                    .map_err(redb_err!("writing a payload"))?;
+            }
+        }
+        StoreOp::PutNextQueueId(next) => {
+            let mut meta = txn.open_table(META).map_err(redb_err!("opening meta"))?;
+            meta.insert(NEXT_QUEUE_ID, next.to_be_bytes().as_slice())
+                .map_err(redb_err!("writing meta"))?;
+        }
+    }
+    Ok(())
+}
+
+impl Store for RedbStore {
+    fn load_queues(&self) -> Result<Snapshot, StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let meta = txn.open_table(META).map_err(redb_err!("opening meta"))?;
+        let next_queue_id = match meta.get(NEXT_QUEUE_ID).map_err(redb_err!("reading meta"))? {
+            Some(guard) => {
+                let bytes: [u8; 8] = guard
+                    .value()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("next_queue_id is not 8 bytes".into()))?;
+                u64::from_be_bytes(bytes)
+            }
+            None => 1,
+        };
+        let queues_table = txn
+            .open_table(QUEUES)
+            .map_err(redb_err!("opening queues"))?;
+        let counters_table = txn
+            .open_table(COUNTERS)
+            .map_err(redb_err!("opening counters"))?;
+        let mut queues = Vec::new();
+        for entry in queues_table.iter().map_err(redb_err!("listing queues"))? {
+            let (id, value) = entry.map_err(redb_err!("reading a queue"))?;
+            let record: QueueRecord = decode(value.value(), "a queue record")?;
+            let counters: Counters = match counters_table
+                .get(id.value())
+                .map_err(redb_err!("reading counters"))?
+            {
+                Some(guard) => decode(guard.value(), "queue counters")?,
+                None => Counters::default(),
+            };
+            queues.push((record, counters));
+        }
+        Ok(Snapshot {
+            next_queue_id,
+            queues,
+        })
+    }
+
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let states = txn
+            .open_table(STATES)
+            .map_err(redb_err!("opening states"))?;
+        for entry in states.iter().map_err(redb_err!("scanning states"))? {
+            let (key, value) = entry.map_err(redb_err!("reading a state"))?;
+            let (queue, seq) = key.value();
+            each(queue, seq, decode(value.value(), "a message state")?);
+        }
+        Ok(())
+    }
+
+    fn submit(&self, ops: Vec<StoreOp>) -> Commit {
+        let (done, answer) = oneshot::channel();
+        let sent = match self.jobs.lock() {
+            Ok(jobs) => jobs
+                .as_ref()
+                .is_some_and(|tx| tx.send(Job { ops, done }).is_ok()),
+            Err(_) => false,
+        };
+        Box::pin(async move {
+            if !sent {
+                return Err(StoreError::Closed);
+            }
+            answer.await.unwrap_or(Err(StoreError::Closed))
+        })
+    }
+
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let payloads = txn
+            .open_table(PAYLOADS)
+            .map_err(redb_err!("opening payloads"))?;
+        seqs.iter()
+            .map(|&seq| {
+                match payloads
+                    .get((queue, seq))
+                    .map_err(redb_err!("reading a payload"))?
+                {
+                    Some(guard) => decode(guard.value(), "a payload").map(Some),
+                    None => Ok(None),
+                }
+            })
+            .collect()
+    }
+}

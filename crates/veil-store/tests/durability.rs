@@ -1,0 +1,137 @@
+//! The redb store under the real engine: what was acknowledged is there after the store is closed and opened
+//! again, and concurrent submissions share commits (group commit).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use veil_core::{
+    Engine, ManualClock, NewMessage, QueueConfig, QueueKey, ReceiptKey, ReceiptRule,
+    ReceiveOptions, Store, DEFAULT_NAMESPACE,
+};
+use veil_store::{RedbStore, StoreOptions};
+
+const START_MS: u64 = 1_700_000_000_000;
+
+fn engine_on(store: Arc<RedbStore>, clock: &ManualClock) -> Engine {
+    Engine::open(store, Arc::new(clock.clone()), ReceiptKey::new([3; 32])).expect("engine opens")
+}
+
+fn orders() -> QueueKey {
+    QueueKey::new(DEFAULT_NAMESPACE, "orders")
+}
+
+fn receive_one(visibility_ms: u64) -> ReceiveOptions {
+    ReceiveOptions {
+        max_messages: 1,
+        visibility_ms: Some(visibility_ms),
+        wait_ms: 0,
+    }
+}
+
+#[tokio::test]
+async fn acknowledged_changes_survive_reopening_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_MS);
+    let receipt;
+    {
+        let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+        let engine = engine_on(store.clone(), &clock);
+        engine
+            .create_queue(orders(), QueueConfig::default())
+            .await
+            .unwrap();
+        let sends = (0..3).map(|i| NewMessage::new(format!("m{i}"))).collect();
+        engine.send(&orders(), sends).await.unwrap();
+        let got = engine
+            .receive(&orders(), receive_one(60_000))
+            .await
+            .unwrap();
+        receipt = got[0].receipt.clone().unwrap();
+        let second = engine
+            .receive(&orders(), receive_one(60_000))
+            .await
+            .unwrap();
+        engine
+            .delete(
+                &orders(),
+                second[0].receipt.as_deref().unwrap(),
+                ReceiptRule::AnyIssued,
+            )
+            .await
+            .unwrap();
+        store.close();
+    }
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let engine = engine_on(store, &clock);
+    let stats = engine.stats(&orders()).unwrap();
+    assert_eq!(
+        (stats.visible, stats.hidden),
+        (1, 1),
+        "one visible, one still hidden, one deleted"
+    );
+    assert_eq!(stats.counters.sends, 3);
+    assert_eq!(stats.counters.deletes, 1);
+    // The receipt from before the restart still settles its message.
+    engine
+        .delete(&orders(), &receipt, ReceiptRule::Current)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(61));
+    let left = engine.receive(&orders(), receive_one(1_000)).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].payload.body.as_ref(), b"m2");
+}
+
+#[tokio::test]
+async fn concurrent_sends_share_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_MS);
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let engine = Arc::new(engine_on(store.clone(), &clock));
+    engine
+        .create_queue(orders(), QueueConfig::default())
+        .await
+        .unwrap();
+    let before = store.commit_count();
+    let senders = 200;
+    let tasks: Vec<_> = (0..senders)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                engine
+                    .send(&orders(), vec![NewMessage::new(format!("{i}"))])
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let commits = store.commit_count() - before;
+    assert!(
+        commits < senders,
+        "{senders} concurrent sends took {commits} commits: no group commit"
+    );
+    assert_eq!(engine.stats(&orders()).unwrap().visible, senders);
+}
+
+#[tokio::test]
+async fn deleting_a_queue_removes_its_messages_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_MS);
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let engine = engine_on(store.clone(), &clock);
+    engine
+        .create_queue(orders(), QueueConfig::default())
+        .await
+        .unwrap();
+    engine
+        .send(&orders(), vec![NewMessage::new("x")])
+        .await
+        .unwrap();
+    engine.delete_queue(&orders()).await.unwrap();
+    let mut left = 0;
+    store.load_messages(&mut |_, _, _| left += 1).unwrap();
+    assert_eq!(left, 0);
+    assert!(store.load_queues().unwrap().queues.is_empty());
+}
