@@ -46,6 +46,8 @@ pub struct Engine {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     receipts: ReceiptKey,
+    /// Set by `shutdown`: long polls return what they have at once instead of holding a graceful shutdown.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Engine {
@@ -88,7 +90,14 @@ impl Engine {
             store,
             clock,
             receipts,
+            closing: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Ends every long poll now (they answer with no messages) and every later one at once, so that a
+    /// graceful shutdown does not wait for receive wait times.
+    pub fn shutdown(&self) {
+        self.closing.send_replace(true);
     }
 
     pub fn now(&self) -> Millis {
@@ -383,6 +392,7 @@ impl Engine {
         let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
         let wait_ms = options.wait_ms.min(limits::RECEIVE_WAIT_MS_MAX);
         let deadline = self.clock.now().saturating_add(wait_ms);
+        let mut closing = self.closing.subscribe();
         loop {
             let notify = {
                 let state = self.state.lock();
@@ -400,13 +410,14 @@ impl Engine {
                 return self.with_payloads(attempt.queue, attempt.delivered);
             }
             drop(attempt.commit);
-            if now >= deadline {
+            if now >= deadline || *closing.borrow_and_update() {
                 return Ok(Vec::new());
             }
             let wake_at = attempt.next_due.map_or(deadline, |due| due.min(deadline));
             tokio::select! {
                 _ = &mut notified => {}
                 _ = self.clock.sleep_until(wake_at) => {}
+                _ = closing.changed() => {}
             }
         }
     }

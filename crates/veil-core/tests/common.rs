@@ -1,0 +1,108 @@
+//! Shared fixtures of the engine tests: an engine over the in-memory store with a manual clock.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use veil_core::memory_store::MemoryStore;
+use veil_core::*;
+
+pub const START_MS: Millis = 1_700_000_000_000;
+pub const SECRET: [u8; 32] = [42; 32];
+
+pub struct Harness {
+    pub clock: ManualClock,
+    pub store: Arc<MemoryStore>,
+    pub engine: Arc<Engine>,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let clock = ManualClock::new(START_MS);
+        let store = Arc::new(MemoryStore::new());
+        let engine = Arc::new(
+            Engine::open(
+                store.clone(),
+                Arc::new(clock.clone()),
+                ReceiptKey::new(SECRET),
+            )
+            .unwrap(),
+        );
+        Self {
+            clock,
+            store,
+            engine,
+        }
+    }
+
+    /// A new engine over the same store and clock: what a process restart looks like to the engine.
+    pub fn restart(&mut self) {
+        self.engine = Arc::new(
+            Engine::open(
+                self.store.clone(),
+                Arc::new(self.clock.clone()),
+                ReceiptKey::new(SECRET),
+            )
+            .unwrap(),
+        );
+    }
+
+    pub async fn queue(&self, name: &str) -> QueueKey {
+        self.queue_with(name, QueueConfig::default()).await
+    }
+
+    pub async fn queue_with(&self, name: &str, config: QueueConfig) -> QueueKey {
+        let key = QueueKey::new(DEFAULT_NAMESPACE, name);
+        self.engine.create_queue(key.clone(), config).await.unwrap();
+        key
+    }
+
+    pub async fn send(&self, key: &QueueKey, body: &str) -> SentMessage {
+        self.engine
+            .send(key, vec![NewMessage::new(body.to_owned())])
+            .await
+            .unwrap()
+            .remove(0)
+    }
+
+    pub async fn receive(
+        &self,
+        key: &QueueKey,
+        max: usize,
+        visibility_s: Option<u64>,
+    ) -> Vec<Message> {
+        let options = ReceiveOptions {
+            max_messages: max,
+            visibility_ms: visibility_s.map(|s| s * 1_000),
+            wait_ms: 0,
+        };
+        self.engine.receive(key, options).await.unwrap()
+    }
+
+    pub async fn receive_one(&self, key: &QueueKey, visibility_s: u64) -> Message {
+        let mut got = self.receive(key, 1, Some(visibility_s)).await;
+        assert_eq!(got.len(), 1, "expected one message");
+        got.remove(0)
+    }
+
+    pub fn advance_s(&self, seconds: u64) {
+        self.clock.advance(Duration::from_secs(seconds));
+    }
+
+    pub fn stats(&self, key: &QueueKey) -> QueueStats {
+        self.engine.stats(key).unwrap()
+    }
+}
+
+pub fn body(message: &Message) -> &str {
+    std::str::from_utf8(&message.payload.body).unwrap()
+}
+
+pub fn sqs_change(visibility_s: u64) -> VisibilityChange {
+    VisibilityChange {
+        visibility_ms: visibility_s * 1_000,
+        since_receive_ms_max: Some(limits::sqs::VISIBILITY_TOTAL_MS_MAX),
+        not_past_expiry: false,
+    }
+}
