@@ -1,0 +1,88 @@
+"""Pytest fixtures for Veil's end-to-end suite.
+
+`server` starts the real binary (env VEIL_BIN, default <repo>/target/release/veil) once per test module on a
+free port with a temporary data dir, waits until the port accepts, and at the end SIGTERMs it and asserts it
+exited with code 0. `make_server` starts extra servers (own data dir or a given one, extra flags) and kills any
+left running. `sqs` is a boto3 client for us-east-1 with test credentials; `queue_name` is unique per test and
+`queue_url` a fresh standard queue of that name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from helpers import VeilServer, make_client, veil_bin
+
+
+@pytest.fixture(scope="session")
+def veil_path() -> str:
+    path = veil_bin()
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"veil binary not found at {path}: build it with `cargo build --release --bin veil` "
+            "or point VEIL_BIN at it (./scripts/test does both)",
+            pytrace=False,
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(veil_path, tmp_path_factory):
+    base = tmp_path_factory.mktemp("veil")
+    srv = VeilServer(base / "data", log_dir=base).start()
+    yield srv
+    assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
+    srv.stop_cleanly()
+
+
+@pytest.fixture
+def make_server(veil_path, tmp_path):
+    """make_server(data_dir=None, port=None, extra_args=()) -> started VeilServer."""
+    started: list[VeilServer] = []
+
+    def make(data_dir: Path | None = None, port: int | None = None, extra_args=()) -> VeilServer:
+        d = Path(data_dir) if data_dir else tmp_path / f"data-{len(started)}"
+        srv = VeilServer(d, port=port, extra_args=extra_args, log_dir=tmp_path).start()
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.kill()
+
+
+@pytest.fixture(scope="module")
+def endpoint(server) -> str:
+    return server.endpoint
+
+
+@pytest.fixture(scope="module")
+def sqs(endpoint):
+    return make_client(endpoint)
+
+
+@pytest.fixture
+def queue_name(request) -> str:
+    base = re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name.removeprefix("test_"))[:50]
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def queue_url(sqs, queue_name) -> str:
+    return sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+
+
+@pytest.fixture
+def new_queue(sqs, queue_name):
+    """new_queue(suffix, **attributes) -> URL of a fresh queue named <queue_name>-<suffix>."""
+
+    def make(suffix: str, **attributes) -> str:
+        attrs = {k: str(v) for k, v in attributes.items()}
+        return sqs.create_queue(QueueName=f"{queue_name}-{suffix}", Attributes=attrs)["QueueUrl"]
+
+    return make

@@ -1,0 +1,316 @@
+"""Helpers shared by Veil's end-to-end tests.
+
+They cover starting and stopping the real `veil` binary (`VeilServer`), building boto3 clients, the
+digests SQS clients check (MD5 of the body and the SDK-defined MD5 of message attributes), asserting
+SQS errors precisely, and sending raw SigV4-signed requests for the JSON and Query protocols.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import urllib.parse
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+REPO = Path(__file__).resolve().parents[2]
+ACCOUNT = "000000000000"
+DEFAULT_REGION = "us-east-1"
+MIB = 1024 * 1024
+
+
+def veil_bin() -> str:
+    return os.environ.get("VEIL_BIN", str(REPO / "target" / "release" / "veil"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VeilServer:
+    """One `veil serve` process on 127.0.0.1:<port> with its own data dir and log file."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.extra_args = list(extra_args)
+        self.log_dir = Path(log_dir or self.data_dir.parent)
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.starts = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "VeilServer":
+        assert self.proc is None or self.proc.poll() is not None, "server already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self.log_path = self.log_dir / f"veil-{self.port}-{self.starts}.log"
+        cmd = [
+            veil_bin(), "serve",
+            "--data-dir", str(self.data_dir),
+            "--sqs-listen", f"127.0.0.1:{self.port}",
+            "--log-level", "info",
+            *self.extra_args,
+        ]
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        _record_pid(self.proc.pid)
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise AssertionError(
+                    f"veil exited with code {rc} before listening on port {self.port}\n"
+                    f"command: {' '.join(cmd)}\n{self.log_tail()}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(
+                    f"veil did not listen on port {self.port} within {timeout}s\n"
+                    f"command: {' '.join(cmd)}\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code (negative = killed by that signal)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(
+                    f"veil did not exit within {timeout}s of SIGTERM (killed it)\n{self.log_tail()}"
+                )
+        _forget_pid(self.proc.pid)
+        return self.proc.returncode
+
+    def stop_cleanly(self) -> None:
+        rc = self.stop()
+        assert rc == 0, f"veil exited with code {rc} after SIGTERM, expected a clean 0\n{self.log_tail()}"
+
+    def kill(self) -> None:
+        """SIGKILL (kill -9): the crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=20)
+        if self.proc is not None:
+            _forget_pid(self.proc.pid)
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no server log)"
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return f"--- last {min(lines, len(text))} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+
+
+def _pid_dir() -> Path | None:
+    d = os.environ.get("VEIL_E2E_PID_DIR")
+    return Path(d) if d else None
+
+
+def _record_pid(pid: int) -> None:
+    d = _pid_dir()
+    if d:
+        (d / f"{pid}.pid").write_text(str(pid))
+
+
+def _forget_pid(pid: int) -> None:
+    d = _pid_dir()
+    if d:
+        try:
+            (d / f"{pid}.pid").unlink()
+        except FileNotFoundError:
+            pass
+
+
+def make_client(endpoint: str, region: str = DEFAULT_REGION, *, read_timeout: float = 40, attempts: int = 1):
+    """A boto3 SQS client for Veil: test credentials, no retries (so every error is seen)."""
+    return boto3.client(
+        "sqs",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=Config(
+            connect_timeout=5,
+            read_timeout=read_timeout,
+            retries={"total_max_attempts": attempts, "mode": "standard"},
+        ),
+    )
+
+
+def md5_hex(data) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.md5(data).hexdigest()
+
+
+def md5_of_message_attributes(attrs: dict) -> str:
+    """The digest SQS and its SDKs compute over message attributes: for each attribute sorted by name,
+    length-prefixed (4-byte big-endian) name, data type, then a transport byte (1 string, 2 binary)
+    and the length-prefixed value."""
+    buf = bytearray()
+
+    def put(b: bytes):
+        buf.extend(struct.pack(">I", len(b)))
+        buf.extend(b)
+
+    for name in sorted(attrs):
+        a = attrs[name]
+        put(name.encode("utf-8"))
+        put(a["DataType"].encode("utf-8"))
+        if "StringValue" in a:
+            buf.append(1)
+            put(a["StringValue"].encode("utf-8"))
+        else:
+            buf.append(2)
+            v = a["BinaryValue"]
+            put(v if isinstance(v, (bytes, bytearray)) else v.encode("utf-8"))
+    return hashlib.md5(bytes(buf)).hexdigest()
+
+
+def expect_error(fn, code: str, status: int | None = 400, message: str | None = None, **kwargs) -> dict:
+    """Call fn(**kwargs), assert it raises a ClientError with exactly `code` (and `status`, and
+    `message` as a substring when given); return the error response."""
+    with pytest.raises(ClientError) as ei:
+        fn(**kwargs)
+    resp = ei.value.response
+    got_code = resp.get("Error", {}).get("Code")
+    got_status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    got_msg = resp.get("Error", {}).get("Message", "")
+    assert got_code == code, (
+        f"{getattr(fn, '__name__', fn)}: expected error code {code!r}, got {got_code!r} "
+        f"(HTTP {got_status}, message {got_msg!r})"
+    )
+    if status is not None:
+        assert got_status == status, f"{code}: expected HTTP {status}, got {got_status} ({got_msg!r})"
+    if message is not None:
+        assert message in got_msg, f"{code}: expected message containing {message!r}, got {got_msg!r}"
+    return resp
+
+
+def expect_error_in(fn, codes, **kwargs) -> dict:
+    """Like expect_error, for the few places where AWS itself has answered with more than one code."""
+    with pytest.raises(ClientError) as ei:
+        fn(**kwargs)
+    resp = ei.value.response
+    got = resp.get("Error", {}).get("Code")
+    assert got in codes, f"expected one of {sorted(codes)}, got {got!r}: {resp.get('Error')}"
+    assert resp["ResponseMetadata"]["HTTPStatusCode"] == 400, resp["ResponseMetadata"]
+    return resp
+
+
+def queue_attrs(sqs, url, *names) -> dict:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(names) or ["All"])["Attributes"]
+
+
+def counts(sqs, url) -> tuple[int, int, int]:
+    """(visible, not visible, delayed) as ApproximateNumberOfMessages* report them."""
+    a = queue_attrs(
+        sqs, url,
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
+    )
+    return (
+        int(a["ApproximateNumberOfMessages"]),
+        int(a["ApproximateNumberOfMessagesNotVisible"]),
+        int(a["ApproximateNumberOfMessagesDelayed"]),
+    )
+
+
+def receive(sqs, url, **kwargs) -> list:
+    return sqs.receive_message(QueueUrl=url, **kwargs).get("Messages", [])
+
+
+def receive_one(sqs, url, **kwargs) -> dict:
+    msgs = receive(sqs, url, **kwargs)
+    assert len(msgs) == 1, f"expected exactly one message, got {len(msgs)}: {[m.get('Body') for m in msgs]}"
+    return msgs[0]
+
+
+def drain(sqs, url, visibility: int = 60, **kwargs) -> list:
+    """Receive until an empty long poll of 1 s; every message is kept hidden `visibility` seconds."""
+    out = []
+    while True:
+        msgs = receive(sqs, url, MaxNumberOfMessages=10, VisibilityTimeout=visibility, WaitTimeSeconds=1, **kwargs)
+        if not msgs:
+            return out
+        out.extend(msgs)
+
+
+def arn(name: str, region: str = DEFAULT_REGION) -> str:
+    return f"arn:aws:sqs:{region}:{ACCOUNT}:{name}"
+
+
+# ---- raw protocol requests -------------------------------------------------------------------------
+
+
+def signed_post(url: str, body: bytes, headers: dict, region: str = DEFAULT_REGION) -> requests.Response:
+    """POST `body` to `url`, signed with SigV4 for `region` (test credentials). A 'Host' in headers is
+    sent (and signed) as given."""
+    req = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
+    SigV4Auth(Credentials("test", "test"), "sqs", region).add_auth(req)
+    return requests.post(url, data=body, headers=dict(req.headers.items()), timeout=40)
+
+
+def json_call(endpoint: str, action: str, payload, *, region: str = DEFAULT_REGION, raw: bytes | None = None,
+              headers: dict | None = None, path: str = "/") -> requests.Response:
+    body = raw if raw is not None else json.dumps(payload).encode()
+    h = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"}
+    h.update(headers or {})
+    return signed_post(endpoint + path, body, h, region)
+
+
+def query_call(endpoint: str, params: dict, *, path: str = "/", region: str = DEFAULT_REGION,
+               headers: dict | None = None) -> requests.Response:
+    p = {"Version": "2012-11-05", **params}
+    body = urllib.parse.urlencode(p).encode()
+    h = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+    h.update(headers or {})
+    return signed_post(endpoint + path, body, h, region)
+
+
+def strip_ns(elem: ET.Element) -> ET.Element:
+    for e in elem.iter():
+        if isinstance(e.tag, str) and "}" in e.tag:
+            e.tag = e.tag.split("}", 1)[1]
+    return elem
+
+
+def parse_xml(resp: requests.Response) -> ET.Element:
+    try:
+        return strip_ns(ET.fromstring(resp.content))
+    except ET.ParseError as e:
+        raise AssertionError(f"response is not XML ({e}): HTTP {resp.status_code} {resp.text[:500]!r}")

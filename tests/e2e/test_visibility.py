@@ -1,0 +1,275 @@
+"""Visibility-timeout rules through boto3: a new receipt handle per receive; standard-queue deletes with older
+handles and twice; forged handles; ChangeMessageVisibility counting from the call, 0 = visible now, not
+remembered for the next receive, the 12 h cap from the receive (an error, never clamped), old handles after a
+re-receive, a lapsed-but-not-re-received handle; redelivery after the timeout with growing ApproximateReceiveCount;
+long polling that wakes promptly on a send or a visibility expiry; and the in-flight OverLimit (server started
+with --inflight-max 5). Sleeps stay at 1-2 s."""
+
+import threading
+import time
+
+import pytest
+
+from helpers import counts, expect_error, make_client, receive, receive_one
+
+INVALID_HANDLE = 'The input receipt handle "garbage" is not a valid receipt handle.'
+
+
+def test_every_receive_issues_a_new_receipt_handle(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    handles = [receive_one(sqs, queue_url, VisibilityTimeout=0)["ReceiptHandle"] for _ in range(3)]
+    assert len(set(handles)) == 3, f"receipt handles repeat across receives: {handles}"
+
+
+def test_delete_with_an_older_receipt_handle_deletes_the_message(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    old = receive_one(sqs, queue_url, VisibilityTimeout=0)["ReceiptHandle"]
+    current = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
+    assert old != current
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=old)
+    assert counts(sqs, queue_url) == (0, 0, 0), "delete with the older handle did not delete the message"
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=current)
+
+
+def test_delete_after_the_visibility_timeout_lapsed_deletes_the_message(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
+    time.sleep(1.2)
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
+    assert receive(sqs, queue_url, WaitTimeSeconds=1) == []
+    assert counts(sqs, queue_url) == (0, 0, 0)
+
+
+def test_deleting_a_message_twice_succeeds(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url)["ReceiptHandle"]
+    first = sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
+    second = sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
+    assert first["ResponseMetadata"]["HTTPStatusCode"] == second["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+def test_garbage_receipt_handle_is_receipt_handle_is_invalid(sqs, queue_url):
+    expect_error(sqs.delete_message, "ReceiptHandleIsInvalid", message=INVALID_HANDLE,
+                 QueueUrl=queue_url, ReceiptHandle="garbage")
+    expect_error(sqs.change_message_visibility, "ReceiptHandleIsInvalid",
+                 QueueUrl=queue_url, ReceiptHandle="garbage", VisibilityTimeout=5)
+
+
+def test_tampered_receipt_handle_is_receipt_handle_is_invalid(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
+    i = len(h) // 2
+    forged = h[:i] + ("A" if h[i] != "A" else "B") + h[i + 1:]
+    expect_error(sqs.delete_message, "ReceiptHandleIsInvalid", QueueUrl=queue_url, ReceiptHandle=forged)
+    expect_error(sqs.change_message_visibility, "ReceiptHandleIsInvalid",
+                 QueueUrl=queue_url, ReceiptHandle=forged, VisibilityTimeout=0)
+    assert counts(sqs, queue_url) == (0, 1, 0), "a forged handle changed the message"
+
+
+def test_hidden_message_is_redelivered_after_its_visibility_timeout(sqs, queue_url):
+    sent = sqs.send_message(QueueUrl=queue_url, MessageBody="m")["MessageId"]
+    first = receive_one(sqs, queue_url, VisibilityTimeout=1, AttributeNames=["ApproximateReceiveCount"])
+    t = time.monotonic()
+    assert receive(sqs, queue_url) == [], "a hidden message was delivered to a second consumer"
+    again = receive_one(sqs, queue_url, WaitTimeSeconds=5, AttributeNames=["ApproximateReceiveCount"])
+    waited = time.monotonic() - t
+    assert again["MessageId"] == sent and first["MessageId"] == sent
+    assert again["ReceiptHandle"] != first["ReceiptHandle"]
+    assert (first["Attributes"]["ApproximateReceiveCount"], again["Attributes"]["ApproximateReceiveCount"]) == ("1", "2")
+    assert 0.6 <= waited <= 2.0, f"1 s visibility timeout ended after {waited:.2f}s"
+
+
+def test_queue_visibility_timeout_is_the_default_for_receives(sqs, new_queue):
+    url = new_queue("q", VisibilityTimeout=1)
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    receive_one(sqs, url)
+    t = time.monotonic()
+    assert receive(sqs, url) == []
+    receive_one(sqs, url, WaitTimeSeconds=5)
+    assert 0.6 <= time.monotonic() - t <= 2.0
+
+
+def test_approximate_receive_count_grows_and_first_receive_timestamp_is_set_once(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    seen = []
+    for _ in range(3):
+        m = receive_one(sqs, queue_url, VisibilityTimeout=0, MessageSystemAttributeNames=["All"])
+        seen.append(m["Attributes"])
+        time.sleep(0.02)
+    assert [a["ApproximateReceiveCount"] for a in seen] == ["1", "2", "3"]
+    assert len({a["ApproximateFirstReceiveTimestamp"] for a in seen}) == 1, seen
+    assert len({a["SentTimestamp"] for a in seen}) == 1, seen
+
+
+def test_change_visibility_counts_from_the_call(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
+    time.sleep(0.8)
+    t_call = time.monotonic()
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=1)
+    time.sleep(0.4)  # past receive + 1 s: counted from the receive, the message would be visible now
+    assert receive(sqs, queue_url) == [], "ChangeMessageVisibility counted from the receive, not from the call"
+    receive_one(sqs, queue_url, WaitTimeSeconds=5)
+    waited = time.monotonic() - t_call
+    assert 0.8 <= waited <= 2.0, f"visible {waited:.2f}s after ChangeMessageVisibility(1)"
+
+
+def test_change_visibility_zero_makes_the_message_visible_now(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=0)
+    m = receive_one(sqs, queue_url, AttributeNames=["ApproximateReceiveCount"])
+    assert m["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_change_visibility_extends_the_deadline(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=60)
+    assert receive(sqs, queue_url, WaitTimeSeconds=2) == [], "extended message became visible after its first 1 s"
+    assert counts(sqs, queue_url) == (0, 1, 0)
+
+
+def test_change_visibility_is_not_remembered_for_the_next_receive(sqs, new_queue):
+    url = new_queue("q", VisibilityTimeout=1)
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    h = receive_one(sqs, url)["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=h, VisibilityTimeout=0)
+    receive_one(sqs, url)  # uses the queue's 1 s again, not the 0 just set
+    t = time.monotonic()
+    assert receive(sqs, url) == [], "the ChangeMessageVisibility value (0) was reused by the next receive"
+    receive_one(sqs, url, WaitTimeSeconds=5)
+    assert 0.6 <= time.monotonic() - t <= 2.0
+
+
+def test_change_visibility_past_12_hours_from_the_receive_is_rejected_not_clamped(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=2)["ReceiptHandle"]
+    t_recv = time.monotonic()
+    time.sleep(1.1)
+    # 43,200 s from now passes receive + 12 h: an error, and the deadline stays receive + 2 s.
+    expect_error(sqs.change_message_visibility, "InvalidParameterValue",
+                 QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=43200)
+    receive_one(sqs, queue_url, WaitTimeSeconds=5, VisibilityTimeout=2)
+    waited = time.monotonic() - t_recv
+    assert 1.6 <= waited <= 3.0, f"after the rejected change the message came back at {waited:.2f}s, not ~2 s"
+
+
+def test_change_visibility_within_12_hours_of_the_receive_is_accepted(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=5)["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=43000)
+    assert counts(sqs, queue_url) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("seconds", [43201, -1])
+def test_visibility_timeout_outside_0_to_43200_is_invalid_parameter_value(sqs, queue_url, seconds):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    expect_error(sqs.receive_message, "InvalidParameterValue", QueueUrl=queue_url, VisibilityTimeout=seconds)
+    h = receive_one(sqs, queue_url, VisibilityTimeout=30)["ReceiptHandle"]
+    expect_error(sqs.change_message_visibility, "InvalidParameterValue",
+                 QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=seconds)
+
+
+def test_change_visibility_with_an_old_handle_after_a_re_receive_is_invalid_parameter_value(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    old = receive_one(sqs, queue_url, VisibilityTimeout=0)["ReceiptHandle"]
+    current = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
+    expect_error(sqs.change_message_visibility, "InvalidParameterValue",
+                 message="Message does not exist or is not available for visibility timeout change",
+                 QueueUrl=queue_url, ReceiptHandle=old, VisibilityTimeout=0)
+    assert receive(sqs, queue_url) == [], "the rejected change with the old handle made the message visible"
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=current, VisibilityTimeout=0)
+    receive_one(sqs, queue_url)
+
+
+def test_change_visibility_after_the_timeout_lapsed_without_re_receive_succeeds(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
+    time.sleep(1.2)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=60)
+    assert receive(sqs, queue_url) == [], "the change after the lapse did not hide the message again"
+    assert counts(sqs, queue_url) == (0, 1, 0)
+
+
+def test_change_visibility_on_a_deleted_message_is_invalid_parameter_value(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    h = receive_one(sqs, queue_url)["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=42)
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
+    expect_error(sqs.change_message_visibility, "InvalidParameterValue",
+                 message="Message does not exist or is not available for visibility timeout change",
+                 QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=42)
+
+
+def _receive_in_thread(client, url, wait):
+    box = {}
+
+    def run():
+        box["messages"] = receive(client, url, WaitTimeSeconds=wait)
+        box["done"] = time.monotonic()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_long_poll_wakes_promptly_on_a_send(sqs, endpoint, queue_url):
+    poller = make_client(endpoint)
+    t_start = time.monotonic()
+    thread, box = _receive_in_thread(poller, queue_url, 10)
+    time.sleep(0.7)
+    assert thread.is_alive(), f"long poll of 10 s on an empty queue returned early: {box}"
+    t_send = time.monotonic()
+    sqs.send_message(QueueUrl=queue_url, MessageBody="wake up")
+    thread.join(12)
+    assert not thread.is_alive()
+    assert [m["Body"] for m in box["messages"]] == ["wake up"]
+    latency = box["done"] - t_send
+    assert latency < 1.0, f"long poll returned {latency:.2f}s after the send (must wake promptly)"
+    assert box["done"] - t_start < 3.0
+
+
+def test_long_poll_wakes_when_a_visibility_timeout_expires(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    receive_one(sqs, queue_url, VisibilityTimeout=1)
+    t = time.monotonic()
+    receive_one(sqs, queue_url, WaitTimeSeconds=10)
+    assert time.monotonic() - t < 2.0
+
+
+def test_long_poll_on_an_empty_queue_waits_the_full_time(sqs, queue_url):
+    t = time.monotonic()
+    assert receive(sqs, queue_url, WaitTimeSeconds=1) == []
+    assert 0.9 <= time.monotonic() - t <= 2.5
+
+
+def test_queue_receive_wait_time_is_the_default_wait(sqs, new_queue):
+    url = new_queue("q", ReceiveMessageWaitTimeSeconds=1)
+    t = time.monotonic()
+    assert receive(sqs, url) == []
+    assert 0.9 <= time.monotonic() - t <= 2.5, "ReceiveMessageWaitTimeSeconds=1 was not applied"
+    t = time.monotonic()
+    assert receive(sqs, url, WaitTimeSeconds=0) == []
+    assert time.monotonic() - t < 0.5, "an explicit WaitTimeSeconds=0 must not wait"
+
+
+def test_receive_at_the_in_flight_limit_is_over_limit(make_server, queue_name):
+    srv = make_server(extra_args=["--inflight-max", "5"])
+    client = make_client(srv.endpoint)
+    url = client.create_queue(QueueName=queue_name)["QueueUrl"]
+    other = client.create_queue(QueueName=queue_name + "-other")["QueueUrl"]
+    for i in range(7):
+        client.send_message(QueueUrl=url, MessageBody=f"m{i}")
+    client.send_message(QueueUrl=other, MessageBody="elsewhere")
+    held = [receive_one(client, url, VisibilityTimeout=60) for _ in range(5)]
+    assert counts(client, url) == (2, 5, 0)
+    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url)
+    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url, WaitTimeSeconds=1)
+    assert counts(client, url) == (2, 5, 0), "the refused receive changed the queue"
+    assert receive_one(client, other, VisibilityTimeout=60)["Body"] == "elsewhere", "the limit is per queue"
+    client.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])
+    m = receive(client, url, MaxNumberOfMessages=10, VisibilityTimeout=60)
+    assert len(m) == 1, f"with 4 in flight and a limit of 5 one more may be received, got {len(m)}"
+    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url)
+    srv.stop_cleanly()
