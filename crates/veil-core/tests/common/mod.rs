@@ -1,6 +1,6 @@
 //! Shared fixtures of the engine tests: an engine over the in-memory store with a manual clock.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::new_without_default)]
 
 use std::sync::Arc;
 use std::time::Duration;
