@@ -1,0 +1,208 @@
+//! The AWS JSON 1.0 protocol: the request body is a JSON object of the action's parameters; answers are JSON
+//! objects named as in botocore's model, and errors carry `__type` plus the `x-amzn-query-error` header.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use veil_core::{AttributeData, Attributes};
+
+use super::params::{decode_action, Params};
+use super::HttpReply;
+use crate::api::*;
+use crate::error::{ErrorCode, SqsError, SqsResult};
+
+pub(crate) const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
+/// The `X-Amz-Target` prefix of every SQS action.
+pub(crate) const TARGET_PREFIX: &str = "AmazonSQS.";
+
+/// Decodes a JSON protocol request from its `X-Amz-Target` and body.
+pub fn decode(target: &str, body: &[u8]) -> SqsResult<Action> {
+    let name = target
+        .strip_prefix(TARGET_PREFIX)
+        .and_then(ActionName::parse)
+        .ok_or_else(|| {
+            SqsError::new(
+                ErrorCode::UnknownOperation,
+                format!("The operation {target} is not known to this service."),
+            )
+        })?;
+    let empty = Map::new();
+    let parsed;
+    let map = if body.iter().all(u8::is_ascii_whitespace) {
+        // SDKs may send no body at all for actions without required parameters.
+        &empty
+    } else {
+        parsed = serde_json::from_slice::<Value>(body).map_err(|error| {
+            SqsError::new(
+                ErrorCode::Serialization,
+                format!("The request body is not valid JSON: {error}"),
+            )
+        })?;
+        match &parsed {
+            Value::Object(map) => map,
+            _ => {
+                return Err(SqsError::new(
+                    ErrorCode::Serialization,
+                    "The request body must be a JSON object.",
+                ))
+            }
+        }
+    };
+    decode_action(name, &Params::new(map))
+}
+
+fn message_attributes_json(attributes: &Attributes) -> Value {
+    let mut out = Map::new();
+    for (name, attribute) in attributes {
+        let mut value = Map::new();
+        value.insert("DataType".into(), json!(attribute.data_type));
+        match &attribute.value {
+            AttributeData::String(text) => value.insert("StringValue".into(), json!(text)),
+            AttributeData::Binary(bytes) => {
+                value.insert("BinaryValue".into(), json!(BASE64.encode(bytes)))
+            }
+        };
+        out.insert(name.clone(), Value::Object(value));
+    }
+    Value::Object(out)
+}
+
+fn sent_json(sent: &SentMessageResult, with_id: bool) -> Value {
+    let mut out = Map::new();
+    if with_id {
+        out.insert("Id".into(), json!(sent.id));
+    }
+    out.insert("MessageId".into(), json!(sent.message_id));
+    out.insert("MD5OfMessageBody".into(), json!(sent.md5_of_message_body));
+    if let Some(md5) = &sent.md5_of_message_attributes {
+        out.insert("MD5OfMessageAttributes".into(), json!(md5));
+    }
+    if let Some(md5) = &sent.md5_of_message_system_attributes {
+        out.insert("MD5OfMessageSystemAttributes".into(), json!(md5));
+    }
+    Value::Object(out)
+}
+
+fn failures_json(failed: &[BatchFailure]) -> Value {
+    Value::Array(
+        failed
+            .iter()
+            .map(|failure| {
+                json!({
+                    "Id": failure.id,
+                    "SenderFault": failure.sender_fault,
+                    "Code": failure.code,
+                    "Message": failure.message,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The JSON body of a successful answer.
+pub fn encode_output(action: ActionName, output: &Output) -> Value {
+    match output {
+        Output::Empty => json!({}),
+        Output::QueueUrl(url) => json!({ "QueueUrl": url }),
+        Output::QueueUrls { urls, next_token } => {
+            let mut out = Map::new();
+            // botocore spells this member differently per action.
+            let key = if action == ActionName::ListDeadLetterSourceQueues {
+                "queueUrls"
+            } else {
+                "QueueUrls"
+            };
+            // AWS omits an empty ListQueues list but ListDeadLetterSourceQueues requires the member.
+            if !urls.is_empty() || action == ActionName::ListDeadLetterSourceQueues {
+                out.insert(key.into(), json!(urls));
+            }
+            if let Some(token) = next_token {
+                out.insert("NextToken".into(), json!(token));
+            }
+            Value::Object(out)
+        }
+        Output::QueueAttributes(attributes) => {
+            let map: Map<String, Value> = attributes
+                .iter()
+                .map(|(name, value)| (name.clone(), json!(value)))
+                .collect();
+            json!({ "Attributes": map })
+        }
+        Output::Tags(tags) => {
+            if tags.is_empty() {
+                json!({})
+            } else {
+                json!({ "Tags": tags })
+            }
+        }
+        Output::SendMessage(sent) => sent_json(sent, false),
+        Output::SendMessageBatch { successful, failed } => json!({
+            "Successful": successful.iter().map(|sent| sent_json(sent, true)).collect::<Vec<_>>(),
+            "Failed": failures_json(failed),
+        }),
+        Output::ReceiveMessage(messages) => {
+            if messages.is_empty() {
+                return json!({});
+            }
+            let messages: Vec<Value> = messages
+                .iter()
+                .map(|message| {
+                    let mut out = Map::new();
+                    out.insert("MessageId".into(), json!(message.message_id));
+                    out.insert("ReceiptHandle".into(), json!(message.receipt_handle));
+                    out.insert("MD5OfBody".into(), json!(message.md5_of_body));
+                    out.insert("Body".into(), json!(message.body));
+                    if !message.attributes.is_empty() {
+                        let attributes: Map<String, Value> = message
+                            .attributes
+                            .iter()
+                            .map(|(name, value)| (name.clone(), json!(value)))
+                            .collect();
+                        out.insert("Attributes".into(), Value::Object(attributes));
+                    }
+                    if let Some(md5) = &message.md5_of_message_attributes {
+                        out.insert("MD5OfMessageAttributes".into(), json!(md5));
+                        out.insert(
+                            "MessageAttributes".into(),
+                            message_attributes_json(&message.message_attributes),
+                        );
+                    }
+                    Value::Object(out)
+                })
+                .collect();
+            json!({ "Messages": messages })
+        }
+        Output::BatchIds { successful, failed } => json!({
+            "Successful": successful.iter().map(|id| json!({ "Id": id })).collect::<Vec<_>>(),
+            "Failed": failures_json(failed),
+        }),
+    }
+}
+
+pub(crate) fn reply(output_body: &Value, request_id: &str) -> HttpReply {
+    HttpReply {
+        status: 200,
+        content_type: CONTENT_TYPE,
+        headers: vec![("x-amzn-RequestId", request_id.to_string())],
+        body: output_body.to_string().into_bytes(),
+    }
+}
+
+/// An error answer: `__type` + `message`, and the Query code in `x-amzn-query-error` for SDKs that map it.
+pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
+    let mut headers = vec![("x-amzn-RequestId", request_id.to_string())];
+    if error.code.has_query_code() {
+        headers.push((
+            "x-amzn-query-error",
+            format!("{};{}", error.code.query_code(), error.code.fault()),
+        ));
+    }
+    HttpReply {
+        status: error.code.status(),
+        content_type: CONTENT_TYPE,
+        headers,
+        body: json!({ "__type": error.code.json_type(), "message": error.message })
+            .to_string()
+            .into_bytes(),
+    }
+}

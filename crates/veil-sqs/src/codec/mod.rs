@@ -1,0 +1,86 @@
+//! The pure codec: HTTP request parts in, typed [`SqsRequest`] out; typed outputs and errors in, status,
+//! headers and body out. No I/O, so every wire rule is testable on bytes.
+
+pub mod json;
+mod params;
+pub mod query;
+mod xml;
+
+#[cfg(test)]
+mod tests;
+
+use crate::api::{Action, ActionName, Output, Protocol, SqsRequest};
+use crate::error::SqsError;
+
+/// The parts of an HTTP request the codec reads.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpRequestParts<'a> {
+    pub method: &'a str,
+    /// The raw query string (without `?`), if any.
+    pub query: Option<&'a str>,
+    /// The `X-Amz-Target` header, which selects the JSON protocol.
+    pub target: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// An encoded answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpReply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// JSON when `X-Amz-Target` is present, Query otherwise.
+pub fn protocol_of(target: Option<&str>) -> Protocol {
+    if target.is_some() {
+        Protocol::Json
+    } else {
+        Protocol::Query
+    }
+}
+
+/// Decodes a request. The error, if any, is to be answered in the returned protocol.
+pub fn decode(parts: &HttpRequestParts<'_>) -> (Protocol, Result<SqsRequest, SqsError>) {
+    let protocol = protocol_of(parts.target);
+    let action: Result<Action, SqsError> = match parts.target {
+        Some(target) => json::decode(target, parts.body),
+        None => {
+            // Query parameters may come in the query string (GET, and some POSTs) and in a form body.
+            let mut pairs = parts
+                .query
+                .map(|text| query::parse_form(text.as_bytes()))
+                .unwrap_or_default();
+            if parts.method.eq_ignore_ascii_case("POST") {
+                pairs.extend(query::parse_form(parts.body));
+            }
+            query::decode(&pairs)
+        }
+    };
+    (
+        protocol,
+        action.map(|action| SqsRequest { protocol, action }),
+    )
+}
+
+/// Encodes a successful answer.
+pub fn encode_output(
+    protocol: Protocol,
+    action: ActionName,
+    output: &Output,
+    request_id: &str,
+) -> HttpReply {
+    match protocol {
+        Protocol::Json => json::reply(&json::encode_output(action, output), request_id),
+        Protocol::Query => query::encode_output(action, output, request_id),
+    }
+}
+
+/// Encodes an error answer.
+pub fn encode_error(protocol: Protocol, error: &SqsError, request_id: &str) -> HttpReply {
+    match protocol {
+        Protocol::Json => json::encode_error(error, request_id),
+        Protocol::Query => query::encode_error(error, request_id),
+    }
+}

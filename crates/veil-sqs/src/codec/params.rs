@@ -1,0 +1,326 @@
+//! Typed inputs from a parameter object. Both protocols converge here: the JSON protocol's body is such an object
+//! already, and the Query codec rebuilds the same object from its flattened form fields. Query values are all
+//! strings, so numbers are accepted as JSON numbers or as decimal strings.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::api::*;
+use crate::error::{ErrorCode, SqsError, SqsResult};
+
+/// A view of one parameter object. `context` prefixes names in error messages (`Entries.2.`), so that a
+/// missing field of a batch entry says which entry.
+pub(crate) struct Params<'a> {
+    map: &'a Map<String, Value>,
+    context: String,
+}
+
+fn type_error(name: &str, expected: &str) -> SqsError {
+    SqsError::new(
+        ErrorCode::Serialization,
+        format!("Parameter {name} must be {expected}."),
+    )
+}
+
+impl<'a> Params<'a> {
+    pub(crate) fn new(map: &'a Map<String, Value>) -> Self {
+        Self {
+            map,
+            context: String::new(),
+        }
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        format!("{}{name}", self.context)
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.map.get(name).filter(|value| !value.is_null())
+    }
+
+    pub(crate) fn string(&self, name: &str) -> SqsResult<Option<String>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(_) => Err(type_error(&self.full_name(name), "a string")),
+        }
+    }
+
+    /// A string that must be present and non-empty (SQS treats an empty required string as missing).
+    pub(crate) fn required_string(&self, name: &str) -> SqsResult<String> {
+        match self.string(name)? {
+            Some(text) if !text.is_empty() => Ok(text),
+            _ => Err(SqsError::missing(&self.full_name(name))),
+        }
+    }
+
+    pub(crate) fn integer(&self, name: &str) -> SqsResult<Option<i64>> {
+        let invalid = |shown: &dyn std::fmt::Display| {
+            SqsError::invalid_value(&self.full_name(name), shown, "Must be an integer.")
+        };
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Number(number)) => number.as_i64().map(Some).ok_or_else(|| invalid(number)),
+            Some(Value::String(text)) => text
+                .trim()
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| invalid(text)),
+            Some(_) => Err(type_error(&self.full_name(name), "an integer")),
+        }
+    }
+
+    pub(crate) fn required_integer(&self, name: &str) -> SqsResult<i64> {
+        self.integer(name)?
+            .ok_or_else(|| SqsError::missing(&self.full_name(name)))
+    }
+
+    pub(crate) fn string_list(&self, name: &str) -> SqsResult<Vec<String>> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => Ok(text.clone()),
+                    _ => Err(type_error(&self.full_name(name), "a list of strings")),
+                })
+                .collect(),
+            Some(_) => Err(type_error(&self.full_name(name), "a list of strings")),
+        }
+    }
+
+    pub(crate) fn string_map(&self, name: &str) -> SqsResult<BTreeMap<String, String>> {
+        match self.get(name) {
+            None => Ok(BTreeMap::new()),
+            Some(Value::Object(entries)) => entries
+                .iter()
+                .map(|(key, value)| match value {
+                    Value::String(text) => Ok((key.clone(), text.clone())),
+                    // Some clients send numeric attribute values unquoted; SQS's values are strings.
+                    Value::Number(number) => Ok((key.clone(), number.to_string())),
+                    Value::Bool(flag) => Ok((key.clone(), flag.to_string())),
+                    _ => Err(type_error(&self.full_name(name), "a map of strings")),
+                })
+                .collect(),
+            Some(_) => Err(type_error(&self.full_name(name), "a map of strings")),
+        }
+    }
+
+    /// A list of objects (batch entries), each viewed with its position in error messages.
+    pub(crate) fn object_list(&self, name: &str) -> SqsResult<Vec<Params<'a>>> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(position, item)| match item {
+                    Value::Object(map) => Ok(Params {
+                        map,
+                        context: format!("{}{name}.{}.", self.context, position + 1),
+                    }),
+                    _ => Err(type_error(&self.full_name(name), "a list of objects")),
+                })
+                .collect(),
+            Some(_) => Err(type_error(&self.full_name(name), "a list of objects")),
+        }
+    }
+
+    pub(crate) fn message_attributes(
+        &self,
+        name: &str,
+    ) -> SqsResult<BTreeMap<String, MessageAttributeInput>> {
+        let entries = match self.get(name) {
+            None => return Ok(BTreeMap::new()),
+            Some(Value::Object(entries)) => entries,
+            Some(_) => {
+                return Err(type_error(
+                    &self.full_name(name),
+                    "a map of attribute values",
+                ))
+            }
+        };
+        let mut attributes = BTreeMap::new();
+        for (attribute_name, value) in entries {
+            let Value::Object(fields) = value else {
+                return Err(type_error(
+                    &format!("{}.{attribute_name}", self.full_name(name)),
+                    "an attribute value",
+                ));
+            };
+            let field = Params {
+                map: fields,
+                context: format!("{}.{attribute_name}.", self.full_name(name)),
+            };
+            let binary_value = match field.string("BinaryValue")? {
+                None => None,
+                Some(encoded) => Some(BASE64.decode(encoded.trim()).map_err(|_| {
+                    SqsError::invalid_value(
+                        &field.full_name("BinaryValue"),
+                        &encoded,
+                        "Binary values must be base64-encoded.",
+                    )
+                })?),
+            };
+            let has_list_values = ["StringListValues", "BinaryListValues"].iter().any(
+                |list| matches!(fields.get(*list), Some(Value::Array(items)) if !items.is_empty()),
+            );
+            attributes.insert(
+                attribute_name.clone(),
+                MessageAttributeInput {
+                    data_type: field.string("DataType")?,
+                    string_value: field.string("StringValue")?,
+                    binary_value,
+                    has_list_values,
+                },
+            );
+        }
+        Ok(attributes)
+    }
+
+    fn target(&self) -> SqsResult<QueueTarget> {
+        Ok(QueueTarget {
+            queue_url: self.string("QueueUrl")?.filter(|url| !url.is_empty()),
+        })
+    }
+
+    fn message(&self) -> SqsResult<MessageInput> {
+        Ok(MessageInput {
+            body: self.string("MessageBody")?,
+            delay_seconds: self.integer("DelaySeconds")?,
+            message_attributes: self.message_attributes("MessageAttributes")?,
+            system_attributes: self.message_attributes("MessageSystemAttributes")?,
+            deduplication_id: self.string("MessageDeduplicationId")?,
+            group_id: self.string("MessageGroupId")?,
+        })
+    }
+
+    fn entry_id(&self) -> SqsResult<String> {
+        self.required_string("Id")
+    }
+}
+
+/// Builds the typed action from its parameters.
+pub(crate) fn decode_action(name: ActionName, params: &Params<'_>) -> SqsResult<Action> {
+    use ActionName as N;
+    Ok(match name {
+        N::CreateQueue => Action::CreateQueue(CreateQueueInput {
+            queue_name: params.required_string("QueueName")?,
+            attributes: params.string_map("Attributes")?,
+            tags: params.string_map("tags")?,
+        }),
+        N::DeleteQueue => Action::DeleteQueue(params.target()?),
+        N::GetQueueUrl => Action::GetQueueUrl(GetQueueUrlInput {
+            queue_name: params.required_string("QueueName")?,
+            queue_owner_account_id: params
+                .string("QueueOwnerAWSAccountId")?
+                .filter(|id| !id.is_empty()),
+        }),
+        N::ListQueues => Action::ListQueues(ListQueuesInput {
+            queue_name_prefix: params.string("QueueNamePrefix")?,
+            max_results: params.integer("MaxResults")?,
+            next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
+        }),
+        N::GetQueueAttributes => Action::GetQueueAttributes(GetQueueAttributesInput {
+            target: params.target()?,
+            attribute_names: params.string_list("AttributeNames")?,
+        }),
+        N::SetQueueAttributes => Action::SetQueueAttributes(SetQueueAttributesInput {
+            target: params.target()?,
+            attributes: params.string_map("Attributes")?,
+        }),
+        N::SendMessage => Action::SendMessage(SendMessageInput {
+            target: params.target()?,
+            message: params.message()?,
+        }),
+        N::SendMessageBatch => Action::SendMessageBatch(SendMessageBatchInput {
+            target: params.target()?,
+            entries: params
+                .object_list("Entries")?
+                .iter()
+                .map(|entry| {
+                    Ok(SendMessageBatchEntry {
+                        id: entry.entry_id()?,
+                        message: entry.message()?,
+                    })
+                })
+                .collect::<SqsResult<_>>()?,
+        }),
+        N::ReceiveMessage => {
+            let mut system_attribute_names = params.string_list("AttributeNames")?;
+            system_attribute_names.extend(params.string_list("MessageSystemAttributeNames")?);
+            Action::ReceiveMessage(ReceiveMessageInput {
+                target: params.target()?,
+                max_number_of_messages: params.integer("MaxNumberOfMessages")?,
+                visibility_timeout: params.integer("VisibilityTimeout")?,
+                wait_time_seconds: params.integer("WaitTimeSeconds")?,
+                system_attribute_names,
+                message_attribute_names: params.string_list("MessageAttributeNames")?,
+            })
+        }
+        N::DeleteMessage => Action::DeleteMessage(DeleteMessageInput {
+            target: params.target()?,
+            receipt_handle: params.required_string("ReceiptHandle")?,
+        }),
+        N::DeleteMessageBatch => Action::DeleteMessageBatch(DeleteMessageBatchInput {
+            target: params.target()?,
+            entries: params
+                .object_list("Entries")?
+                .iter()
+                .map(|entry| {
+                    Ok(DeleteMessageBatchEntry {
+                        id: entry.entry_id()?,
+                        receipt_handle: entry.required_string("ReceiptHandle")?,
+                    })
+                })
+                .collect::<SqsResult<_>>()?,
+        }),
+        N::ChangeMessageVisibility => {
+            Action::ChangeMessageVisibility(ChangeMessageVisibilityInput {
+                target: params.target()?,
+                receipt_handle: params.required_string("ReceiptHandle")?,
+                visibility_timeout: params.required_integer("VisibilityTimeout")?,
+            })
+        }
+        N::ChangeMessageVisibilityBatch => {
+            Action::ChangeMessageVisibilityBatch(ChangeMessageVisibilityBatchInput {
+                target: params.target()?,
+                entries: params
+                    .object_list("Entries")?
+                    .iter()
+                    .map(|entry| {
+                        Ok(ChangeMessageVisibilityBatchEntry {
+                            id: entry.entry_id()?,
+                            receipt_handle: entry.required_string("ReceiptHandle")?,
+                            visibility_timeout: entry.integer("VisibilityTimeout")?,
+                        })
+                    })
+                    .collect::<SqsResult<_>>()?,
+            })
+        }
+        N::PurgeQueue => Action::PurgeQueue(params.target()?),
+        N::TagQueue => Action::TagQueue(TagQueueInput {
+            target: params.target()?,
+            tags: params.string_map("Tags")?,
+        }),
+        N::UntagQueue => Action::UntagQueue(UntagQueueInput {
+            target: params.target()?,
+            tag_keys: params.string_list("TagKeys")?,
+        }),
+        N::ListQueueTags => Action::ListQueueTags(params.target()?),
+        N::ListDeadLetterSourceQueues => {
+            Action::ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput {
+                target: params.target()?,
+                max_results: params.integer("MaxResults")?,
+                next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
+            })
+        }
+        N::AddPermission
+        | N::RemovePermission
+        | N::StartMessageMoveTask
+        | N::ListMessageMoveTasks
+        | N::CancelMessageMoveTask => Action::NotImplemented(name),
+    })
+}

@@ -1,0 +1,368 @@
+//! The Query protocol: form-encoded parameters (`Action=SendMessage&QueueUrl=…&MessageAttribute.1.Name=…`) in
+//! the body of a POST or in the query string of a GET, and XML answers. Decoding rebuilds, from the flattened
+//! field names, the same parameter object the JSON protocol sends, so both share one typed decoder.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use veil_core::AttributeData;
+
+use super::params::{decode_action, Params};
+use super::xml::XmlWriter;
+use super::HttpReply;
+use crate::api::*;
+use crate::error::{ErrorCode, SqsError, SqsResult};
+
+pub(crate) const CONTENT_TYPE: &str = "text/xml";
+
+/// Flattened lists of strings: `AttributeName.1=All` → `"AttributeNames": ["All"]`.
+const STRING_LISTS: &[(&str, &str)] = &[
+    ("AttributeName", "AttributeNames"),
+    ("MessageAttributeName", "MessageAttributeNames"),
+    ("MessageSystemAttributeName", "MessageSystemAttributeNames"),
+    ("TagKey", "TagKeys"),
+    ("AWSAccountId", "AWSAccountIds"),
+    ("ActionName", "Actions"),
+];
+
+/// Flattened lists of structures (batch entries): `SendMessageBatchRequestEntry.1.Id=a` → `"Entries": [{"Id": "a"}]`.
+const OBJECT_LISTS: &[(&str, &str)] = &[
+    ("SendMessageBatchRequestEntry", "Entries"),
+    ("DeleteMessageBatchRequestEntry", "Entries"),
+    ("ChangeMessageVisibilityBatchRequestEntry", "Entries"),
+];
+
+/// How a flattened map's entries are spelled.
+struct MapShape {
+    prefix: &'static str,
+    key_field: &'static str,
+    /// `true` when the value is a structure (`MessageAttribute.1.Value.DataType`), `false` for a string.
+    structured_value: bool,
+}
+
+const MAPS: &[MapShape] = &[
+    MapShape {
+        prefix: "Attribute",
+        key_field: "Name",
+        structured_value: false,
+    },
+    MapShape {
+        prefix: "Tag",
+        key_field: "Key",
+        structured_value: false,
+    },
+    MapShape {
+        prefix: "MessageAttribute",
+        key_field: "Name",
+        structured_value: true,
+    },
+    MapShape {
+        prefix: "MessageSystemAttribute",
+        key_field: "Name",
+        structured_value: true,
+    },
+];
+
+/// The JSON member a flattened map becomes; CreateQueue's tags are lower-case in the model.
+fn map_member(prefix: &str, action: ActionName) -> &'static str {
+    match prefix {
+        "Attribute" => "Attributes",
+        "Tag" if action == ActionName::CreateQueue => "tags",
+        "Tag" => "Tags",
+        "MessageAttribute" => "MessageAttributes",
+        _ => "MessageSystemAttributes",
+    }
+}
+
+fn parse_index(full_key: &str, index: &str) -> SqsResult<u32> {
+    index
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| {
+            SqsError::new(
+                ErrorCode::InvalidParameterValue,
+                format!("The parameter {full_key} does not have a valid index."),
+            )
+        })
+}
+
+/// Form fields grouped by their index: `Prefix.N.Field=value` → `N → [(Field, value)]`, for each prefix.
+type IndexedFields<'a> = BTreeMap<&'a str, BTreeMap<u32, Vec<(String, String)>>>;
+
+/// Rebuilds the parameter object from flattened form fields.
+fn unflatten(pairs: &[(String, String)], action: ActionName) -> SqsResult<Map<String, Value>> {
+    let mut object = Map::new();
+    let mut string_lists: BTreeMap<&str, BTreeMap<u32, String>> = BTreeMap::new();
+    let mut object_lists: IndexedFields = BTreeMap::new();
+    let mut maps: IndexedFields = BTreeMap::new();
+    for (key, value) in pairs {
+        let Some((head, rest)) = key.split_once('.') else {
+            object.insert(key.clone(), Value::String(value.clone()));
+            continue;
+        };
+        if let Some((_, member)) = STRING_LISTS.iter().find(|(name, _)| *name == head) {
+            let index = parse_index(key, rest)?;
+            string_lists
+                .entry(member)
+                .or_default()
+                .insert(index, value.clone());
+        } else if let Some((_, member)) = OBJECT_LISTS.iter().find(|(name, _)| *name == head) {
+            let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
+            let index = parse_index(key, index)?;
+            object_lists
+                .entry(member)
+                .or_default()
+                .entry(index)
+                .or_default()
+                .push((field.to_string(), value.clone()));
+        } else if let Some(shape) = MAPS.iter().find(|shape| shape.prefix == head) {
+            let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
+            let index = parse_index(key, index)?;
+            maps.entry(shape.prefix)
+                .or_default()
+                .entry(index)
+                .or_default()
+                .push((field.to_string(), value.clone()));
+        } else {
+            // Unknown dotted parameters are kept verbatim and ignored by the typed decoder, as SQS does.
+            object.insert(key.clone(), Value::String(value.clone()));
+        }
+    }
+    for (member, items) in string_lists {
+        object.insert(
+            member.to_string(),
+            Value::Array(items.into_values().map(Value::String).collect()),
+        );
+    }
+    for (member, items) in object_lists {
+        let entries = items
+            .into_values()
+            .map(|fields| unflatten(&fields, action).map(Value::Object))
+            .collect::<SqsResult<Vec<_>>>()?;
+        object.insert(member.to_string(), Value::Array(entries));
+    }
+    for (prefix, entries) in maps {
+        let Some(shape) = MAPS.iter().find(|shape| shape.prefix == prefix) else {
+            continue;
+        };
+        let mut map = Map::new();
+        for (index, fields) in entries {
+            let key = fields
+                .iter()
+                .find(|(field, _)| field == shape.key_field)
+                .map(|(_, value)| value.clone())
+                .ok_or_else(|| {
+                    SqsError::missing(&format!("{prefix}.{index}.{}", shape.key_field))
+                })?;
+            let value = if shape.structured_value {
+                let mut structure = Map::new();
+                for (field, value) in &fields {
+                    if let Some(member) = field.strip_prefix("Value.") {
+                        structure.insert(member.to_string(), Value::String(value.clone()));
+                    }
+                }
+                Value::Object(structure)
+            } else {
+                let text = fields
+                    .iter()
+                    .find(|(field, _)| field == "Value")
+                    .map(|(_, value)| value.clone())
+                    .unwrap_or_default();
+                Value::String(text)
+            };
+            map.insert(key, value);
+        }
+        object.insert(map_member(prefix, action).to_string(), Value::Object(map));
+    }
+    Ok(object)
+}
+
+/// Decodes a Query protocol request from its form fields (query string and body together).
+pub fn decode(pairs: &[(String, String)]) -> SqsResult<Action> {
+    let action_name = pairs
+        .iter()
+        .find(|(key, _)| key == "Action")
+        .map(|(_, value)| value.as_str())
+        .ok_or_else(|| SqsError::missing("Action"))?;
+    let name = ActionName::parse(action_name).ok_or_else(|| {
+        SqsError::new(
+            ErrorCode::InvalidAction,
+            format!("The action {action_name} is not valid for this endpoint."),
+        )
+    })?;
+    let object = unflatten(pairs, name)?;
+    decode_action(name, &Params::new(&object))
+}
+
+/// Parses `application/x-www-form-urlencoded` text into fields (percent-decoding, `+` as space).
+pub fn parse_form(text: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(text)
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect()
+}
+
+fn write_failures(xml: &mut XmlWriter, failed: &[BatchFailure]) {
+    for failure in failed {
+        xml.open("BatchResultErrorEntry")
+            .leaf("Id", &failure.id)
+            .leaf(
+                "SenderFault",
+                if failure.sender_fault {
+                    "true"
+                } else {
+                    "false"
+                },
+            )
+            .leaf("Code", &failure.code)
+            .leaf("Message", &failure.message)
+            .close("BatchResultErrorEntry");
+    }
+}
+
+fn write_sent(xml: &mut XmlWriter, sent: &SentMessageResult, with_id: bool) {
+    if with_id {
+        xml.leaf("Id", &sent.id);
+    }
+    xml.leaf("MessageId", &sent.message_id)
+        .leaf("MD5OfMessageBody", &sent.md5_of_message_body);
+    if let Some(md5) = &sent.md5_of_message_attributes {
+        xml.leaf("MD5OfMessageAttributes", md5);
+    }
+    if let Some(md5) = &sent.md5_of_message_system_attributes {
+        xml.leaf("MD5OfMessageSystemAttributes", md5);
+    }
+}
+
+fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
+    match output {
+        Output::Empty => {}
+        Output::QueueUrl(url) => {
+            xml.leaf("QueueUrl", url);
+        }
+        Output::QueueUrls { urls, next_token } => {
+            for url in urls {
+                xml.leaf("QueueUrl", url);
+            }
+            if let Some(token) = next_token {
+                xml.leaf("NextToken", token);
+            }
+        }
+        Output::QueueAttributes(attributes) => {
+            for (name, value) in attributes {
+                xml.open("Attribute")
+                    .leaf("Name", name)
+                    .leaf("Value", value)
+                    .close("Attribute");
+            }
+        }
+        Output::Tags(tags) => {
+            for (key, value) in tags {
+                xml.open("Tag")
+                    .leaf("Key", key)
+                    .leaf("Value", value)
+                    .close("Tag");
+            }
+        }
+        Output::SendMessage(sent) => write_sent(xml, sent, false),
+        Output::SendMessageBatch { successful, failed } => {
+            for sent in successful {
+                xml.open("SendMessageBatchResultEntry");
+                write_sent(xml, sent, true);
+                xml.close("SendMessageBatchResultEntry");
+            }
+            write_failures(xml, failed);
+        }
+        Output::ReceiveMessage(messages) => {
+            for message in messages {
+                xml.open("Message")
+                    .leaf("MessageId", &message.message_id)
+                    .leaf("ReceiptHandle", &message.receipt_handle)
+                    .leaf("MD5OfBody", &message.md5_of_body)
+                    .leaf("Body", &message.body);
+                for (name, value) in &message.attributes {
+                    xml.open("Attribute")
+                        .leaf("Name", name)
+                        .leaf("Value", value)
+                        .close("Attribute");
+                }
+                if let Some(md5) = &message.md5_of_message_attributes {
+                    xml.leaf("MD5OfMessageAttributes", md5);
+                    for (name, attribute) in &message.message_attributes {
+                        xml.open("MessageAttribute")
+                            .leaf("Name", name)
+                            .open("Value");
+                        match &attribute.value {
+                            AttributeData::String(text) => xml.leaf("StringValue", text),
+                            AttributeData::Binary(bytes) => {
+                                xml.leaf("BinaryValue", &BASE64.encode(bytes))
+                            }
+                        };
+                        xml.leaf("DataType", &attribute.data_type)
+                            .close("Value")
+                            .close("MessageAttribute");
+                    }
+                }
+                xml.close("Message");
+            }
+        }
+        Output::BatchIds { successful, failed } => {
+            let entry = if action == ActionName::DeleteMessageBatch {
+                "DeleteMessageBatchResultEntry"
+            } else {
+                "ChangeMessageVisibilityBatchResultEntry"
+            };
+            for id in successful {
+                xml.open(entry).leaf("Id", id).close(entry);
+            }
+            write_failures(xml, failed);
+        }
+    }
+}
+
+/// The XML document of a successful answer: `<XResponse><XResult>…</XResult><ResponseMetadata>…`.
+pub fn encode_output(action: ActionName, output: &Output, request_id: &str) -> HttpReply {
+    let response = format!("{}Response", action.as_str());
+    let result = format!("{}Result", action.as_str());
+    let mut xml = XmlWriter::new();
+    xml.open_root(&response);
+    if *output == Output::Empty {
+        // Actions without output have no Result element.
+    } else {
+        xml.open(&result);
+        write_result(&mut xml, action, output);
+        xml.close(&result);
+    }
+    xml.open("ResponseMetadata")
+        .leaf("RequestId", request_id)
+        .close("ResponseMetadata")
+        .close(&response);
+    HttpReply {
+        status: 200,
+        content_type: CONTENT_TYPE,
+        headers: vec![("x-amzn-RequestId", request_id.to_string())],
+        body: xml.finish().into_bytes(),
+    }
+}
+
+/// `<ErrorResponse><Error><Type/><Code/><Message/><Detail/></Error><RequestId/></ErrorResponse>`.
+pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
+    let mut xml = XmlWriter::new();
+    xml.open_root("ErrorResponse")
+        .open("Error")
+        .leaf("Type", error.code.fault())
+        .leaf("Code", error.code.query_code())
+        .leaf("Message", &error.message)
+        .empty("Detail")
+        .close("Error")
+        .leaf("RequestId", request_id)
+        .close("ErrorResponse");
+    HttpReply {
+        status: error.code.status(),
+        content_type: CONTENT_TYPE,
+        headers: vec![("x-amzn-RequestId", request_id.to_string())],
+        body: xml.finish().into_bytes(),
+    }
+}

@@ -1,0 +1,209 @@
+//! SQS errors as the wire shows them. One [`ErrorCode`] names each error SQS can answer with and knows its three
+//! spellings: the Query protocol code (`<Code>` and the `x-amzn-query-error` header), the JSON protocol shape
+//! (`__type`, which botocore maps to its modeled exception classes), and the HTTP status. [`SqsError`] pairs a
+//! code with the human message, worded like AWS's where clients or users are known to read it.
+
+use std::fmt;
+
+/// Every error code Veil answers with. The modeled ones come from botocore's `sqs/2012-11-05/service-2.json`;
+/// the Query codes are those of the former Query model (`awsQueryError`), which SDKs still read from the
+/// `x-amzn-query-error` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidParameterValue,
+    MissingParameter,
+    /// Query protocol: an `Action` Veil does not know.
+    InvalidAction,
+    /// JSON protocol: an `X-Amz-Target` Veil does not know.
+    UnknownOperation,
+    /// JSON protocol: a body that is not a JSON object of the right types.
+    Serialization,
+    QueueDoesNotExist,
+    QueueNameExists,
+    InvalidAddress,
+    ReceiptHandleIsInvalid,
+    OverLimit,
+    PurgeQueueInProgress,
+    TooManyEntriesInBatchRequest,
+    BatchEntryIdsNotDistinct,
+    EmptyBatchRequest,
+    InvalidBatchEntryId,
+    BatchRequestTooLong,
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidMessageContents,
+    UnsupportedOperation,
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The code of the Query protocol, also sent as `x-amzn-query-error: <code>;Sender` with JSON.
+    pub fn query_code(self) -> &'static str {
+        match self {
+            Self::InvalidParameterValue => "InvalidParameterValue",
+            Self::MissingParameter => "MissingParameter",
+            Self::InvalidAction | Self::UnknownOperation => "InvalidAction",
+            Self::Serialization => "SerializationException",
+            Self::QueueDoesNotExist => "AWS.SimpleQueueService.NonExistentQueue",
+            Self::QueueNameExists => "QueueAlreadyExists",
+            Self::InvalidAddress => "InvalidAddress",
+            Self::ReceiptHandleIsInvalid => "ReceiptHandleIsInvalid",
+            Self::OverLimit => "OverLimit",
+            Self::PurgeQueueInProgress => "AWS.SimpleQueueService.PurgeQueueInProgress",
+            Self::TooManyEntriesInBatchRequest => {
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+            }
+            Self::BatchEntryIdsNotDistinct => "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+            Self::EmptyBatchRequest => "AWS.SimpleQueueService.EmptyBatchRequest",
+            Self::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
+            Self::BatchRequestTooLong => "AWS.SimpleQueueService.BatchRequestTooLong",
+            Self::InvalidAttributeName => "InvalidAttributeName",
+            Self::InvalidAttributeValue => "InvalidAttributeValue",
+            Self::InvalidMessageContents => "InvalidMessageContents",
+            Self::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
+            Self::InternalError => "InternalError",
+        }
+    }
+
+    /// The full `__type` of the JSON protocol. Modeled errors use botocore's shape name under
+    /// `com.amazonaws.sqs#`; protocol-level errors use the service framework's names, as AWS does.
+    pub fn json_type(self) -> &'static str {
+        match self {
+            Self::InvalidParameterValue => "com.amazonaws.sqs#InvalidParameterValueException",
+            Self::MissingParameter => "com.amazonaws.sqs#MissingRequiredParameterException",
+            Self::InvalidAction | Self::UnknownOperation => {
+                "com.amazon.coral.service#UnknownOperationException"
+            }
+            Self::Serialization => "com.amazon.coral.service#SerializationException",
+            Self::QueueDoesNotExist => "com.amazonaws.sqs#QueueDoesNotExist",
+            Self::QueueNameExists => "com.amazonaws.sqs#QueueNameExists",
+            Self::InvalidAddress => "com.amazonaws.sqs#InvalidAddress",
+            Self::ReceiptHandleIsInvalid => "com.amazonaws.sqs#ReceiptHandleIsInvalid",
+            Self::OverLimit => "com.amazonaws.sqs#OverLimit",
+            Self::PurgeQueueInProgress => "com.amazonaws.sqs#PurgeQueueInProgress",
+            Self::TooManyEntriesInBatchRequest => "com.amazonaws.sqs#TooManyEntriesInBatchRequest",
+            Self::BatchEntryIdsNotDistinct => "com.amazonaws.sqs#BatchEntryIdsNotDistinct",
+            Self::EmptyBatchRequest => "com.amazonaws.sqs#EmptyBatchRequest",
+            Self::InvalidBatchEntryId => "com.amazonaws.sqs#InvalidBatchEntryId",
+            Self::BatchRequestTooLong => "com.amazonaws.sqs#BatchRequestTooLong",
+            Self::InvalidAttributeName => "com.amazonaws.sqs#InvalidAttributeName",
+            Self::InvalidAttributeValue => "com.amazonaws.sqs#InvalidAttributeValue",
+            Self::InvalidMessageContents => "com.amazonaws.sqs#InvalidMessageContents",
+            Self::UnsupportedOperation => "com.amazonaws.sqs#UnsupportedOperation",
+            Self::InternalError => "com.amazonaws.sqs#InternalError",
+        }
+    }
+
+    /// Whether the JSON protocol sends the `x-amzn-query-error` header: only for errors that have a Query
+    /// code (the framework's serialization and unknown-operation errors have none).
+    pub fn has_query_code(self) -> bool {
+        !matches!(self, Self::UnknownOperation | Self::Serialization)
+    }
+
+    /// HTTP status: SQS answers 400 for every client error (QueueDoesNotExist included) and 500 for its own.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::InternalError => 500,
+            _ => 400,
+        }
+    }
+
+    /// `Sender` for the client's fault, `Receiver` for the server's (the `<Type>` and the header suffix).
+    pub fn fault(self) -> &'static str {
+        match self {
+            Self::InternalError => "Receiver",
+            _ => "Sender",
+        }
+    }
+}
+
+/// An error answer: which error and the message shown to the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqsError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl SqsError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// AWS's wording for a parameter outside its range or format.
+    pub fn invalid_value(parameter: &str, value: impl fmt::Display, reason: &str) -> Self {
+        Self::new(
+            ErrorCode::InvalidParameterValue,
+            format!("Value {value} for parameter {parameter} is invalid. Reason: {reason}"),
+        )
+    }
+
+    /// A generic "one or more parameters are invalid" error with a reason.
+    pub fn invalid_parameters(reason: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorCode::InvalidParameterValue,
+            format!("One or more parameters are invalid. Reason: {reason}"),
+        )
+    }
+
+    pub fn missing(parameter: &str) -> Self {
+        Self::new(
+            ErrorCode::MissingParameter,
+            format!("The request must contain the parameter {parameter}."),
+        )
+    }
+
+    pub fn queue_does_not_exist() -> Self {
+        Self::new(
+            ErrorCode::QueueDoesNotExist,
+            "The specified queue does not exist.",
+        )
+    }
+
+    pub fn receipt_handle_invalid(handle: &str) -> Self {
+        Self::new(
+            ErrorCode::ReceiptHandleIsInvalid,
+            format!("The input receipt handle \"{handle}\" is not a valid receipt handle."),
+        )
+    }
+
+    pub fn unknown_attribute(name: &str) -> Self {
+        Self::new(
+            ErrorCode::InvalidAttributeName,
+            format!("Unknown Attribute {name}."),
+        )
+    }
+
+    pub fn invalid_attribute_value(name: &str, reason: &str) -> Self {
+        Self::new(
+            ErrorCode::InvalidAttributeValue,
+            format!("Invalid value for the parameter {name}. Reason: {reason}"),
+        )
+    }
+
+    pub fn unsupported(what: &str) -> Self {
+        Self::new(
+            ErrorCode::UnsupportedOperation,
+            format!("{what} is not supported by Veil yet."),
+        )
+    }
+
+    pub fn internal(detail: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorCode::InternalError,
+            format!("We encountered an internal error. Please try again. ({detail})"),
+        )
+    }
+}
+
+impl fmt::Display for SqsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.query_code(), self.message)
+    }
+}
+
+impl std::error::Error for SqsError {}
+
+pub type SqsResult<T> = Result<T, SqsError>;

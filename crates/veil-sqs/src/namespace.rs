@@ -1,0 +1,230 @@
+//! Where an SQS request lands (SPEC §7): the region and access key from the SigV4 `Authorization` header, the
+//! account from the queue URL, and from those the engine namespace. Also the two ways SQS names a queue to
+//! clients, URLs and ARNs, in both directions. Signatures are not verified here (a later issue).
+
+use veil_core::{QueueKey, DEFAULT_NAMESPACE};
+
+use crate::error::{ErrorCode, SqsError, SqsResult};
+
+/// What the `Credential=` part of a SigV4 `Authorization` header says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    pub access_key: String,
+    pub region: String,
+}
+
+/// Parses `AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/sqs/aws4_request, SignedHeaders=…, Signature=…`.
+/// `None` for anything else (no header, another scheme, a malformed scope).
+pub fn parse_authorization(header: &str) -> Option<Credential> {
+    let rest = header.trim().strip_prefix("AWS4-HMAC-SHA256")?;
+    let credential = rest
+        .split(',')
+        .map(str::trim)
+        .find_map(|part| part.strip_prefix("Credential="))?;
+    let mut scope = credential.split('/');
+    let access_key = scope.next()?.to_string();
+    let _date = scope.next()?;
+    let region = scope.next()?.to_string();
+    if access_key.is_empty() || region.is_empty() {
+        return None;
+    }
+    Some(Credential { access_key, region })
+}
+
+/// An SQS account and region: what a namespace is made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountRegion {
+    pub account: String,
+    pub region: String,
+}
+
+/// How accounts and regions map onto engine namespaces.
+#[derive(Clone, Debug)]
+pub struct NamespaceMap {
+    pub default_account: String,
+    pub default_region: String,
+}
+
+const SQS_NAMESPACE_PREFIX: &str = "sqs:";
+
+impl NamespaceMap {
+    /// The default account in the default region shares Veil's default namespace with the other protocols;
+    /// every other account/region is `sqs:<account>:<region>`.
+    pub fn namespace(&self, place: &AccountRegion) -> String {
+        if place.account == self.default_account && place.region == self.default_region {
+            DEFAULT_NAMESPACE.to_string()
+        } else {
+            format!("{SQS_NAMESPACE_PREFIX}{}:{}", place.account, place.region)
+        }
+    }
+
+    /// The account and region a namespace stands for. Namespaces made by other protocols (not `sqs:`) are
+    /// shown as the default account in `fallback_region`.
+    pub fn account_region(&self, namespace: &str, fallback_region: &str) -> AccountRegion {
+        if let Some((account, region)) = namespace
+            .strip_prefix(SQS_NAMESPACE_PREFIX)
+            .and_then(|rest| rest.split_once(':'))
+        {
+            return AccountRegion {
+                account: account.to_string(),
+                region: region.to_string(),
+            };
+        }
+        let region = if namespace == DEFAULT_NAMESPACE {
+            self.default_region.clone()
+        } else {
+            fallback_region.to_string()
+        };
+        AccountRegion {
+            account: self.default_account.clone(),
+            region,
+        }
+    }
+
+    pub fn queue_arn(&self, key: &QueueKey, fallback_region: &str) -> String {
+        let place = self.account_region(&key.namespace, fallback_region);
+        format!(
+            "arn:aws:sqs:{}:{}:{}",
+            place.region, place.account, key.name
+        )
+    }
+
+    pub fn queue_url(&self, key: &QueueKey, host: &str, fallback_region: &str) -> String {
+        let place = self.account_region(&key.namespace, fallback_region);
+        format!("http://{host}/{}/{}", place.account, key.name)
+    }
+
+    /// The queue an ARN names: `arn:aws:sqs:<region>:<account>:<name>`.
+    pub fn key_from_arn(&self, arn: &str) -> Option<QueueKey> {
+        let mut parts = arn.split(':');
+        let (Some("arn"), Some(_partition), Some("sqs")) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let region = parts.next()?;
+        let account = parts.next()?;
+        let name = parts.next()?;
+        if parts.next().is_some() || region.is_empty() || account.is_empty() || name.is_empty() {
+            return None;
+        }
+        let place = AccountRegion {
+            account: account.to_string(),
+            region: region.to_string(),
+        };
+        Some(QueueKey::new(self.namespace(&place), name))
+    }
+}
+
+/// A queue as a URL or a request path names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueAddress {
+    /// `None` when the path held only the queue name.
+    pub account: Option<String>,
+    pub name: String,
+}
+
+/// Reads `/<account>/<queue>` (or `/<queue>`) from the last segments of a path.
+pub fn parse_queue_path(path: &str) -> Option<QueueAddress> {
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        [] => None,
+        [name] => Some(QueueAddress {
+            account: None,
+            name: (*name).to_string(),
+        }),
+        [.., account, name] => Some(QueueAddress {
+            account: Some((*account).to_string()),
+            name: (*name).to_string(),
+        }),
+    }
+}
+
+/// Reads the queue from a `QueueUrl` parameter. Any host is accepted: clients keep URLs that name another
+/// host (a load balancer, a container name); only the path's last two segments matter.
+pub fn parse_queue_url(url: &str) -> SqsResult<QueueAddress> {
+    let invalid = || {
+        SqsError::new(
+            ErrorCode::InvalidAddress,
+            format!("The address {url} is not valid for this endpoint."),
+        )
+    };
+    let path = match url.split_once("://") {
+        Some((_scheme, rest)) => rest.find('/').map_or("", |slash| &rest[slash..]),
+        None => url,
+    };
+    parse_queue_path(path).ok_or_else(invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> NamespaceMap {
+        NamespaceMap {
+            default_account: "000000000000".into(),
+            default_region: "us-east-1".into(),
+        }
+    }
+
+    #[test]
+    fn authorization_header_gives_access_key_and_region() {
+        let header =
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20240101/eu-west-1/sqs/aws4_request, \
+                      SignedHeaders=host;x-amz-date, Signature=abc";
+        assert_eq!(
+            parse_authorization(header),
+            Some(Credential {
+                access_key: "AKIDEXAMPLE".into(),
+                region: "eu-west-1".into()
+            })
+        );
+        assert_eq!(parse_authorization("Basic abc"), None);
+        assert_eq!(parse_authorization("AWS4-HMAC-SHA256 Credential=AK"), None);
+    }
+
+    #[test]
+    fn default_account_and_region_share_the_default_namespace() {
+        let default = AccountRegion {
+            account: "000000000000".into(),
+            region: "us-east-1".into(),
+        };
+        assert_eq!(map().namespace(&default), DEFAULT_NAMESPACE);
+        let other = AccountRegion {
+            account: "123456789012".into(),
+            region: "eu-west-1".into(),
+        };
+        assert_eq!(map().namespace(&other), "sqs:123456789012:eu-west-1");
+        assert_eq!(
+            map().account_region("sqs:123456789012:eu-west-1", "x"),
+            other
+        );
+    }
+
+    #[test]
+    fn arns_round_trip_through_queue_keys() {
+        let key = map()
+            .key_from_arn("arn:aws:sqs:us-east-1:000000000000:orders")
+            .unwrap();
+        assert_eq!(key, QueueKey::new(DEFAULT_NAMESPACE, "orders"));
+        assert_eq!(
+            map().queue_arn(&key, "us-east-1"),
+            "arn:aws:sqs:us-east-1:000000000000:orders"
+        );
+        assert_eq!(map().key_from_arn("arn:aws:sns:us-east-1:1:x"), None);
+        assert_eq!(map().key_from_arn("nonsense"), None);
+    }
+
+    #[test]
+    fn queue_urls_with_any_host_name_account_and_queue() {
+        let address = parse_queue_url("https://sqs.elsewhere:4566/123456789012/jobs").unwrap();
+        assert_eq!(address.account.as_deref(), Some("123456789012"));
+        assert_eq!(address.name, "jobs");
+        assert_eq!(
+            parse_queue_url("http://localhost:9324/").unwrap_err().code,
+            ErrorCode::InvalidAddress
+        );
+        assert_eq!(parse_queue_url("orders").unwrap().name, "orders");
+    }
+}
