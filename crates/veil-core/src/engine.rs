@@ -264,13 +264,26 @@ impl Engine {
             .collect())
     }
 
-    /// Deletes every message of the queue. Returns how many there were.
-    pub async fn purge(&self, key: &QueueKey) -> EngineResult<u64> {
+    /// Deletes every message of the queue. Returns how many there were. With `interval_ms_min`, refuses (with
+    /// `PurgeTooSoon`) when the previous purge was less than that long ago; the check and the purge are atomic.
+    pub async fn purge(
+        &self,
+        key: &QueueKey,
+        interval_ms_min: Option<Millis>,
+    ) -> EngineResult<u64> {
         let now = self.clock.now();
         let (count, commit) = {
             let mut state = self.state.lock();
             let id = state.queue_id(key)?;
             let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            if let (Some(interval_ms), Some(last)) = (interval_ms_min, index.last_purge_at) {
+                if now.saturating_sub(last) < interval_ms {
+                    return Err(EngineError::PurgeTooSoon {
+                        last_purge_at: last,
+                        interval_ms,
+                    });
+                }
+            }
             let count = index.clear();
             index.last_purge_at = Some(now);
             (count, self.submit(vec![StoreOp::PurgeQueue(id)]))
@@ -390,8 +403,18 @@ impl Engine {
         options: ReceiveOptions,
     ) -> EngineResult<Vec<Message>> {
         let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
-        let wait_ms = options.wait_ms.min(limits::RECEIVE_WAIT_MS_MAX);
-        let deadline = self.clock.now().saturating_add(wait_ms);
+        let wait_ms = match options.wait_ms {
+            Some(wait_ms) => wait_ms,
+            None => {
+                let state = self.state.lock();
+                let id = state.queue_id(key)?;
+                state.queues[&id].record.config.receive_wait_ms
+            }
+        };
+        let deadline = self
+            .clock
+            .now()
+            .saturating_add(wait_ms.min(limits::RECEIVE_WAIT_MS_MAX));
         let mut closing = self.closing.subscribe();
         loop {
             let notify = {

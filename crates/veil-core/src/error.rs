@@ -25,6 +25,11 @@ pub enum EngineError {
     OverLimit { inflight: u64, limit: u32 },
     #[error("message of {size_bytes} bytes exceeds the queue's limit of {max_bytes} bytes")]
     MessageTooLarge { size_bytes: usize, max_bytes: u32 },
+    #[error("the queue was purged at {last_purge_at}; purges must be {interval_ms} ms apart")]
+    PurgeTooSoon {
+        last_purge_at: Millis,
+        interval_ms: Millis,
+    },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error(transparent)]

@@ -232,8 +232,8 @@ pub struct ReceiveOptions {
     pub max_messages: usize,
     /// `None` uses the queue's visibility timeout.
     pub visibility_ms: Option<Millis>,
-    /// Long-poll wait; 0 returns at once.
-    pub wait_ms: Millis,
+    /// Long-poll wait; 0 returns at once, `None` uses the queue's `receive_wait_ms`.
+    pub wait_ms: Option<Millis>,
 }
 
 /// Which receipts an operation honours (SPEC §2).

@@ -460,11 +460,28 @@ async fn purge_deletes_every_message() {
         h.send(&q, &i.to_string()).await;
     }
     h.receive_one(&q, 30).await;
-    assert_eq!(h.engine.purge(&q).await.unwrap(), 3);
+    assert_eq!(h.engine.purge(&q, None).await.unwrap(), 3);
     let stats = h.stats(&q);
     assert_eq!((stats.visible, stats.hidden, stats.delayed), (0, 0, 0));
     assert_eq!(h.store.message_count(), 0);
     assert!(h.engine.last_purge_at(&q).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_purge_within_the_minimum_interval_is_refused() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    h.engine.purge(&q, Some(60_000)).await.unwrap();
+    h.send(&q, "kept").await;
+    h.advance_s(59);
+    let result = h.engine.purge(&q, Some(60_000)).await;
+    assert!(
+        matches!(result, Err(EngineError::PurgeTooSoon { .. })),
+        "{result:?}"
+    );
+    assert_eq!(h.stats(&q).visible, 1, "the refused purge deleted nothing");
+    h.advance_s(1);
+    assert_eq!(h.engine.purge(&q, Some(60_000)).await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -490,7 +507,7 @@ async fn a_standard_queue_at_its_inflight_limit_fails_receive_with_over_limit() 
     let options = ReceiveOptions {
         max_messages: 1,
         visibility_ms: None,
-        wait_ms: 0,
+        wait_ms: Some(0),
     };
     let result = h.engine.receive(&q, options).await;
     assert!(

@@ -21,7 +21,7 @@ fn spawn_waiter(engine: &Arc<Engine>, key: &QueueKey) -> tokio::task::JoinHandle
         let options = ReceiveOptions {
             max_messages: 10,
             visibility_ms: Some(30_000),
-            wait_ms: WAIT_MS,
+            wait_ms: Some(WAIT_MS),
         };
         engine.receive(&key, options).await.unwrap()
     })
@@ -153,7 +153,7 @@ async fn a_long_poll_on_a_deleted_queue_ends_with_queue_not_found() {
                 ReceiveOptions {
                     max_messages: 1,
                     visibility_ms: None,
-                    wait_ms: WAIT_MS,
+                    wait_ms: Some(WAIT_MS),
                 },
             )
             .await

@@ -187,6 +187,13 @@ fn engine_error(error: EngineError) -> SqsError {
             ErrorCode::InvalidParameterValue,
             "The visibility timeout would pass the message's expiry.",
         ),
+        EngineError::PurgeTooSoon { interval_ms, .. } => SqsError::new(
+            ErrorCode::PurgeQueueInProgress,
+            format!(
+                "Only one PurgeQueue operation is allowed every {} seconds.",
+                interval_ms / SECOND_MS
+            ),
+        ),
         EngineError::Store(error) => SqsError::internal(error),
     }
 }
@@ -398,21 +405,22 @@ impl Service {
             }
             Action::PurgeQueue(target) => {
                 let key = self.queue_key(context, &target)?;
-                let last = self.engine.last_purge_at(&key).map_err(engine_error)?;
-                let now = self.engine.now();
-                if last.is_some_and(|at| now.saturating_sub(at) < sqs_limits::PURGE_INTERVAL_MS_MIN)
+                match self
+                    .engine
+                    .purge(&key, Some(sqs_limits::PURGE_INTERVAL_MS_MIN))
+                    .await
                 {
-                    return Err(SqsError::new(
+                    Ok(_) => Ok(Output::Empty),
+                    Err(EngineError::PurgeTooSoon { .. }) => Err(SqsError::new(
                         ErrorCode::PurgeQueueInProgress,
                         format!(
                             "Only one PurgeQueue operation on {} is allowed every {} seconds.",
                             key.name,
                             sqs_limits::PURGE_INTERVAL_MS_MIN / SECOND_MS
                         ),
-                    ));
+                    )),
+                    Err(error) => Err(engine_error(error)),
                 }
-                self.engine.purge(&key).await.map_err(engine_error)?;
-                Ok(Output::Empty)
             }
             Action::TagQueue(input) => {
                 let key = self.queue_key(context, &input.target)?;
@@ -837,8 +845,7 @@ impl Service {
             .map(|s| validate::in_range("WaitTimeSeconds", s, 0, sqs_limits::RECEIVE_WAIT_S_MAX))
             .transpose()?;
         let key = self.queue_key(context, &input.target)?;
-        let info = self.engine.queue_info(&key).map_err(engine_error)?;
-        let wait_ms = wait_s.map_or(info.config.receive_wait_ms, |s| s * SECOND_MS);
+        let wait_ms = wait_s.map(|s| s * SECOND_MS);
         let messages = self
             .engine
             .receive(

@@ -24,7 +24,7 @@ fn receive_one(visibility_ms: u64) -> ReceiveOptions {
     ReceiveOptions {
         max_messages: 1,
         visibility_ms: Some(visibility_ms),
-        wait_ms: 0,
+        wait_ms: Some(0),
     }
 }
 

@@ -75,7 +75,7 @@ impl Harness {
         let options = ReceiveOptions {
             max_messages: max,
             visibility_ms: visibility_s.map(|s| s * 1_000),
-            wait_ms: 0,
+            wait_ms: Some(0),
         };
         self.engine.receive(key, options).await.unwrap()
     }
