@@ -330,10 +330,10 @@ impl Engine {
             let config = &index.record.config;
             if let Some(too_large) = messages
                 .iter()
-                .find(|m| m.body.len() > config.message_size_bytes_max as usize)
+                .find(|m| m.size_bytes() > config.message_size_bytes_max as usize)
             {
                 return Err(EngineError::MessageTooLarge {
-                    size_bytes: too_large.body.len(),
+                    size_bytes: too_large.size_bytes(),
                     max_bytes: config.message_size_bytes_max,
                 });
             }

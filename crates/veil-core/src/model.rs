@@ -187,7 +187,27 @@ pub struct NewMessage {
     pub fifo: Option<FifoFields>,
 }
 
+/// The size a message counts against a queue's size limit: its body plus each attribute's name, data type
+/// and value (the SQS rule; other protocols have no attributes or count the same way).
+pub fn message_size_bytes(body: &[u8], attributes: &Attributes) -> usize {
+    body.len()
+        + attributes
+            .iter()
+            .map(|(name, value)| {
+                let data = match &value.value {
+                    AttributeData::String(text) => text.len(),
+                    AttributeData::Binary(bytes) => bytes.len(),
+                };
+                name.len() + value.data_type.len() + data
+            })
+            .sum::<usize>()
+}
+
 impl NewMessage {
+    pub fn size_bytes(&self) -> usize {
+        message_size_bytes(&self.body, &self.attributes)
+    }
+
     pub fn new(body: impl Into<Bytes>) -> Self {
         Self {
             body: body.into(),
