@@ -222,17 +222,6 @@ def expect_error(fn, code: str, status: int | None = 400, message: str | None = 
     return resp
 
 
-def expect_error_in(fn, codes, **kwargs) -> dict:
-    """Like expect_error, for the few places where AWS itself has answered with more than one code."""
-    with pytest.raises(ClientError) as ei:
-        fn(**kwargs)
-    resp = ei.value.response
-    got = resp.get("Error", {}).get("Code")
-    assert got in codes, f"expected one of {sorted(codes)}, got {got!r}: {resp.get('Error')}"
-    assert resp["ResponseMetadata"]["HTTPStatusCode"] == 400, resp["ResponseMetadata"]
-    return resp
-
-
 def queue_attrs(sqs, url, *names) -> dict:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(names) or ["All"])["Attributes"]
 

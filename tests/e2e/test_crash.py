@@ -161,6 +161,12 @@ def test_kill_9_mid_traffic_loses_no_acknowledged_write(make_server):
     assert len(ledger.sent) >= 20, f"too little traffic to mean anything: {len(ledger.sent)} acknowledged sends"
     assert ledger.deleted and ledger.receives, "the consumers never received or deleted anything"
 
+    print(
+        f"\ncrash test: {len(ledger.sent)} sends, {sum(ledger.receives.values())} receives, "
+        f"{len(ledger.deleted)} deletes, {len(ledger.long_hidden)} 60 s hides acknowledged; in doubt at the kill: "
+        f"{len(ledger.attempted_bodies) - len(ledger.sent)} sends, {len(ledger.delete_in_doubt)} deletes, "
+        f"{len(ledger.long_in_doubt)} hides"
+    )
     srv.start()
     c = make_client(srv.endpoint)
 

@@ -80,7 +80,8 @@ def test_json_malformed_body_is_a_400_error(endpoint, raw):
     resp = json_call(endpoint, "ListQueues", None, raw=raw)
     assert resp.status_code == 400, f"malformed JSON {raw!r}: HTTP {resp.status_code} {resp.text[:300]}"
     body = resp.json()
-    assert body.get("__type"), body
+    assert body.get("__type", "").endswith("#SerializationException"), body
+    assert body.get("message"), body
 
 
 def test_json_wrong_parameter_type_is_a_400_error(endpoint, qurl):
@@ -94,9 +95,10 @@ def test_json_unknown_target_is_a_400_error(endpoint):
     assert resp.status_code == 400, f"unknown X-Amz-Target: HTTP {resp.status_code} {resp.text[:300]}"
     body = resp.json()
     query_error = resp.headers.get("x-amzn-query-error", "")
-    assert "UnknownOperation" in body.get("__type", "") or query_error.startswith("InvalidAction;"), (
+    assert body.get("__type", "").endswith("#UnknownOperationException") or query_error.startswith("InvalidAction;"), (
         f"unknown action must be UnknownOperationException / InvalidAction: {body} {query_error!r}"
     )
+    assert body.get("message"), body
 
 
 def test_json_server_keeps_serving_after_bad_requests(endpoint, queue_name):

