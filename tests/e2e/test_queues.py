@@ -25,6 +25,12 @@ def test_create_queue_is_idempotent_when_attributes_match(sqs, queue_name):
     assert queue_attrs(sqs, first["QueueUrl"], "VisibilityTimeout")["VisibilityTimeout"] == "17"
 
 
+def test_create_queue_naming_the_default_value_matches_an_existing_queue(sqs, queue_name):
+    first = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    again = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "30", "DelaySeconds": "0"})
+    assert again["QueueUrl"] == first
+
+
 def test_create_queue_with_different_attribute_value_is_queue_already_exists(sqs, queue_name):
     sqs.create_queue(QueueName=queue_name, Attributes={"DelaySeconds": "1"})
     resp = expect_error(

@@ -52,6 +52,18 @@ def test_a_message_receipt_from_one_region_does_not_delete_in_another(sqs, eu, q
         "ApproximateNumberOfMessagesNotVisible"] == "1"
 
 
+def test_query_protocol_uses_the_region_of_the_signature(sqs, endpoint, queue_name):
+    sqs.create_queue(QueueName=queue_name)
+    resp = query_call(endpoint, {"Action": "GetQueueUrl", "QueueName": queue_name}, region="eu-west-1")
+    assert resp.status_code == 400, resp.text
+    assert parse_xml(resp).findtext("Error/Code") == "AWS.SimpleQueueService.NonExistentQueue"
+    resp = query_call(endpoint, {"Action": "CreateQueue", "QueueName": queue_name}, region="eu-west-1")
+    assert resp.status_code == 200, resp.text
+    resp = query_call(endpoint, {"Action": "GetQueueAttributes", "QueueUrl": f"{endpoint}/{ACCOUNT}/{queue_name}",
+                                 "AttributeName.1": "QueueArn"}, region="eu-west-1")
+    assert parse_xml(resp).findtext("GetQueueAttributesResult/Attribute/Value") == arn(queue_name, "eu-west-1")
+
+
 def test_queue_url_host_is_echoed_from_the_host_header(endpoint, server, queue_name):
     localhost = make_client(f"http://localhost:{server.port}")
     url = localhost.create_queue(QueueName=queue_name)["QueueUrl"]

@@ -3,16 +3,22 @@ state — queues, attributes, tags and redrive policies; visible messages with i
 timestamps; hidden messages stay hidden until their deadline and then come back; receipts issued before the
 restart still change visibility and delete; receive counts and first-receive times are kept; deleted messages
 stay deleted; delayed messages stay delayed; dead-letter state (messages already moved, counts toward the
-next move) carries over.
+next move) carries over. Also: the server takes its data dir and listen address from VEIL_DATA_DIR /
+VEIL_SQS_LISTEN, and SIGTERM with a long poll open exits promptly with code 0.
 
 One module-scoped scenario builds the state, restarts once and snapshots the counts; each test checks one part."""
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import threading
 import time
 
 import pytest
 
-from helpers import VeilServer, counts, make_client, queue_attrs, receive, receive_one
+from helpers import VeilServer, counts, free_port, make_client, queue_attrs, receive, receive_one
 
 BACK_AFTER = 5  # seconds: visibility of the message that must reappear on time after the restart
 
@@ -158,3 +164,60 @@ def test_dead_letter_state_survives_the_restart(scenario):
         assert m["Attributes"]["ApproximateReceiveCount"] == "2"
         assert m["Attributes"]["DeadLetterQueueSourceArn"].endswith(":restart-src")
     assert c.list_dead_letter_source_queues(QueueUrl=scenario["dlq"])["queueUrls"] == [scenario["src"]]
+
+
+def test_server_reads_data_dir_and_listen_address_from_the_environment(veil_path, tmp_path):
+    port = free_port()
+    env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "env-data"), VEIL_SQS_LISTEN=f"127.0.0.1:{port}")
+    log = open(tmp_path / "env.log", "wb")
+    proc = subprocess.Popen([veil_path, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, f"veil serve exited {proc.returncode}: {(tmp_path / 'env.log').read_text()}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "veil did not listen on VEIL_SQS_LISTEN"
+                time.sleep(0.05)
+        make_client(f"http://127.0.0.1:{port}").create_queue(QueueName="from-env")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    # The queue went to VEIL_DATA_DIR: a server started with the flag on that dir has it.
+    srv = VeilServer(tmp_path / "env-data", log_dir=tmp_path).start()
+    try:
+        assert make_client(srv.endpoint).get_queue_url(QueueName="from-env")["QueueUrl"].endswith("/from-env")
+    finally:
+        srv.stop_cleanly()
+
+
+def test_sigterm_during_a_long_poll_exits_promptly_and_cleanly(make_server):
+    srv = make_server()
+    c = make_client(srv.endpoint)
+    url = c.create_queue(QueueName="long-poll-at-shutdown")["QueueUrl"]
+    box = {}
+
+    def poll():
+        try:
+            box["result"] = c.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", [])
+        except Exception as e:  # noqa: BLE001 - a closed connection is acceptable at shutdown
+            box["result"] = e
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    rc = srv.stop()
+    took = time.monotonic() - started
+    t.join(25)
+    assert rc == 0, f"exit code {rc} after SIGTERM\n{srv.log_tail()}"
+    assert took < 5, f"SIGTERM with a 20 s long poll open took {took:.1f}s to exit"
+    assert "result" in box, "the long poll never returned after the server stopped"
+    assert box["result"] == [] or isinstance(box["result"], Exception), f"unexpected messages: {box}"

@@ -66,6 +66,16 @@ def test_tampered_receipt_handle_is_receipt_handle_is_invalid(sqs, queue_url):
     assert counts(sqs, queue_url) == (0, 1, 0), "a forged handle changed the message"
 
 
+def test_receipt_handle_of_another_queue_is_receipt_handle_is_invalid(sqs, new_queue):
+    a, b = new_queue("a"), new_queue("b")
+    sqs.send_message(QueueUrl=a, MessageBody="m")
+    h = receive_one(sqs, a, VisibilityTimeout=60)["ReceiptHandle"]
+    expect_error(sqs.delete_message, "ReceiptHandleIsInvalid", QueueUrl=b, ReceiptHandle=h)
+    expect_error(sqs.change_message_visibility, "ReceiptHandleIsInvalid", QueueUrl=b, ReceiptHandle=h,
+                 VisibilityTimeout=0)
+    assert counts(sqs, a) == (0, 1, 0), "a receipt used on another queue changed the message"
+
+
 def test_hidden_message_is_redelivered_after_its_visibility_timeout(sqs, queue_url):
     sent = sqs.send_message(QueueUrl=queue_url, MessageBody="m")["MessageId"]
     first = receive_one(sqs, queue_url, VisibilityTimeout=1, AttributeNames=["ApproximateReceiveCount"])
@@ -236,6 +246,20 @@ def test_long_poll_wakes_when_a_visibility_timeout_expires(sqs, queue_url):
     t = time.monotonic()
     receive_one(sqs, queue_url, WaitTimeSeconds=10)
     assert time.monotonic() - t < 2.0
+
+
+def test_long_poll_wakes_promptly_when_a_message_is_made_visible_again(sqs, endpoint, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="nacked")
+    h = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
+    thread, box = _receive_in_thread(make_client(endpoint), queue_url, 10)
+    time.sleep(0.7)
+    assert thread.is_alive(), f"long poll returned while the only message was hidden: {box}"
+    t_nack = time.monotonic()
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=0)
+    thread.join(12)
+    assert [m["Body"] for m in box["messages"]] == ["nacked"]
+    latency = box["done"] - t_nack
+    assert latency < 1.0, f"long poll returned {latency:.2f}s after ChangeMessageVisibility(0)"
 
 
 def test_long_poll_on_an_empty_queue_waits_the_full_time(sqs, queue_url):
