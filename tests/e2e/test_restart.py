@@ -30,6 +30,17 @@ QUEUES = ("visible", "hidden", "back", "dlq", "src")
 def scenario(veil_path, tmp_path_factory):
     base = tmp_path_factory.mktemp("restart")
     srv = VeilServer(base / "data", log_dir=base).start()
+    try:
+        s = build_and_restart(srv)
+    except BaseException:
+        srv.kill()
+        raise
+    yield s
+    srv.stop_cleanly()
+
+
+def build_and_restart(srv):
+    """Build the state, SIGTERM, start again on the same data dir and port; return what the tests check."""
     c = make_client(srv.endpoint)
     s = {"server": srv}
 
@@ -83,8 +94,7 @@ def scenario(veil_path, tmp_path_factory):
     c2 = make_client(srv.endpoint)
     s["client"] = c2
     s["after_counts"] = {n: counts(c2, s[n]) for n in QUEUES}
-    yield s
-    srv.stop_cleanly()
+    return s
 
 
 def test_sigterm_exits_cleanly_and_the_server_starts_again(scenario):
