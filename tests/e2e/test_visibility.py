@@ -288,12 +288,12 @@ def test_receive_at_the_in_flight_limit_is_over_limit(make_server, queue_name):
     client.send_message(QueueUrl=other, MessageBody="elsewhere")
     held = [receive_one(client, url, VisibilityTimeout=60) for _ in range(5)]
     assert counts(client, url) == (2, 5, 0)
-    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url)
-    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url, WaitTimeSeconds=1)
+    expect_error(client.receive_message, "OverLimit", status=403, QueueUrl=url)
+    expect_error(client.receive_message, "OverLimit", status=403, QueueUrl=url, WaitTimeSeconds=1)
     assert counts(client, url) == (2, 5, 0), "the refused receive changed the queue"
     assert receive_one(client, other, VisibilityTimeout=60)["Body"] == "elsewhere", "the limit is per queue"
     client.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])
     m = receive(client, url, MaxNumberOfMessages=10, VisibilityTimeout=60)
     assert len(m) == 1, f"with 4 in flight and a limit of 5 one more may be received, got {len(m)}"
-    expect_error(client.receive_message, "OverLimit", status=None, QueueUrl=url)
+    expect_error(client.receive_message, "OverLimit", status=403, QueueUrl=url)
     srv.stop_cleanly()

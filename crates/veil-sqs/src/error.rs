@@ -100,10 +100,13 @@ impl ErrorCode {
         !matches!(self, Self::UnknownOperation | Self::Serialization)
     }
 
-    /// HTTP status: SQS answers 400 for every client error (QueueDoesNotExist included) and 500 for its own.
+    /// HTTP status: SQS answers 400 for client errors (QueueDoesNotExist included), 403 for the limits
+    /// OverLimit and PurgeQueueInProgress (as the SQS API reference and recordings of AWS show), and 500 for
+    /// its own.
     pub fn status(self) -> u16 {
         match self {
             Self::InternalError => 500,
+            Self::OverLimit | Self::PurgeQueueInProgress => 403,
             _ => 400,
         }
     }
