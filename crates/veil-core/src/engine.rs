@@ -660,45 +660,68 @@ impl Engine {
         receipt: &str,
         rule: ReceiptRule,
     ) -> EngineResult<DeleteOutcome> {
+        let mut outcomes = self.delete_batch(key, &[receipt], rule).await?;
+        outcomes.pop().expect("one outcome per receipt")
+    }
+
+    /// Settles several messages of one queue with one commit. The outer error is the queue's (or the
+    /// store's); each receipt has its own outcome.
+    pub async fn delete_batch(
+        &self,
+        key: &QueueKey,
+        receipts: &[&str],
+        rule: ReceiptRule,
+    ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
         let now = self.clock.now();
-        let commit = {
+        let (outcomes, commit) = {
             let mut state = self.state.lock();
             let id = state.queue_id(key)?;
-            let receipt = self.decode_receipt(id, receipt)?;
             let index = state.queues.get_mut(&id).expect("by_key and queues agree");
             let mut ops = Vec::new();
             Self::advance(index, now, &mut ops);
-            match index.get(receipt.seq) {
-                None => {
-                    drop(self.submit(ops));
-                    return match rule {
-                        ReceiptRule::AnyIssued => Ok(DeleteOutcome::AlreadyGone),
-                        ReceiptRule::Current => Err(EngineError::MessageNotAvailable),
-                    };
-                }
-                Some(current) => {
-                    if receipt.generation > current.generation {
-                        return Err(EngineError::ReceiptInvalid);
-                    }
-                    if rule == ReceiptRule::Current && receipt.generation != current.generation {
-                        drop(self.submit(ops));
-                        return Err(EngineError::MessageNotAvailable);
-                    }
-                }
+            let deletes_before = index.counters.deletes;
+            let outcomes: Vec<_> = receipts
+                .iter()
+                .map(|receipt| self.delete_locked(index, receipt, rule, &mut ops))
+                .collect();
+            if index.counters.deletes != deletes_before {
+                ops.push(StoreOp::PutCounters {
+                    queue: id,
+                    counters: index.counters,
+                });
             }
-            index.remove(receipt.seq);
-            index.counters.deletes += 1;
-            ops.push(StoreOp::DeleteMessage {
-                queue: id,
-                seq: receipt.seq,
-            });
-            ops.push(StoreOp::PutCounters {
-                queue: id,
-                counters: index.counters,
-            });
-            self.submit(ops)
+            (outcomes, self.submit(ops))
         };
         Self::durable(commit).await?;
+        Ok(outcomes)
+    }
+
+    fn delete_locked(
+        &self,
+        index: &mut QueueIndex,
+        receipt: &str,
+        rule: ReceiptRule,
+        ops: &mut Vec<StoreOp>,
+    ) -> EngineResult<DeleteOutcome> {
+        let receipt = self.decode_receipt(index.id(), receipt)?;
+        let Some(current) = index.get(receipt.seq) else {
+            return match rule {
+                ReceiptRule::AnyIssued => Ok(DeleteOutcome::AlreadyGone),
+                ReceiptRule::Current => Err(EngineError::MessageNotAvailable),
+            };
+        };
+        if receipt.generation > current.generation {
+            return Err(EngineError::ReceiptInvalid);
+        }
+        if rule == ReceiptRule::Current && receipt.generation != current.generation {
+            return Err(EngineError::MessageNotAvailable);
+        }
+        index.remove(receipt.seq);
+        index.counters.deletes += 1;
+        ops.push(StoreOp::DeleteMessage {
+            queue: index.id(),
+            seq: receipt.seq,
+        });
         Ok(DeleteOutcome::Deleted)
     }
 
@@ -710,9 +733,36 @@ impl Engine {
         receipt: &str,
         change: VisibilityChange,
     ) -> EngineResult<Millis> {
-        self.reschedule(key, receipt, change, None)
-            .await
-            .map(|(visible_at, _)| visible_at)
+        let mut results = self
+            .change_visibility_batch(key, &[(receipt, change)])
+            .await?;
+        results.pop().expect("one result per entry")
+    }
+
+    /// Several visibility changes on one queue with one commit; each entry has its own result.
+    pub async fn change_visibility_batch(
+        &self,
+        key: &QueueKey,
+        entries: &[(&str, VisibilityChange)],
+    ) -> EngineResult<Vec<EngineResult<Millis>>> {
+        let now = self.clock.now();
+        let (results, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut ops = Vec::new();
+            Self::advance(index, now, &mut ops);
+            let results = entries
+                .iter()
+                .map(|(receipt, change)| {
+                    self.reschedule_locked(index, receipt, change, None, now, &mut ops)
+                        .map(|(at, _)| at)
+                })
+                .collect();
+            (results, self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        Ok(results)
     }
 
     /// Azure's update: like change-visibility, optionally replacing the body, and issuing a new receipt.
@@ -723,80 +773,78 @@ impl Engine {
         change: VisibilityChange,
         new_body: Option<bytes::Bytes>,
     ) -> EngineResult<Updated> {
-        let (visible_at, receipt) = self
-            .reschedule(key, receipt, change, Some(new_body))
-            .await?;
+        let now = self.clock.now();
+        let (result, commit) = {
+            let mut state = self.state.lock();
+            let id = state.queue_id(key)?;
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            let mut ops = Vec::new();
+            Self::advance(index, now, &mut ops);
+            let result =
+                self.reschedule_locked(index, receipt, &change, Some(new_body), now, &mut ops);
+            (result, self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        let (visible_at, receipt) = result?;
         Ok(Updated {
             receipt: receipt.expect("update issues a receipt"),
             visible_at,
         })
     }
 
-    /// `update`: `None` for a plain visibility change, `Some(body)` for Azure's update (new receipt).
-    async fn reschedule(
+    /// Applies one visibility change under the lock. `update` is `None` for a plain change and `Some(body)`
+    /// for Azure's update, which also issues a new receipt and may replace the body.
+    fn reschedule_locked(
         &self,
-        key: &QueueKey,
+        index: &mut QueueIndex,
         receipt: &str,
-        change: VisibilityChange,
+        change: &VisibilityChange,
         update: Option<Option<bytes::Bytes>>,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
     ) -> EngineResult<(Millis, Option<String>)> {
-        let now = self.clock.now();
-        let (result, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let receipt = self.decode_receipt(id, receipt)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let mut ops = Vec::new();
-            Self::advance(index, now, &mut ops);
-            let checked = Self::check_reschedule(index, &receipt, &change, now);
-            let current = match checked {
-                Ok(current) => current,
-                Err(error) => {
-                    drop(self.submit(ops));
-                    return Err(error);
-                }
-            };
-            let visible_at = now.saturating_add(change.visibility_ms);
-            let mut next = MessageState {
-                visible_at,
-                ..current
-            };
-            let mut new_receipt = None;
-            if let Some(new_body) = update {
-                next.generation += 1;
-                new_receipt = Some(self.receipts.encode(&Receipt {
-                    queue: id,
-                    seq: receipt.seq,
-                    generation: next.generation,
-                    issued_at: now,
-                }));
-                if let Some(body) = new_body {
-                    if body.len() > index.record.config.message_size_bytes_max as usize {
-                        drop(self.submit(ops));
-                        return Err(EngineError::MessageTooLarge {
-                            size_bytes: body.len(),
-                            max_bytes: index.record.config.message_size_bytes_max,
-                        });
-                    }
-                    ops.push(StoreOp::ReplaceBody {
-                        queue: id,
-                        seq: receipt.seq,
-                        body,
+        let id = index.id();
+        let receipt = self.decode_receipt(id, receipt)?;
+        let current = Self::check_reschedule(index, &receipt, change, now)?;
+        let visible_at = now.saturating_add(change.visibility_ms);
+        let mut next = MessageState {
+            visible_at,
+            ..current
+        };
+        let mut new_receipt = None;
+        if let Some(new_body) = update {
+            if let Some(body) = new_body {
+                let max_bytes = index.record.config.message_size_bytes_max;
+                if body.len() > max_bytes as usize {
+                    return Err(EngineError::MessageTooLarge {
+                        size_bytes: body.len(),
+                        max_bytes,
                     });
                 }
+                ops.push(StoreOp::ReplaceBody {
+                    queue: id,
+                    seq: receipt.seq,
+                    body,
+                });
             }
-            if index.replace(receipt.seq, next, now) {
-                index.notify.notify_waiters();
-            }
-            ops.push(StoreOp::PutState {
+            next.generation += 1;
+            let issued = Receipt {
                 queue: id,
                 seq: receipt.seq,
-                state: next,
-            });
-            ((visible_at, new_receipt), self.submit(ops))
-        };
-        Self::durable(commit).await?;
-        Ok(result)
+                generation: next.generation,
+                issued_at: now,
+            };
+            new_receipt = Some(self.receipts.encode(&issued));
+        }
+        if index.replace(receipt.seq, next, now) {
+            index.notify.notify_waiters();
+        }
+        ops.push(StoreOp::PutState {
+            queue: id,
+            seq: receipt.seq,
+            state: next,
+        });
+        Ok((visible_at, new_receipt))
     }
 
     fn check_reschedule(

@@ -722,3 +722,20 @@ async fn an_oversized_message_is_refused_whole() {
         "nothing of a refused batch was stored"
     );
 }
+
+#[tokio::test]
+async fn a_delete_batch_reports_each_receipt_on_its_own() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    h.send(&q, "a").await;
+    let receipt = h.receive_one(&q, 30).await.receipt.unwrap();
+    let outcomes = h
+        .engine
+        .delete_batch(&q, &[&receipt, "forged", &receipt], ReceiptRule::AnyIssued)
+        .await
+        .unwrap();
+    assert!(matches!(outcomes[0], Ok(DeleteOutcome::Deleted)));
+    assert!(matches!(outcomes[1], Err(EngineError::ReceiptInvalid)));
+    assert!(matches!(outcomes[2], Ok(DeleteOutcome::AlreadyGone)));
+    assert_eq!(h.stats(&q).counters.deletes, 1);
+}

@@ -949,15 +949,22 @@ impl Service {
         )?;
         let key = self.queue_key(context, &input.target)?;
         self.engine.queue_info(&key).map_err(engine_error)?;
+        let handles: Vec<&str> = input
+            .entries
+            .iter()
+            .map(|entry| entry.receipt_handle.as_str())
+            .collect();
+        // One engine call, so the whole batch shares one commit.
+        let outcomes = self
+            .engine
+            .delete_batch(&key, &handles, ReceiptRule::AnyIssued)
+            .await
+            .map_err(engine_error)?;
         let mut successful = Vec::new();
         let mut failed = Vec::new();
-        for entry in input.entries {
-            match self
-                .engine
-                .delete(&key, &entry.receipt_handle, ReceiptRule::AnyIssued)
-                .await
-            {
-                Ok(_) => successful.push(entry.id),
+        for (entry, outcome) in input.entries.iter().zip(outcomes) {
+            match outcome {
+                Ok(_) => successful.push(entry.id.clone()),
                 Err(error) => failed.push(BatchFailure::from_error(
                     &entry.id,
                     &receipt_error(error, &entry.receipt_handle, None),
@@ -967,12 +974,8 @@ impl Service {
         Ok(Output::BatchIds { successful, failed })
     }
 
-    async fn change_visibility(
-        &self,
-        key: &QueueKey,
-        handle: &str,
-        visibility_timeout: Option<i64>,
-    ) -> SqsResult<()> {
+    /// Validates a VisibilityTimeout and turns it into the engine's change (12 h cap from the receive).
+    fn visibility_change(visibility_timeout: Option<i64>) -> SqsResult<(u64, VisibilityChange)> {
         let seconds = visibility_timeout.ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
         let seconds = validate::in_range(
             "VisibilityTimeout",
@@ -985,6 +988,16 @@ impl Service {
             since_receive_ms_max: Some(sqs_limits::VISIBILITY_TOTAL_MS_MAX),
             not_past_expiry: false,
         };
+        Ok((seconds, change))
+    }
+
+    async fn change_visibility(
+        &self,
+        key: &QueueKey,
+        handle: &str,
+        visibility_timeout: Option<i64>,
+    ) -> SqsResult<()> {
+        let (seconds, change) = Self::visibility_change(visibility_timeout)?;
         self.engine
             .change_visibility(key, handle, change)
             .await
@@ -1003,17 +1016,37 @@ impl Service {
         )?;
         let key = self.queue_key(context, &input.target)?;
         self.engine.queue_info(&key).map_err(engine_error)?;
-        let mut successful = Vec::new();
         let mut failed = Vec::new();
-        for entry in input.entries {
-            match self
-                .change_visibility(&key, &entry.receipt_handle, entry.visibility_timeout)
-                .await
-            {
-                Ok(()) => successful.push(entry.id),
+        let mut valid = Vec::new();
+        for entry in &input.entries {
+            match Self::visibility_change(entry.visibility_timeout) {
+                Ok((seconds, change)) => valid.push((entry, seconds, change)),
                 Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
             }
         }
+        let changes: Vec<(&str, VisibilityChange)> = valid
+            .iter()
+            .map(|(entry, _, change)| (entry.receipt_handle.as_str(), *change))
+            .collect();
+        // One engine call, so the whole batch shares one commit.
+        let results = self
+            .engine
+            .change_visibility_batch(&key, &changes)
+            .await
+            .map_err(engine_error)?;
+        let mut successful = Vec::new();
+        for ((entry, seconds, _), result) in valid.iter().zip(results) {
+            match result {
+                Ok(_) => successful.push(entry.id.clone()),
+                Err(error) => failed.push(BatchFailure::from_error(
+                    &entry.id,
+                    &receipt_error(error, &entry.receipt_handle, Some(*seconds)),
+                )),
+            }
+        }
+        // Failures are reported in request order, as SQS does.
+        let order = |id: &str| input.entries.iter().position(|entry| entry.id == id);
+        failed.sort_by_key(|failure| order(&failure.id));
         Ok(Output::BatchIds { successful, failed })
     }
 }

@@ -135,3 +135,56 @@ async fn deleting_a_queue_removes_its_messages_from_disk() {
     assert_eq!(left, 0);
     assert!(store.load_queues().unwrap().queues.is_empty());
 }
+
+#[tokio::test]
+async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_MS);
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let engine = engine_on(store.clone(), &clock);
+    engine
+        .create_queue(orders(), QueueConfig::default())
+        .await
+        .unwrap();
+    engine
+        .send(
+            &orders(),
+            (0..10).map(|i| NewMessage::new(format!("{i}"))).collect(),
+        )
+        .await
+        .unwrap();
+    let options = ReceiveOptions {
+        max_messages: 10,
+        visibility_ms: Some(60_000),
+        wait_ms: Some(0),
+    };
+    let got = engine.receive(&orders(), options).await.unwrap();
+    let receipts: Vec<&str> = got.iter().map(|m| m.receipt.as_deref().unwrap()).collect();
+
+    let before = store.commit_count();
+    let change = veil_core::VisibilityChange {
+        visibility_ms: 0,
+        since_receive_ms_max: None,
+        not_past_expiry: false,
+    };
+    let entries: Vec<_> = receipts[..5].iter().map(|r| (*r, change)).collect();
+    let changed = engine
+        .change_visibility_batch(&orders(), &entries)
+        .await
+        .unwrap();
+    assert!(changed.iter().all(Result::is_ok));
+    assert_eq!(
+        store.commit_count() - before,
+        1,
+        "five visibility changes, one commit"
+    );
+
+    let before = store.commit_count();
+    let outcomes = engine
+        .delete_batch(&orders(), &receipts[5..], ReceiptRule::AnyIssued)
+        .await
+        .unwrap();
+    assert!(outcomes.iter().all(Result::is_ok));
+    assert_eq!(store.commit_count() - before, 1, "five deletes, one commit");
+    assert_eq!(engine.stats(&orders()).unwrap().visible, 5);
+}
