@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub const DATA_DIR_DEFAULT: &str = "./veil-data";
 pub const SQS_LISTEN_DEFAULT: &str = "127.0.0.1:9324";
 pub const LOG_LEVEL_DEFAULT: &str = "info";
+const MIB: usize = 1024 * 1024;
 
 /// Whether each success waits for fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
@@ -26,7 +27,7 @@ pub enum DurabilityMode {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level). Flags and environment variables override it.
+    /// durability, log_level, store_cache_mib). Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded store and the receipt secret [default: ./veil-data]
@@ -49,6 +50,9 @@ pub struct ServeArgs {
     /// Log filter, e.g. info, debug, veil_sqs=debug [default: info]
     #[arg(long, env = "VEIL_LOG")]
     pub log_level: Option<String>,
+    /// Memory for the store's page cache, in MiB [default: 64]
+    #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
+    pub store_cache_mib: Option<usize>,
 }
 
 /// The same settings as read from the TOML file.
@@ -61,6 +65,7 @@ struct FileConfig {
     inflight_max: Option<u32>,
     durability: Option<DurabilityMode>,
     log_level: Option<String>,
+    store_cache_mib: Option<usize>,
 }
 
 /// The settings in force.
@@ -72,6 +77,7 @@ pub struct Settings {
     pub inflight_max: u32,
     pub durability: DurabilityMode,
     pub log_level: String,
+    pub store_cache_mib: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +137,10 @@ impl Settings {
                 .log_level
                 .or(file.log_level)
                 .unwrap_or_else(|| LOG_LEVEL_DEFAULT.into()),
+            store_cache_mib: args
+                .store_cache_mib
+                .or(file.store_cache_mib)
+                .unwrap_or(veil_store::CACHE_BYTES_DEFAULT / MIB),
         };
         if settings.sqs_account_id.len() != 12
             || !settings.sqs_account_id.bytes().all(|b| b.is_ascii_digit())

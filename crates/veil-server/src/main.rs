@@ -99,6 +99,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
             DurabilityMode::Durable => Durability::Durable,
             DurabilityMode::Relaxed => Durability::Relaxed,
         },
+        cache_bytes: settings.store_cache_mib.saturating_mul(1024 * 1024),
     };
     if settings.durability == DurabilityMode::Relaxed {
         tracing::warn!("durability is RELAXED: acknowledged changes may be lost in a crash");

@@ -7,5 +7,5 @@ mod codec;
 mod redb_store;
 mod secret;
 
-pub use redb_store::{Durability, RedbStore, StoreOptions};
+pub use redb_store::{Durability, RedbStore, StoreOptions, CACHE_BYTES_DEFAULT};
 pub use secret::load_or_create_secret;

@@ -41,9 +41,23 @@ pub enum Durability {
     Relaxed,
 }
 
-#[derive(Clone, Debug, Default)]
+/// redb's page cache when the configuration names none. Bounded so that resident memory does not grow with
+/// the data (redb's own default is 1 GiB); message bodies are read from the OS page cache beyond it.
+pub const CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+
+#[derive(Clone, Debug)]
 pub struct StoreOptions {
     pub durability: Durability,
+    pub cache_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::default(),
+            cache_bytes: CACHE_BYTES_DEFAULT,
+        }
+    }
 }
 
 struct Job {
