@@ -2,10 +2,11 @@
 //! visible now, in time-next-visible order", "when does the next Hidden or Delayed message return" and "what
 //! has expired" without scanning. Time is passed in; the index never reads a clock. Bodies are not here.
 //!
-//! Per message the index holds one `MessageState` (40 bytes) in a B-tree keyed by seq, one `(visible_at, seq)`
-//! entry in `ready` or `pending`, and one `(expires_at, seq)` entry in `expiry` when the message expires.
+//! Per message the index holds one `MessageState` (40 bytes) in a [`SeqSlab`] chunk and one `(visible_at,
+//! seq)` entry in `ready` or `pending`. Expiry is found through one `(expiry lower bound, chunk)` entry per
+//! chunk of `slab::CHUNK_LEN` sequence numbers, not one per message.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -13,18 +14,19 @@ use tokio::sync::Notify;
 use crate::clock::Millis;
 use crate::limits;
 use crate::model::{Counters, MessageState, QueueRecord, QueueStats, Seq, NEVER};
+use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;
 
 pub(crate) struct QueueIndex {
     pub record: QueueRecord,
     pub counters: Counters,
-    messages: BTreeMap<Seq, MessageState>,
+    states: SeqSlab,
     /// Visible messages by (visible_at, seq): the order receives and peeks deliver in.
     ready: BTreeSet<(Millis, Seq)>,
     /// Hidden and Delayed messages by deadline; promoted to `ready` lazily by `advance`.
     pending: BTreeSet<(Millis, Seq)>,
-    /// Messages that expire, by expiry.
-    expiry: BTreeSet<(Millis, Seq)>,
+    /// (lower bound of the chunk's expiry times, chunk) for every chunk with an expiring message.
+    expiry_chunks: BTreeSet<(Millis, u64)>,
     /// Pending messages that were received at least once (in flight).
     hidden: u64,
     /// Pending messages never received (delayed / inserted invisible).
@@ -48,10 +50,10 @@ impl QueueIndex {
         Self {
             record,
             counters,
-            messages: BTreeMap::new(),
+            states: SeqSlab::default(),
             ready: BTreeSet::new(),
             pending: BTreeSet::new(),
-            expiry: BTreeSet::new(),
+            expiry_chunks: BTreeSet::new(),
             hidden: 0,
             delayed: 0,
             next_seq,
@@ -77,11 +79,11 @@ impl QueueIndex {
     }
 
     pub fn get(&self, seq: Seq) -> Option<MessageState> {
-        self.messages.get(&seq).copied()
+        self.states.get(seq)
     }
 
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.states.len()
     }
 
     pub fn hidden(&self) -> u64 {
@@ -93,14 +95,26 @@ impl QueueIndex {
         self.pending.first().map(|(at, _)| *at)
     }
 
-    /// Adds a message. Returns true when it is visible now or became the earliest pending deadline, i.e. when
-    /// long-polling receivers should re-check.
-    pub fn insert(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
-        let previous = self.messages.insert(seq, state);
-        assert!(previous.is_none(), "seq {seq} inserted twice");
-        if state.expires_at != NEVER {
-            self.expiry.insert((state.expires_at, seq));
+    fn track_expiry(&mut self, bound: ExpiryBound) {
+        match bound {
+            ExpiryBound::Unchanged => {}
+            ExpiryBound::Lowered { chunk, old, new } => {
+                if old != NEVER {
+                    self.expiry_chunks.remove(&(old, chunk));
+                }
+                self.expiry_chunks.insert((new, chunk));
+            }
+            ExpiryBound::Freed { chunk, old } => {
+                if old != NEVER {
+                    self.expiry_chunks.remove(&(old, chunk));
+                }
+            }
         }
+    }
+
+    /// Puts a message into `ready` or `pending` by its deadline. Returns true when it is visible now or became
+    /// the earliest pending deadline, i.e. when long-polling receivers should re-check.
+    fn schedule(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
         if state.visible_at <= now {
             self.ready.insert((state.visible_at, seq));
             true
@@ -118,13 +132,8 @@ impl QueueIndex {
         }
     }
 
-    /// Removes a message from every structure.
-    pub fn remove(&mut self, seq: Seq) -> Option<MessageState> {
-        let state = self.messages.remove(&seq)?;
-        if state.expires_at != NEVER {
-            let was_there = self.expiry.remove(&(state.expires_at, seq));
-            assert!(was_there, "seq {seq} missing from the expiry index");
-        }
+    /// Takes a message out of `ready` or `pending`.
+    fn unschedule(&mut self, seq: Seq, state: MessageState) {
         if self.pending.remove(&(state.visible_at, seq)) {
             if state.receive_count > 0 {
                 self.hidden -= 1;
@@ -135,14 +144,31 @@ impl QueueIndex {
             let was_there = self.ready.remove(&(state.visible_at, seq));
             assert!(was_there, "seq {seq} neither ready nor pending");
         }
+    }
+
+    /// Adds a message. Returns the wake-up hint of `schedule`.
+    pub fn insert(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
+        let bound = self.states.insert(seq, state);
+        self.track_expiry(bound);
+        self.schedule(seq, state, now)
+    }
+
+    /// Removes a message from every structure.
+    pub fn remove(&mut self, seq: Seq) -> Option<MessageState> {
+        let (state, bound) = self.states.remove(seq)?;
+        self.track_expiry(bound);
+        self.unschedule(seq, state);
         Some(state)
     }
 
-    /// Replaces a message's state. Returns the same wake-up hint as `insert`.
+    /// Replaces a message's state. Returns the wake-up hint of `schedule`.
     pub fn replace(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
-        let old = self.remove(seq);
-        assert!(old.is_some(), "replace of unknown seq {seq}");
-        self.insert(seq, state, now)
+        let old = self.states.get(seq);
+        let old = old.unwrap_or_else(|| panic!("replace of unknown seq {seq}"));
+        self.unschedule(seq, old);
+        let bound = self.states.set(seq, state);
+        self.track_expiry(bound);
+        self.schedule(seq, state, now)
     }
 
     /// Brings the index up to `now`: pending messages whose deadline passed become visible (a Hidden one is a
@@ -155,7 +181,7 @@ impl QueueIndex {
             }
             self.pending.pop_first();
             self.ready.insert((at, seq));
-            let state = self.messages.get(&seq).copied();
+            let state = self.states.get(seq);
             assert!(state.is_some(), "pending seq {seq} has no state");
             if state.is_some_and(|s| s.receive_count > 0) {
                 self.hidden -= 1;
@@ -165,17 +191,29 @@ impl QueueIndex {
                 self.delayed -= 1;
             }
         }
-        while let Some(&(at, seq)) = self.expiry.first() {
-            if at > now {
+        while let Some(&(bound, chunk)) = self.expiry_chunks.first() {
+            if bound > now {
                 break;
             }
-            self.remove(seq);
-            ops.push(StoreOp::DeleteMessage {
-                queue: self.id(),
-                seq,
-            });
-            self.counters.expiries += 1;
-            advanced.counters_changed = true;
+            self.expiry_chunks.pop_first();
+            for (seq, state) in self.states.chunk_entries(chunk) {
+                if state.expires_at <= now {
+                    // The chunk's expiry entry was popped above, so a Freed chunk needs no untracking.
+                    self.states.remove(seq);
+                    self.unschedule(seq, state);
+                    ops.push(StoreOp::DeleteMessage {
+                        queue: self.id(),
+                        seq,
+                    });
+                    self.counters.expiries += 1;
+                    advanced.counters_changed = true;
+                }
+            }
+            if let Some(exact) = self.states.refresh_expiry_bound(chunk) {
+                if exact != NEVER {
+                    self.expiry_chunks.insert((exact, chunk));
+                }
+            }
         }
         advanced
     }
@@ -197,11 +235,11 @@ impl QueueIndex {
 
     /// Removes every message.
     pub fn clear(&mut self) -> u64 {
-        let count = self.messages.len() as u64;
-        self.messages.clear();
+        let count = self.states.len() as u64;
+        self.states.clear();
         self.ready.clear();
         self.pending.clear();
-        self.expiry.clear();
+        self.expiry_chunks.clear();
         self.hidden = 0;
         self.delayed = 0;
         count
@@ -209,10 +247,9 @@ impl QueueIndex {
 
     pub fn stats(&self, now: Millis) -> QueueStats {
         let oldest_age_ms = self
-            .messages
-            .values()
-            .next()
-            .map(|s| now.saturating_sub(s.sent_at))
+            .states
+            .first()
+            .map(|(_, s)| now.saturating_sub(s.sent_at))
             .unwrap_or(0);
         QueueStats {
             visible: self.ready.len() as u64,
@@ -227,7 +264,7 @@ impl QueueIndex {
     pub fn check_invariants(&self, now: Millis) {
         assert_eq!(
             self.ready.len() + self.pending.len(),
-            self.messages.len(),
+            self.states.len(),
             "every message is ready xor pending"
         );
         assert_eq!(
@@ -236,19 +273,26 @@ impl QueueIndex {
             "hidden + delayed = pending"
         );
         for &(at, seq) in &self.pending {
-            let state = self.messages[&seq];
+            let state = self.states.get(seq).expect("pending entries have a state");
             assert_eq!(state.visible_at, at);
         }
         for &(at, seq) in &self.ready {
-            let state = self.messages[&seq];
+            let state = self.states.get(seq).expect("ready entries have a state");
             assert_eq!(state.visible_at, at);
             assert!(at <= now, "a ready entry is due");
         }
-        let expiring = self
-            .messages
-            .values()
-            .filter(|s| s.expires_at != NEVER)
-            .count();
-        assert_eq!(expiring, self.expiry.len(), "expiry index matches");
+        for (chunk, bound) in self.states.expiry_bounds() {
+            let entries = self.states.chunk_entries(chunk);
+            assert!(
+                entries.iter().all(|(_, s)| s.expires_at >= bound),
+                "chunk {chunk}'s expiry bound is too high"
+            );
+            if entries.iter().any(|(_, s)| s.expires_at != NEVER) {
+                assert!(
+                    self.expiry_chunks.contains(&(bound, chunk)),
+                    "chunk {chunk} with expiring messages is tracked"
+                );
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod memory_store;
 pub mod model;
 pub mod receipt;
+mod slab;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

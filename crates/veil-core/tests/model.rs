@@ -12,17 +12,32 @@ use veil_core::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Send { count: usize, delay_s: u64 },
-    Receive { max: usize, visibility_s: u64 },
-    Delete { receipt: usize },
-    ChangeVisibility { receipt: usize, seconds: u64 },
-    Advance { ms: u64 },
+    Send {
+        count: usize,
+        delay_s: u64,
+        ttl_s: Option<u64>,
+    },
+    Receive {
+        max: usize,
+        visibility_s: u64,
+    },
+    Delete {
+        receipt: usize,
+    },
+    ChangeVisibility {
+        receipt: usize,
+        seconds: u64,
+    },
+    Advance {
+        ms: u64,
+    },
     Restart,
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (1usize..4, prop_oneof![3 => Just(0u64), 1 => 1u64..4]).prop_map(|(count, delay_s)| Op::Send { count, delay_s }),
+        3 => (1usize..4, prop_oneof![3 => Just(0u64), 1 => 1u64..4], prop_oneof![2 => Just(None), 1 => (4u64..12).prop_map(Some)])
+            .prop_map(|(count, delay_s, ttl_s)| Op::Send { count, delay_s, ttl_s }),
         4 => (1usize..5, 0u64..6).prop_map(|(max, visibility_s)| Op::Receive { max, visibility_s }),
         2 => any::<usize>().prop_map(|receipt| Op::Delete { receipt }),
         2 => (any::<usize>(), 0u64..6).prop_map(|(receipt, seconds)| Op::ChangeVisibility { receipt, seconds }),
@@ -35,6 +50,8 @@ struct ModelMessage {
     body: String,
     seq: Seq,
     visible_at: Millis,
+    /// `NEVER` for the queue's 4-day retention, which no run reaches.
+    expires_at: Millis,
     receive_count: u32,
     generation: u32,
     deleted: bool,
@@ -52,10 +69,17 @@ struct Model {
     receipts: Vec<IssuedReceipt>,
 }
 
+impl ModelMessage {
+    /// Deleted, or expired by `now`: the engine must behave as if the message were gone.
+    fn gone(&self, now: Millis) -> bool {
+        self.deleted || self.expires_at <= now
+    }
+}
+
 impl Model {
     fn expected_receive(&self, now: Millis, max: usize) -> Vec<usize> {
         let mut visible: Vec<usize> = (0..self.messages.len())
-            .filter(|&i| !self.messages[i].deleted && self.messages[i].visible_at <= now)
+            .filter(|&i| !self.messages[i].gone(now) && self.messages[i].visible_at <= now)
             .collect();
         visible.sort_by_key(|&i| (self.messages[i].visible_at, self.messages[i].seq));
         visible.truncate(max);
@@ -63,7 +87,7 @@ impl Model {
     }
 
     fn counts(&self, now: Millis) -> (u64, u64, u64) {
-        let live = self.messages.iter().filter(|m| !m.deleted);
+        let live = self.messages.iter().filter(|m| !m.gone(now));
         let (mut visible, mut hidden, mut delayed) = (0, 0, 0);
         for m in live {
             if m.visible_at <= now {
@@ -85,11 +109,16 @@ async fn run(ops: Vec<Op>) {
     for op in ops {
         let now = h.clock.now();
         match op {
-            Op::Send { count, delay_s } => {
+            Op::Send {
+                count,
+                delay_s,
+                ttl_s,
+            } => {
                 let batch: Vec<_> = (0..count)
                     .map(|i| {
                         let mut m = NewMessage::new(format!("m{}", model.messages.len() + i));
                         m.delay_ms = Some(delay_s * 1_000);
+                        m.ttl = ttl_s.map(|s| Ttl::After(s * 1_000));
                         m
                     })
                     .collect();
@@ -100,6 +129,7 @@ async fn run(ops: Vec<Op>) {
                         body,
                         seq: s.seq,
                         visible_at: now + delay_s * 1_000,
+                        expires_at: ttl_s.map_or(NEVER, |s| now + s * 1_000),
                         receive_count: 0,
                         generation: 0,
                         deleted: false,
@@ -146,7 +176,7 @@ async fn run(ops: Vec<Op>) {
                     .await
                     .unwrap();
                 let m = &mut model.messages[r.message];
-                let expected = if m.deleted {
+                let expected = if m.gone(now) {
                     DeleteOutcome::AlreadyGone
                 } else {
                     DeleteOutcome::Deleted
@@ -164,7 +194,7 @@ async fn run(ops: Vec<Op>) {
                     .change_visibility(&q, &r.text, sqs_change(seconds))
                     .await;
                 let m = &mut model.messages[r.message];
-                if m.deleted || m.generation != r.generation {
+                if m.gone(now) || m.generation != r.generation {
                     assert!(
                         matches!(result, Err(EngineError::MessageNotAvailable)),
                         "{result:?}"
@@ -198,18 +228,27 @@ async fn run(ops: Vec<Op>) {
         bodies.extend(got.iter().map(|m| body(m).to_owned()));
     }
     bodies.sort();
+    let end = h.clock.now();
     let mut live: Vec<String> = model
         .messages
         .iter()
-        .filter(|m| !m.deleted)
+        .filter(|m| !m.gone(end))
         .map(|m| m.body.clone())
         .collect();
     live.sort();
     assert_eq!(bodies, live);
 }
 
+/// 256 cases by default; `PROPTEST_CASES` asks for more (or fewer).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn engine_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {
