@@ -1,5 +1,323 @@
-//! veil-bench: Veil's load generator and benchmark suite (issue 3). Being built; see docs/benchmarks.md.
+//! veil-bench: Veil's load generator and benchmark suite (issue 3). `run` drives one workload against one
+//! endpoint; `suite` starts Veil itself and runs every scenario against it and the peers; `report` turns the
+//! suite's JSON into docs/benchmarks.md tables and PNG charts; `smoke` is CI's few-second check that no message
+//! is lost or duplicated; `noop-server` serves the loopback ceiling on its own.
 
+mod error;
+mod kind;
+mod noop;
+mod report;
+mod run;
+mod scenarios;
+mod server;
+mod stats;
 mod target;
+mod targets;
 
-fn main() {}
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::BenchError;
+use crate::kind::TargetKind;
+use crate::run::{RunReport, Workload};
+use crate::server::{Durability, VeilOptions, VeilProcess};
+use crate::target::Target;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "veil-bench",
+    version,
+    about = "Veil's load generator and benchmark suite: the same workloads against Veil and its peers."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Drive one workload against one running endpoint and account for every message.
+    Run(RunArgs),
+    /// Start Veil (and the no-op server), run every scenario of issue 3 against it and the given peers, and
+    /// write the results as JSON.
+    Suite(scenarios::SuiteArgs),
+    /// Turn the suite's JSON into markdown tables and PNG charts.
+    Report(report::ReportArgs),
+    /// A few-second run against a freshly started Veil; fails unless nothing is missing or duplicated.
+    Smoke(SmokeArgs),
+    /// Serve the no-op SQS endpoint (every request gets a canned SendMessage reply) until interrupted.
+    NoopServer(NoopArgs),
+}
+
+/// The shape of a workload, shared by `run` and `smoke`.
+#[derive(Args, Debug, Clone)]
+struct WorkloadArgs {
+    /// Concurrent producer tasks, each sending one request at a time.
+    #[arg(long, default_value_t = 1)]
+    producers: usize,
+    /// Concurrent consumer tasks, each receiving (and deleting) one request at a time. 0 = send only.
+    #[arg(long, default_value_t = 1)]
+    consumers: usize,
+    /// Messages per send request (SendMessageBatch above 1) and the most per receive request (1–10).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Body size in bytes; bodies carry a 45-byte id + send-time header and are padded to this size.
+    #[arg(long, default_value_t = 256)]
+    body_size: usize,
+    /// Produce for this many seconds (the default, 10, unless --messages is given).
+    #[arg(long, conflicts_with = "messages")]
+    duration: Option<f64>,
+    /// Produce exactly this many messages in total, then stop.
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Limit the total send rate to this many messages/s (open loop); unlimited by default.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Visibility timeout of each receive, in seconds.
+    #[arg(long, default_value_t = 30)]
+    visibility: u32,
+    /// Do not delete received messages (they come back after the visibility timeout: redeliveries).
+    #[arg(long)]
+    no_delete: bool,
+    /// Long-poll wait of each receive in seconds (0 = short polling).
+    #[arg(long, default_value_t = 1)]
+    wait: u32,
+    /// Stop consumers with the producers instead of draining the queue (missing messages are then not
+    /// checked).
+    #[arg(long)]
+    no_drain: bool,
+    /// Longest drain after producers stop, in seconds: consumers go on until every acknowledged message was
+    /// received, the queue is empty, or this passes.
+    #[arg(long, default_value_t = 30.0)]
+    drain_timeout: f64,
+}
+
+impl WorkloadArgs {
+    fn workload(&self, queue: String) -> Result<Workload, BenchError> {
+        Workload {
+            queue,
+            producers: self.producers,
+            consumers: self.consumers,
+            batch: self.batch,
+            body_size: self.body_size,
+            duration_s: match (self.duration, self.messages) {
+                (None, None) => Some(10.0),
+                (duration, _) => duration,
+            },
+            messages: self.messages,
+            rate: self.rate,
+            visibility_s: self.visibility,
+            delete: !self.no_delete,
+            wait_s: self.wait,
+            drain: !self.no_drain,
+            drain_timeout_s: self.drain_timeout,
+        }
+        .checked()
+        .map_err(BenchError::Workload)
+    }
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The system to drive (decides the client: SQS JSON for veil, moto, sqs and noop).
+    #[arg(long, value_enum, default_value_t = TargetKind::Veil)]
+    target: TargetKind,
+    /// Its endpoint: http://HOST:PORT for SQS, redis://… for Redis, nats://… for NATS (default per target:
+    /// veil 127.0.0.1:9324, moto 127.0.0.1:5000, redis 6379, nats 4222).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Queue to use; created if needed. Default: a fresh `bench-<random>` queue.
+    #[arg(long)]
+    queue: Option<String>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Write the JSON report to this file (`-` = stdout, and the human summary goes to stderr instead).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct SmokeArgs {
+    /// The veil binary to start.
+    #[arg(long, default_value = "target/release/veil")]
+    veil_bin: PathBuf,
+    /// Seconds of producing (the drain comes on top).
+    #[arg(long, default_value_t = 2.0)]
+    duration: f64,
+    /// Write the JSON report to this file as well.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct NoopArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9399")]
+    listen: SocketAddr,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("veil-bench: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run_command(args).await,
+            Command::Suite(args) => scenarios::suite(args).await,
+            Command::Report(args) => report::report(args).map(|()| ExitCode::SUCCESS),
+            Command::Smoke(args) => smoke(args).await,
+            Command::NoopServer(args) => noop_server(args).await,
+        }
+    });
+    // Long polls cancelled at the end of a run may still hold connections; do not wait for them.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("veil-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit status of a finished run: 3 when a message was lost or duplicated.
+fn verdict(report: &RunReport) -> ExitCode {
+    if report.lost_messages() || report.counts.duplicates > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(value).map_err(|source| BenchError::Json {
+        context: "encoding results",
+        path: path.to_owned(),
+        source,
+    })?;
+    std::fs::write(path, text + "\n").map_err(BenchError::io("writing results", path))
+}
+
+async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
+    let endpoint = args
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| args.target.default_endpoint().to_owned());
+    let queue = args
+        .queue
+        .clone()
+        .unwrap_or_else(|| format!("bench-{:08x}", run::new_run_id()));
+    let workload = args.workload.workload(queue)?;
+    let report = with_target!(args.target, &endpoint, |target| {
+        target
+            .prepare(&workload.queue, workload.visibility_s)
+            .await?;
+        Ok::<_, BenchError>(run::run(&target, workload).await)
+    })?;
+    match args.json.as_deref() {
+        Some(path) if path.as_os_str() == "-" => {
+            eprint!("{}", report.summary());
+            let text =
+                serde_json::to_string_pretty(&report).map_err(|source| BenchError::Json {
+                    context: "encoding results",
+                    path: path.to_owned(),
+                    source,
+                })?;
+            println!("{text}");
+        }
+        Some(path) => {
+            print!("{}", report.summary());
+            write_json(path, &report)?;
+        }
+        None => print!("{}", report.summary()),
+    }
+    Ok(verdict(&report))
+}
+
+async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
+    let dir =
+        tempfile::tempdir().map_err(BenchError::io("creating a temp dir", std::env::temp_dir()))?;
+    let veil = VeilProcess::start(&VeilOptions {
+        bin: args.veil_bin.clone(),
+        data_dir: dir.path().join("data"),
+        durability: Durability::Durable,
+        inflight_max: None,
+        ready_timeout: Duration::from_secs(20),
+    })
+    .await?;
+    let workload = Workload {
+        queue: "smoke".into(),
+        producers: 2,
+        consumers: 2,
+        batch: 5,
+        body_size: 512,
+        duration_s: Some(args.duration),
+        messages: None,
+        rate: None,
+        visibility_s: 30,
+        delete: true,
+        wait_s: 1,
+        drain: true,
+        drain_timeout_s: 5.0,
+    }
+    .checked()
+    .map_err(BenchError::Workload)?;
+    let result = async {
+        let target = targets::sqs::SqsTarget::connect(&veil.endpoint)
+            .await?
+            .named("veil");
+        target
+            .prepare(&workload.queue, workload.visibility_s)
+            .await?;
+        Ok::<_, BenchError>(run::run(&target, workload).await)
+    }
+    .await;
+    veil.stop().await;
+    let report = result?;
+    print!("{}", report.summary());
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    let ok =
+        report.counts.missing == Some(0) && report.counts.duplicates == 0 && report.counts.sent > 0;
+    if ok {
+        println!(
+            "smoke: ok ({} sent, {} received, {} deleted, 0 missing, 0 duplicates)",
+            report.counts.sent, report.counts.received, report.counts.deleted
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "smoke: FAILED (sent {}, missing {:?}, duplicates {})",
+            report.counts.sent, report.counts.missing, report.counts.duplicates
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+async fn noop_server(args: NoopArgs) -> Result<ExitCode, BenchError> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| noop::NoopError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+    println!("no-op SQS server on http://{}", args.listen);
+    tokio::select! {
+        _ = noop::serve(listener) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}

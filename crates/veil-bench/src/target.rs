@@ -17,7 +17,10 @@ pub struct Delivery {
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     #[error("{target}: {message}")]
-    Failed { target: &'static str, message: String },
+    Failed {
+        target: &'static str,
+        message: String,
+    },
 }
 
 pub type TargetResult<T> = Result<T, TargetError>;
@@ -28,9 +31,17 @@ pub trait Target: Clone + Send + Sync + 'static {
     /// A short name for reports ("veil", "moto", "redis", "nats").
     fn name(&self) -> &'static str;
     /// Creates (or empties) the queue the run uses.
-    fn prepare(&self, queue: &str, visibility_s: u32) -> impl Future<Output = TargetResult<()>> + Send;
+    fn prepare(
+        &self,
+        queue: &str,
+        visibility_s: u32,
+    ) -> impl Future<Output = TargetResult<()>> + Send;
     /// Sends 1..=10 messages in one request (a batch when more than one).
-    fn send(&self, queue: &str, bodies: Vec<Bytes>) -> impl Future<Output = TargetResult<()>> + Send;
+    fn send(
+        &self,
+        queue: &str,
+        bodies: Vec<Bytes>,
+    ) -> impl Future<Output = TargetResult<()>> + Send;
     /// Receives up to `max` messages, hiding them for `visibility_s`, waiting up to `wait_s` for the first.
     fn receive(
         &self,
@@ -40,5 +51,9 @@ pub trait Target: Clone + Send + Sync + 'static {
         wait_s: u32,
     ) -> impl Future<Output = TargetResult<Vec<Delivery>>> + Send;
     /// Settles delivered messages (one request for the batch where the protocol allows).
-    fn delete(&self, queue: &str, handles: Vec<String>) -> impl Future<Output = TargetResult<()>> + Send;
+    fn delete(
+        &self,
+        queue: &str,
+        handles: Vec<String>,
+    ) -> impl Future<Output = TargetResult<()>> + Send;
 }
