@@ -3,8 +3,9 @@
 //! Mapping, one stream per queue with one consumer group:
 //! - send = `XADD key * b <body>` (a batch is a pipeline of up to 10 XADDs, one round trip);
 //! - receive = `XAUTOCLAIM` of entries idle longer than the visibility timeout (that *is* the visibility
-//!   timeout: an entry delivered but not acknowledged becomes claimable again after `min-idle-time`), then
-//!   `XREADGROUP ... >` for new entries with `COUNT` and `BLOCK`;
+//!   timeout: an entry delivered but not acknowledged becomes claimable again after `min-idle-time`; it is
+//!   the queue's, set by `prepare`, see [`QueueState`]), then `XREADGROUP ... >` for new entries with
+//!   `COUNT` and `BLOCK`;
 //! - delete = `XACK` + `XDEL` in one pipeline (acknowledging alone would leave the body in the stream).
 //!
 //! Durability is the server's: `bench/run` starts redis-server with `appendonly yes` and `appendfsync always`,
@@ -34,10 +35,25 @@ const BODY_FIELD: &str = "b";
 /// for *new* entries, never for pending ones that become idle long enough, so a Redis consumer re-runs its
 /// `XAUTOCLAIM` periodically, as a real one would. Doing it before *every* read would add a round trip to
 /// each receive; doing it this often (and again at once while it keeps finding full batches) bounds Redis's
-/// redelivery lateness by this interval, not by the whole long-poll wait.
+/// redelivery lateness by this interval, not by the whole long-poll wait. Note that redis-server ends a
+/// `BLOCK` only on its `hz` tick (10/s by default), so a slice can last up to 100 ms longer than asked: with
+/// the default `hz 10`, redeliveries come 0–200 ms after their deadline.
 const RECLAIM_POLL: Duration = Duration::from_millis(100);
 /// At most this many `XAUTOCLAIM` calls per reclaim pass.
 const MAX_CLAIM_CALLS: usize = 16;
+
+/// What all clones share about one queue.
+#[derive(Default)]
+struct QueueState {
+    /// Where the queue's `XAUTOCLAIM` scan continues. Always restarting at `0-0` would re-examine the same
+    /// freshly claimed entries at the head of the pending list and never reach idle ones behind them.
+    cursor: Option<String>,
+    /// The visibility timeout `prepare` was given. In Redis it is not a property of a delivery but the
+    /// `min-idle-time` of whoever reclaims: a delivery made with a 1 s timeout must not wait for a later
+    /// receive's 30 s, so every receive of a queue reclaims with the queue's timeout (as a JetStream
+    /// consumer's `ack_wait` is fixed). A receive's own timeout is used only for a queue not prepared here.
+    visibility_s: Option<u32>,
+}
 
 /// Gives every clone (every producer or consumer task) its own consumer name within the group.
 static NEXT_CONSUMER: AtomicU64 = AtomicU64::new(0);
@@ -51,10 +67,8 @@ pub struct RedisTarget {
     consumer: String,
     /// When this consumer next runs `XAUTOCLAIM`.
     reclaim_due: Mutex<Instant>,
-    /// Where each queue's `XAUTOCLAIM` scan continues, shared by all clones. Always restarting at `0-0`
-    /// would re-examine the same freshly claimed entries at the head of the pending list and never reach
-    /// idle ones behind them.
-    claim_cursors: Arc<Mutex<HashMap<String, String>>>,
+    /// Per queue: the reclaim scan's cursor and the visibility timeout, shared by all clones.
+    queues: Arc<Mutex<HashMap<String, QueueState>>>,
 }
 
 impl Clone for RedisTarget {
@@ -64,7 +78,7 @@ impl Clone for RedisTarget {
             conn: OnceCell::new(),
             consumer: next_consumer_name(),
             reclaim_due: Mutex::new(Instant::now()),
-            claim_cursors: Arc::clone(&self.claim_cursors),
+            queues: Arc::clone(&self.queues),
         }
     }
 }
@@ -104,7 +118,7 @@ impl RedisTarget {
             conn: OnceCell::new(),
             consumer: next_consumer_name(),
             reclaim_due: Mutex::new(Instant::now()),
-            claim_cursors: Arc::new(Mutex::new(HashMap::new())),
+            queues: Arc::new(Mutex::new(HashMap::new())),
         };
         let mut conn = target.conn().await?;
         let _: Value = redis::cmd("PING")
@@ -156,7 +170,10 @@ impl RedisTarget {
                 .await
                 .map_err(|e| failed(format!("XAUTOCLAIM {key} from {start}: {e}")))?;
             let wrapped = reply.next_stream_id == "0-0";
-            lock(&self.claim_cursors).insert(queue.to_owned(), reply.next_stream_id);
+            lock(&self.queues)
+                .entry(queue.to_owned())
+                .or_default()
+                .cursor = Some(reply.next_stream_id);
             claimed = reply.claimed;
             if !claimed.is_empty() || wrapped {
                 break;
@@ -173,10 +190,19 @@ impl RedisTarget {
     }
 
     fn cursor(&self, queue: &str) -> String {
-        lock(&self.claim_cursors)
+        lock(&self.queues)
             .get(queue)
-            .cloned()
+            .and_then(|q| q.cursor.clone())
             .unwrap_or_else(|| "0-0".to_owned())
+    }
+
+    /// The queue's visibility timeout in ms: the one `prepare` was given, else this receive's.
+    fn visibility_ms(&self, queue: &str, receive_visibility_s: u32) -> u64 {
+        let visibility_s = lock(&self.queues)
+            .get(queue)
+            .and_then(|q| q.visibility_s)
+            .unwrap_or(receive_visibility_s);
+        u64::from(visibility_s) * 1000
     }
 }
 
@@ -214,8 +240,7 @@ impl Target for RedisTarget {
         NAME
     }
 
-    async fn prepare(&self, queue: &str, _visibility_s: u32) -> TargetResult<()> {
-        // The visibility timeout is not a property of the stream: each receive passes it to XAUTOCLAIM.
+    async fn prepare(&self, queue: &str, visibility_s: u32) -> TargetResult<()> {
         let key = stream_key(queue);
         let mut conn = self.conn().await?;
         let _: Value = redis::pipe()
@@ -232,7 +257,13 @@ impl Target for RedisTarget {
             .query_async(&mut conn)
             .await
             .map_err(|e| failed(format!("DEL + XGROUP CREATE {key}: {e}")))?;
-        lock(&self.claim_cursors).remove(queue);
+        lock(&self.queues).insert(
+            queue.to_owned(),
+            QueueState {
+                cursor: None,
+                visibility_s: Some(visibility_s),
+            },
+        );
         Ok(())
     }
 
@@ -269,7 +300,7 @@ impl Target for RedisTarget {
     ) -> TargetResult<Vec<Delivery>> {
         let key = stream_key(queue);
         let max = max.max(1);
-        let visibility_ms = u64::from(visibility_s) * 1000;
+        let visibility_ms = self.visibility_ms(queue, visibility_s);
         let deadline = Instant::now() + Duration::from_secs(u64::from(wait_s));
         let mut conn = self.conn().await?;
         loop {
