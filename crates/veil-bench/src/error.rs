@@ -14,8 +14,6 @@ pub enum BenchError {
     Server(#[from] ServerError),
     #[error(transparent)]
     Noop(#[from] NoopError),
-    #[error("target {target:?}: {detail}")]
-    UnknownTarget { target: String, detail: String },
     #[error("invalid workload: {0}")]
     Workload(String),
     #[error("{context}: {path}: {source}")]

@@ -97,13 +97,13 @@ macro_rules! with_target {
                     .named(kind.name());
                 $body
             }
-            // targets::redis and targets::nats are written separately; until they are committed these kinds
-            // fail clearly instead of silently skipping.
-            $crate::kind::TargetKind::Redis | $crate::kind::TargetKind::Nats => {
-                Err($crate::error::BenchError::UnknownTarget {
-                    target: kind.name().to_owned(),
-                    detail: "unknown target: no client for it in this build of veil-bench".to_owned(),
-                })
+            $crate::kind::TargetKind::Redis => {
+                let $target = $crate::targets::redis::RedisTarget::connect(endpoint).await?;
+                $body
+            }
+            $crate::kind::TargetKind::Nats => {
+                let $target = $crate::targets::nats::NatsTarget::connect(endpoint).await?;
+                $body
             }
         }
     }};

@@ -94,6 +94,13 @@ struct WorkloadArgs {
     /// received, the queue is empty, or this passes.
     #[arg(long, default_value_t = 30.0)]
     drain_timeout: f64,
+    /// Each producer waits for its message to be received (and deleted) before sending the next: latency
+    /// without queueing.
+    #[arg(long)]
+    lockstep: bool,
+    /// Pause this many ms after an empty receive (keeps short-polling consumers from spinning).
+    #[arg(long, default_value_t = 0)]
+    empty_backoff: u64,
 }
 
 impl WorkloadArgs {
@@ -115,6 +122,8 @@ impl WorkloadArgs {
             wait_s: self.wait,
             drain: !self.no_drain,
             drain_timeout_s: self.drain_timeout,
+            lockstep: self.lockstep,
+            empty_backoff_ms: self.empty_backoff,
         }
         .checked()
         .map_err(BenchError::Workload)
@@ -133,6 +142,9 @@ struct RunArgs {
     /// Queue to use; created if needed. Default: a fresh `bench-<random>` queue.
     #[arg(long)]
     queue: Option<String>,
+    /// Empty the queue first with PurgeQueue (SQS targets only; SQS allows one purge per queue a minute).
+    #[arg(long)]
+    purge: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
     /// Write the JSON report to this file (`-` = stdout, and the human summary goes to stderr instead).
@@ -220,6 +232,19 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
         .clone()
         .unwrap_or_else(|| format!("bench-{:08x}", run::new_run_id()));
     let workload = args.workload.workload(queue)?;
+    if args.purge {
+        if !matches!(
+            args.target,
+            TargetKind::Veil | TargetKind::Moto | TargetKind::Sqs
+        ) {
+            return Err(BenchError::Usage(
+                "--purge applies to SQS targets only".into(),
+            ));
+        }
+        let sqs = targets::sqs::SqsTarget::connect(&endpoint).await?;
+        sqs.prepare(&workload.queue, workload.visibility_s).await?;
+        sqs.purge(&workload.queue).await?;
+    }
     let report = with_target!(args.target, &endpoint, |target| {
         target
             .prepare(&workload.queue, workload.visibility_s)
@@ -271,6 +296,8 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
         wait_s: 1,
         drain: true,
         drain_timeout_s: 5.0,
+        lockstep: false,
+        empty_backoff_ms: 0,
     }
     .checked()
     .map_err(BenchError::Workload)?;

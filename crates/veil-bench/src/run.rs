@@ -20,6 +20,8 @@ const BODY_MAGIC: &str = "vb1:";
 pub const BODY_HEADER_LEN: usize = 4 + 8 + 1 + 4 + 1 + 12 + 1 + 14;
 /// Shards of the received-message table, so consumers rarely contend on one lock.
 const SHARDS: usize = 16;
+/// The longest a lockstep producer waits for its message to come back.
+const LOCKSTEP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause after a failed request, so that a dead server is not spun against.
 const ERROR_BACKOFF: Duration = Duration::from_millis(20);
 
@@ -47,6 +49,14 @@ pub struct Workload {
     /// empty, or this many seconds pass; with `drain` off they stop with the producers.
     pub drain: bool,
     pub drain_timeout_s: f64,
+    /// Each producer waits until everything it sent was received (and deleted, when deleting) before it
+    /// sends again: latency without queueing, for the round-trip scenario.
+    #[serde(default)]
+    pub lockstep: bool,
+    /// Pause after an empty receive, in ms: with short polls (`wait_s` 0) it keeps idle consumers from
+    /// spinning, so receive latency can be measured as service time at a given load.
+    #[serde(default)]
+    pub empty_backoff_ms: u64,
 }
 
 impl Workload {
@@ -306,13 +316,17 @@ impl RunReport {
 /// State shared by the tasks of one run.
 struct Shared {
     run: u32,
-    start: Instant,
     produce_until: Option<Instant>,
     budget: Option<AtomicU64>,
     producing_done: AtomicBool,
     acked_total: AtomicU64,
     unique_received: AtomicU64,
     received: Vec<Mutex<HashMap<u64, u32>>>,
+    /// Messages of this run received (and, when deleting, deleted): what a lockstep producer waits for.
+    settled: AtomicU64,
+    settled_changed: tokio::sync::Notify,
+    /// Signalled by lockstep producers after each acknowledged send.
+    acked_changed: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -433,7 +447,11 @@ async fn produce<T: Target>(
             Ok(()) => {
                 out.send.record_since(started);
                 out.acked.extend(seq..seq + count);
-                shared.acked_total.fetch_add(count, Ordering::Relaxed);
+                let acked = shared.acked_total.fetch_add(count, Ordering::Relaxed) + count;
+                if workload.lockstep {
+                    shared.acked_changed.notify_waiters();
+                    wait_settled(&shared, acked).await;
+                }
             }
             Err(error) => {
                 out.errors += 1;
@@ -469,6 +487,9 @@ async fn consume<T: Target>(
                 break;
             }
         }
+        if workload.lockstep && !draining && !wait_acked(&shared).await {
+            continue;
+        }
         let wait_s = if draining {
             workload.wait_s.max(1)
         } else {
@@ -499,15 +520,20 @@ async fn consume<T: Target>(
             if draining {
                 empty_in_drain += 1;
             }
+            if workload.empty_backoff_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(workload.empty_backoff_ms)).await;
+            }
             continue;
         }
         empty_in_drain = 0;
         let arrived_us = now_us();
         let mut handles = Vec::with_capacity(deliveries.len());
+        let mut firsts = 0u64;
         for delivery in deliveries {
             match decode_body(&delivery.body) {
                 Some(id) if id.run == shared.run => {
                     if shared.record_delivery(&id) == 0 {
+                        firsts += 1;
                         out.end_to_end
                             .record_us(arrived_us.saturating_sub(id.sent_us));
                         out.last_first_delivery = Some(received_at);
@@ -535,8 +561,36 @@ async fn consume<T: Target>(
                 }
             }
         }
+        if firsts > 0 {
+            shared.settled.fetch_add(firsts, Ordering::Release);
+            shared.settled_changed.notify_waiters();
+        }
     }
     out
+}
+
+/// Waits until `target` messages are settled; gives up after [`LOCKSTEP_TIMEOUT`] so that a lost message
+/// shows up as MISSING in the accounting instead of hanging the run.
+async fn wait_settled(shared: &Shared, target: u64) {
+    let deadline = Instant::now() + LOCKSTEP_TIMEOUT;
+    loop {
+        let notified = shared.settled_changed.notified();
+        if shared.settled.load(Ordering::Acquire) >= target || Instant::now() >= deadline {
+            return;
+        }
+        let _ = tokio::time::timeout_at(deadline.into(), notified).await;
+    }
+}
+
+/// A lockstep consumer's wait for something to receive: true once more was acknowledged than settled,
+/// false after a short while (so the caller re-checks whether the producers are done).
+async fn wait_acked(shared: &Shared) -> bool {
+    let notified = shared.acked_changed.notified();
+    if shared.acked_total.load(Ordering::Relaxed) > shared.settled.load(Ordering::Acquire) {
+        return true;
+    }
+    let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
+    shared.acked_total.load(Ordering::Relaxed) > shared.settled.load(Ordering::Acquire)
 }
 
 /// A random-enough run id: distinguishes this run's bodies from leftovers of earlier runs in the same queue.
@@ -553,7 +607,6 @@ pub async fn run<T: Target>(target: &T, workload: Workload) -> RunReport {
     let start = Instant::now();
     let shared = Arc::new(Shared {
         run,
-        start,
         produce_until: workload
             .duration_s
             .map(|s| start + Duration::from_secs_f64(s)),
@@ -562,6 +615,9 @@ pub async fn run<T: Target>(target: &T, workload: Workload) -> RunReport {
         acked_total: AtomicU64::new(0),
         unique_received: AtomicU64::new(0),
         received: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        settled: AtomicU64::new(0),
+        settled_changed: tokio::sync::Notify::new(),
+        acked_changed: tokio::sync::Notify::new(),
     });
     let (finish, finished) = watch::channel(false);
     let drain_until = Arc::new(Mutex::new(None));
@@ -858,6 +914,8 @@ mod tests {
             wait_s: 1,
             drain: true,
             drain_timeout_s: 5.0,
+            lockstep: false,
+            empty_backoff_ms: 0,
         };
         assert_eq!(
             base.clone().checked().map(|w| w.body_size),

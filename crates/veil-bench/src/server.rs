@@ -2,7 +2,7 @@
 //! readiness by a real request (so start-up time is measured to the first success), resident memory from
 //! /proc, and a graceful stop (SIGTERM) by the process's own PID.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -54,10 +54,8 @@ pub struct VeilProcess {
     child: Child,
     pub pid: u32,
     pub endpoint: String,
-    pub data_dir: PathBuf,
     /// Spawn → first successful request.
     pub startup: Duration,
-    log: PathBuf,
 }
 
 /// Options of one start.
@@ -132,19 +130,13 @@ impl VeilProcess {
             child,
             pid,
             endpoint,
-            data_dir: options.data_dir.clone(),
             startup: spawned.elapsed(),
-            log,
         })
     }
 
     /// Resident memory of the process in bytes (VmRSS of /proc/PID/status).
     pub fn rss_bytes(&self) -> Result<u64, ServerError> {
         rss_of(self.pid)
-    }
-
-    pub fn log(&self) -> &Path {
-        &self.log
     }
 
     /// SIGTERM (Veil's graceful shutdown closes the store), then SIGKILL if it has not exited in 30 s.

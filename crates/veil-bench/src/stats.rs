@@ -61,10 +61,6 @@ impl Latency {
         let _ = self.0.add(&other.0);
     }
 
-    pub fn count(&self) -> u64 {
-        self.0.len()
-    }
-
     pub fn percentiles(&self) -> Percentiles {
         if self.0.is_empty() {
             return Percentiles::default();
