@@ -321,8 +321,8 @@ async fn ceiling<T: Target>(target: &T, plan: &Plan) -> Result<ScenarioRun, Benc
 /// Scenario 4, Redelivery lateness: hide `n` messages with a 1 s visibility timeout (never deleting them on that
 /// first receive), then a long-polling consumer measures how late each comes back after its deadline. The
 /// deadline is taken as the first receive's request start + 1 s, so lateness is never understated (it
-/// includes up to one request's latency). First receives are paced (10 per 10 ms) so that the deadlines
-/// spread out and the figure is the timer's precision, not a burst's queueing.
+/// includes up to one request's latency). First receives are paced evenly over [`FIRST_RECEIVE_SPAN`] so that
+/// the deadlines spread out and the figure is the timer's precision, not a burst's queueing.
 async fn redelivery<T: Target>(target: &T, n: usize) -> Result<ScenarioRun, BenchError> {
     const VISIBILITY_S: u32 = 1;
     let queue = run_queue("redeliver");
@@ -347,13 +347,17 @@ async fn redelivery<T: Target>(target: &T, n: usize) -> Result<ScenarioRun, Benc
     let mut tracker = Redeliveries::new(run_id, n, VISIBILITY_S);
     let started = Instant::now();
     let give_up = Duration::from_secs(30);
-    // Phase 1: first receives, paced. Any redelivery seen here already counts.
+    // Phase 1: first receives, paced on a fixed schedule that ends well before the first deadline (so the
+    // long-polling consumer is already waiting when messages come due). Any redelivery seen here counts too.
+    let interval = FIRST_RECEIVE_SPAN / (n.div_ceil(10).max(1) as u32);
+    let mut next = Instant::now();
     while tracker.first_receives < n && started.elapsed() < give_up {
+        tokio::time::sleep_until(next.into()).await;
+        next += interval;
         let request_start_us = now_us();
         let deliveries = target.receive(&queue, 10, VISIBILITY_S, 0).await?;
         let settle = tracker.note(deliveries, request_start_us, now_us());
         settle_in_background(target, &queue, settle);
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Phase 2: a long-polling consumer; the redeliveries it takes are hidden for 30 s (so they do not bounce
     // again) and deleted off the critical path.
@@ -461,6 +465,10 @@ fn settle_in_background<T: Target>(target: &T, queue: &str, handles: Vec<String>
     let (target, queue) = (target.clone(), queue.to_owned());
     tokio::spawn(async move { target.delete(&queue, handles).await });
 }
+
+/// The redelivery scenario's first receives are spread over this span, shorter than the 1 s visibility
+/// timeout so that they are all done before the first message comes due.
+const FIRST_RECEIVE_SPAN: Duration = Duration::from_millis(600);
 
 /// Scenario 5, Wake-up: a consumer long-polls an empty queue; a producer sends one message once the consumer has been
 /// parked for 20 ms; the figure is the time from the send's response to the consumer's receipt (negative
