@@ -323,6 +323,11 @@ impl Engine {
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<SentMessage>> {
         let now = self.clock.now();
+        // Digests and ids are computed before taking the lock: they need no shared state.
+        let prepared: Vec<([u8; 16], [u8; 16])> = messages
+            .iter()
+            .map(|m| (body_md5(&m.body), uuid::Uuid::new_v4().into_bytes()))
+            .collect();
         let (sent, commit) = {
             let mut state = self.state.lock();
             let id = state.queue_id(key)?;
@@ -342,7 +347,7 @@ impl Engine {
             Self::advance(index, now, &mut ops);
             let mut sent = Vec::with_capacity(messages.len());
             let mut wake = false;
-            for message in messages {
+            for (message, (digest, message_id)) in messages.into_iter().zip(prepared) {
                 let seq = index.alloc_seq(&mut ops);
                 let visible_at = now.saturating_add(message.delay_ms.unwrap_or(delay_ms));
                 let expires_at = match message.ttl {
@@ -359,8 +364,9 @@ impl Engine {
                     generation: 0,
                 };
                 let payload = Payload {
-                    message_id: uuid::Uuid::new_v4().into_bytes(),
+                    message_id,
                     body: message.body,
+                    body_md5: digest,
                     attributes: message.attributes,
                     sent_at: now,
                     sender_id: message.sender_id,
@@ -370,6 +376,7 @@ impl Engine {
                 wake |= index.insert(seq, message_state, now);
                 sent.push(SentMessage {
                     message_id: payload.message_id,
+                    body_md5: payload.body_md5,
                     seq,
                     sent_at: now,
                     visible_at,
@@ -821,10 +828,12 @@ impl Engine {
                         max_bytes,
                     });
                 }
+                let body_md5 = body_md5(&body);
                 ops.push(StoreOp::ReplaceBody {
                     queue: id,
                     seq: receipt.seq,
                     body,
+                    body_md5,
                 });
             }
             next.generation += 1;

@@ -76,9 +76,15 @@ impl Inner {
                     self.states.insert(to, state);
                 }
             }
-            StoreOp::ReplaceBody { queue, seq, body } => {
+            StoreOp::ReplaceBody {
+                queue,
+                seq,
+                body,
+                body_md5,
+            } => {
                 if let Some(payload) = self.payloads.get_mut(&(queue, seq)) {
                     payload.body = body;
+                    payload.body_md5 = body_md5;
                 }
             }
             StoreOp::PutNextQueueId(next) => self.next_queue_id = next,

@@ -145,6 +145,8 @@ pub struct FifoFields {
 pub struct Payload {
     pub message_id: [u8; 16],
     pub body: Bytes,
+    /// MD5 of `body`, computed once at send (SQS returns it on every send and receive).
+    pub body_md5: [u8; 16],
     pub attributes: Attributes,
     pub sent_at: Millis,
     pub sender_id: String,
@@ -187,6 +189,12 @@ pub struct NewMessage {
     pub fifo: Option<FifoFields>,
 }
 
+/// The MD5 digest of a body (SQS's `MD5OfMessageBody`), kept with the message so it is computed once.
+pub fn body_md5(body: &[u8]) -> [u8; 16] {
+    use md5::{Digest, Md5};
+    Md5::digest(body).into()
+}
+
 /// The size a message counts against a queue's size limit: its body plus each attribute's name, data type
 /// and value (the SQS rule; other protocols have no attributes or count the same way).
 pub fn message_size_bytes(body: &[u8], attributes: &Attributes) -> usize {
@@ -224,6 +232,7 @@ impl NewMessage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SentMessage {
     pub message_id: [u8; 16],
+    pub body_md5: [u8; 16],
     pub seq: Seq,
     pub sent_at: Millis,
     pub visible_at: Millis,

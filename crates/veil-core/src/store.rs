@@ -56,6 +56,7 @@ pub enum StoreOp {
         queue: QueueId,
         seq: Seq,
         body: bytes::Bytes,
+        body_md5: [u8; 16],
     },
     /// The next queue id to hand out.
     PutNextQueueId(QueueId),

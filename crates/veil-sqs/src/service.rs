@@ -24,7 +24,7 @@ use crate::attributes::{self, QueueSetting, RedrivePermission};
 use crate::codec::{self, HttpReply, HttpRequestParts};
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::limits;
-use crate::md5::{md5_of_attributes, md5_of_body};
+use crate::md5::{hex, md5_of_attributes, md5_of_body};
 use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
 use crate::validate;
 
@@ -282,7 +282,6 @@ fn message_attribute_selected(filters: &[String], name: &str) -> bool {
 /// A message ready to send, with the digests its answer reports.
 struct PreparedMessage {
     message: NewMessage,
-    md5_of_body: String,
     md5_of_attributes: Option<String>,
     md5_of_system_attributes: Option<String>,
 }
@@ -678,7 +677,6 @@ impl Service {
             attributes.insert(TRACE_HEADER_KEY.to_string(), value);
         }
         Ok(PreparedMessage {
-            md5_of_body: md5_of_body(body.as_bytes()),
             md5_of_attributes,
             md5_of_system_attributes,
             message: NewMessage {
@@ -709,14 +707,17 @@ impl Service {
             .send(&key, vec![prepared.message])
             .await
             .map_err(engine_error)?;
-        let message_id = sent
+        let (message_id, md5_of_message_body) = sent
             .first()
-            .map(|sent| uuid::Uuid::from_bytes(sent.message_id).to_string())
+            .map(|sent| {
+                let id = uuid::Uuid::from_bytes(sent.message_id).to_string();
+                (id, hex(&sent.body_md5))
+            })
             .ok_or_else(|| SqsError::internal("the engine returned no sent message"))?;
         Ok(Output::SendMessage(SentMessageResult {
             id: String::new(),
             message_id,
-            md5_of_message_body: prepared.md5_of_body,
+            md5_of_message_body,
             md5_of_message_attributes: prepared.md5_of_attributes,
             md5_of_message_system_attributes: prepared.md5_of_system_attributes,
         }))
@@ -776,29 +777,19 @@ impl Service {
             let (ids, prepared): (Vec<String>, Vec<PreparedMessage>) = accepted.into_iter().unzip();
             let (messages, digests): (Vec<NewMessage>, Vec<_>) = prepared
                 .into_iter()
-                .map(|p| {
-                    (
-                        p.message,
-                        (
-                            p.md5_of_body,
-                            p.md5_of_attributes,
-                            p.md5_of_system_attributes,
-                        ),
-                    )
-                })
+                .map(|p| (p.message, (p.md5_of_attributes, p.md5_of_system_attributes)))
                 .unzip();
             let sent = self
                 .engine
                 .send(&key, messages)
                 .await
                 .map_err(engine_error)?;
-            for ((id, sent), (md5_body, md5_attributes, md5_system)) in
-                ids.into_iter().zip(sent).zip(digests)
+            for ((id, sent), (md5_attributes, md5_system)) in ids.into_iter().zip(sent).zip(digests)
             {
                 successful.push(SentMessageResult {
                     id,
                     message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
-                    md5_of_message_body: md5_body,
+                    md5_of_message_body: hex(&sent.body_md5),
                     md5_of_message_attributes: md5_attributes,
                     md5_of_message_system_attributes: md5_system,
                 });
@@ -882,7 +873,15 @@ impl Service {
             receipt,
             ..
         } = message;
-        let body = String::from_utf8_lossy(&payload.body).into_owned();
+        // The stored digest is of the bytes; a body that is not UTF-8 (sent by another protocol) is shown
+        // lossily, and its digest must then be of what is shown for the client's check to pass.
+        let (body, md5_of_message_body) = match String::from_utf8_lossy(&payload.body) {
+            std::borrow::Cow::Borrowed(text) => (text.to_owned(), hex(&payload.body_md5)),
+            std::borrow::Cow::Owned(shown) => {
+                let digest = md5_of_body(shown.as_bytes());
+                (shown, digest)
+            }
+        };
         let names = &input.system_attribute_names;
         let wants = |attribute: &str| names.iter().any(|n| n == "All" || n == attribute);
         let mut system = Vec::new();
@@ -930,7 +929,7 @@ impl Service {
         ReceivedMessage {
             message_id,
             receipt_handle: receipt.unwrap_or_default(),
-            md5_of_body: md5_of_body(body.as_bytes()),
+            md5_of_body: md5_of_message_body,
             body,
             attributes: system,
             md5_of_message_attributes: md5_of_attributes(&message_attributes),

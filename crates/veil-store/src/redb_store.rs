@@ -216,155 +216,154 @@ fn commit_group(
         txn.set_durability(redb::Durability::None)
             .map_err(redb_err!("setting durability"))?;
     }
-    for job in group.iter_mut() {
-        for op in std::mem::take(&mut job.ops) {
-            apply(&txn, op)?;
+    {
+        let mut tables = Tables::open(&txn)?;
+        for job in group.iter_mut() {
+            for op in std::mem::take(&mut job.ops) {
+                tables.apply(op)?;
+            }
         }
     }
     txn.commit().map_err(redb_err!("committing"))
 }
 
-fn remove_messages(txn: &WriteTransaction, queue: QueueId) -> Result<(), StoreError> {
-    let range = (queue, 0u64)..=(queue, u64::MAX);
-    let mut states = txn
-        .open_table(STATES)
-        .map_err(redb_err!("opening states"))?;
-    states
-        .retain_in(range.clone(), |_, _| false)
-        .map_err(redb_err!("removing states"))?;
-    let mut payloads = txn
-        .open_table(PAYLOADS)
-        .map_err(redb_err!("opening payloads"))?;
-    payloads
-        .retain_in(range, |_, _| false)
-        .map_err(redb_err!("removing payloads"))?;
-    Ok(())
+/// Every table of one write transaction, opened once per group commit rather than once per operation.
+struct Tables<'txn> {
+    queues: redb::Table<'txn, u64, &'static [u8]>,
+    counters: redb::Table<'txn, u64, &'static [u8]>,
+    states: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    payloads: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    meta: redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
-fn apply(txn: &WriteTransaction, op: StoreOp) -> Result<(), StoreError> {
-    match op {
-        StoreOp::PutQueue(record) => {
-            let mut table = txn
+impl<'txn> Tables<'txn> {
+    fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            queues: txn
                 .open_table(QUEUES)
-                .map_err(redb_err!("opening queues"))?;
-            table
-                .insert(record.id, encode(&record)?.as_slice())
-                .map_err(redb_err!("writing a queue"))?;
-        }
-        StoreOp::DeleteQueue(queue) => {
-            txn.open_table(QUEUES)
-                .map_err(redb_err!("opening queues"))?
-                .remove(queue)
-                .map_err(redb_err!("deleting a queue"))?;
-            txn.open_table(COUNTERS)
-                .map_err(redb_err!("opening counters"))?
-                .remove(queue)
-                .map_err(redb_err!("deleting counters"))?;
-            remove_messages(txn, queue)?;
-        }
-        StoreOp::PutCounters { queue, counters } => {
-            let mut table = txn
+                .map_err(redb_err!("opening queues"))?,
+            counters: txn
                 .open_table(COUNTERS)
-                .map_err(redb_err!("opening counters"))?;
-            table
-                .insert(queue, encode(&counters)?.as_slice())
-                .map_err(redb_err!("writing counters"))?;
-        }
-        StoreOp::PutMessage {
-            queue,
-            seq,
-            payload,
-            state,
-        } => {
-            let mut payloads = txn
-                .open_table(PAYLOADS)
-                .map_err(redb_err!("opening payloads"))?;
-            payloads
-                .insert((queue, seq), encode(&payload)?.as_slice())
-                .map_err(redb_err!("writing a payload"))?;
-            let mut states = txn
+                .map_err(redb_err!("opening counters"))?,
+            states: txn
                 .open_table(STATES)
-                .map_err(redb_err!("opening states"))?;
-            states
-                .insert((queue, seq), encode(&state)?.as_slice())
-                .map_err(redb_err!("writing a state"))?;
-        }
-        StoreOp::PutState { queue, seq, state } => {
-            let mut states = txn
-                .open_table(STATES)
-                .map_err(redb_err!("opening states"))?;
-            states
-                .insert((queue, seq), encode(&state)?.as_slice())
-                .map_err(redb_err!("writing a state"))?;
-        }
-        StoreOp::DeleteMessage { queue, seq } => {
-            let mut states = txn
-                .open_table(STATES)
-                .map_err(redb_err!("opening states"))?;
-            states
-                .remove((queue, seq))
-                .map_err(redb_err!("deleting a state"))?;
-            let mut payloads = txn
+                .map_err(redb_err!("opening states"))?,
+            payloads: txn
                 .open_table(PAYLOADS)
-                .map_err(redb_err!("opening payloads"))?;
-            payloads
-                .remove((queue, seq))
-                .map_err(redb_err!("deleting a payload"))?;
-        }
-        StoreOp::PurgeQueue(queue) => remove_messages(txn, queue)?,
-        StoreOp::MoveMessage {
-            from,
-            to,
-            state,
-            dead_letter_source,
-        } => {
-            let mut payloads = txn
-                .open_table(PAYLOADS)
-                .map_err(redb_err!("opening payloads"))?;
-            let moved = payloads
-                .remove(from)
-                .map_err(redb_err!("reading a moved payload"))?
-                .map(|g| g.value().to_vec());
-            let mut states = txn
-                .open_table(STATES)
-                .map_err(redb_err!("opening states"))?;
-            states
-                .remove(from)
-                .map_err(redb_err!("deleting a moved state"))?;
-            if let Some(bytes) = moved {
-                let mut payload: Payload = decode(&bytes, "a payload")?;
-                payload.dead_letter_source = Some(dead_letter_source);
-                payloads
-                    .insert(to, encode(&payload)?.as_slice())
-                    .map_err(redb_err!("writing a moved payload"))?;
-                states
-                    .insert(to, encode(&state)?.as_slice())
-                    .map_err(redb_err!("writing a moved state"))?;
-            }
-        }
-        StoreOp::ReplaceBody { queue, seq, body } => {
-            let mut payloads = txn
-                .open_table(PAYLOADS)
-                .map_err(redb_err!("opening payloads"))?;
-            let old = payloads
-                .get((queue, seq))
-                .map_err(redb_err!("reading a payload"))?
-                .map(|g| g.value().to_vec());
-            if let Some(bytes) = old {
-                let mut payload: Payload = decode(&bytes, "a payload")?;
-                payload.body = body;
-                payloads
-                    .insert((queue, seq), encode(&payload)?.as_slice())
-                    .map_err(redb_err!("writing a payload"))?;
-            }
-        }
-        StoreOp::PutNextQueueId(next) => {
-            let mut meta = txn.open_table(META).map_err(redb_err!("opening meta"))?;
-            meta.insert(NEXT_QUEUE_ID, next.to_be_bytes().as_slice())
-                .map_err(redb_err!("writing meta"))?;
-        }
+                .map_err(redb_err!("opening payloads"))?,
+            meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
+        })
     }
-    Ok(())
+
+    fn remove_messages(&mut self, queue: QueueId) -> Result<(), StoreError> {
+        let range = (queue, 0u64)..=(queue, u64::MAX);
+        self.states
+            .retain_in(range.clone(), |_, _| false)
+            .map_err(redb_err!("removing states"))?;
+        self.payloads
+            .retain_in(range, |_, _| false)
+            .map_err(redb_err!("removing payloads"))?;
+        Ok(())
+    }
+
+    fn put_state(&mut self, key: (u64, u64), state: &MessageState) -> Result<(), StoreError> {
+        self.states
+            .insert(key, encode(state)?.as_slice())
+            .map_err(redb_err!("writing a state"))?;
+        Ok(())
+    }
+
+    fn put_payload(&mut self, key: (u64, u64), payload: &Payload) -> Result<(), StoreError> {
+        self.payloads
+            .insert(key, encode(payload)?.as_slice())
+            .map_err(redb_err!("writing a payload"))?;
+        Ok(())
+    }
+
+    fn take_payload(&mut self, key: (u64, u64)) -> Result<Option<Payload>, StoreError> {
+        let bytes = self
+            .payloads
+            .remove(key)
+            .map_err(redb_err!("removing a payload"))?
+            .map(|g| g.value().to_vec());
+        bytes.map(|b| decode(&b, "a payload")).transpose()
+    }
+
+    fn apply(&mut self, op: StoreOp) -> Result<(), StoreError> {
+        match op {
+            StoreOp::PutQueue(record) => {
+                self.queues
+                    .insert(record.id, encode(&record)?.as_slice())
+                    .map_err(redb_err!("writing a queue"))?;
+            }
+            StoreOp::DeleteQueue(queue) => {
+                self.queues
+                    .remove(queue)
+                    .map_err(redb_err!("deleting a queue"))?;
+                self.counters
+                    .remove(queue)
+                    .map_err(redb_err!("deleting counters"))?;
+                self.remove_messages(queue)?;
+            }
+            StoreOp::PutCounters { queue, counters } => {
+                self.counters
+                    .insert(queue, encode(&counters)?.as_slice())
+                    .map_err(redb_err!("writing counters"))?;
+            }
+            StoreOp::PutMessage {
+                queue,
+                seq,
+                payload,
+                state,
+            } => {
+                self.put_payload((queue, seq), &payload)?;
+                self.put_state((queue, seq), &state)?;
+            }
+            StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state)?,
+            StoreOp::DeleteMessage { queue, seq } => {
+                self.states
+                    .remove((queue, seq))
+                    .map_err(redb_err!("deleting a state"))?;
+                self.payloads
+                    .remove((queue, seq))
+                    .map_err(redb_err!("deleting a payload"))?;
+            }
+            StoreOp::PurgeQueue(queue) => self.remove_messages(queue)?,
+            StoreOp::MoveMessage {
+                from,
+                to,
+                state,
+                dead_letter_source,
+            } => {
+                self.states
+                    .remove(from)
+                    .map_err(redb_err!("deleting a moved state"))?;
+                if let Some(mut payload) = self.take_payload(from)? {
+                    payload.dead_letter_source = Some(dead_letter_source);
+                    self.put_payload(to, &payload)?;
+                    self.put_state(to, &state)?;
+                }
+            }
+            StoreOp::ReplaceBody {
+                queue,
+                seq,
+                body,
+                body_md5,
+            } => {
+                if let Some(mut payload) = self.take_payload((queue, seq))? {
+                    payload.body = body;
+                    payload.body_md5 = body_md5;
+                    self.put_payload((queue, seq), &payload)?;
+                }
+            }
+            StoreOp::PutNextQueueId(next) => {
+                self.meta
+                    .insert(NEXT_QUEUE_ID, next.to_be_bytes().as_slice())
+                    .map_err(redb_err!("writing meta"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Store for RedbStore {
