@@ -164,7 +164,8 @@ fn columns(scenario: &str) -> (&'static str, &'static str, Vec<Column>) {
         ),
         "scale" => (
             "Scale",
-            "A large queue (preloaded, part of it hidden for an hour) against a small one: per-operation p50 \
+            "A large queue (preloaded through a relaxed Veil for speed, part of it hidden for an hour, then \
+             restarted durable) against a small one loaded the same way: per-operation p50 \
              (1 producer + 1 consumer, unbatched, deletes on) and its ratio large/small; server RSS per stored \
              message (VmRSS minus that of the empty server, divided by the messages stored: live after loading, \
              and after a restart); restart = spawn → first successful request with the data in place.",
@@ -598,9 +599,24 @@ fn median_run_cdf(runs: &[ScenarioRun], key: &str) -> Option<Vec<[f64; 2]>> {
     ok.get(ok.len() / 2).map(|run| run.cdf_us.clone())
 }
 
-/// Draws the charts of the latest invocation; returns (scenario, link relative to the page) pairs.
+/// For charts: each system's results of `scenario` from the newest invocation that has them (so peers
+/// measured by a separate invocation still share Veil's chart), Veil first.
+fn latest_rows<'a>(suites: &'a [SuiteResults], scenario: &str) -> Vec<&'a ScenarioResult> {
+    let mut rows: Vec<&ScenarioResult> = Vec::new();
+    for suite in suites.iter().rev() {
+        for row in suite.scenarios.iter().filter(|r| r.scenario == scenario) {
+            if !rows.iter().any(|seen| seen.system == row.system) {
+                rows.push(row);
+            }
+        }
+    }
+    rows.sort_by_key(|row| (!row.system.starts_with("veil"), row.system.clone()));
+    rows
+}
+
+/// Draws the charts; returns (scenario, link relative to the page) pairs.
 fn draw_charts(
-    suite: &SuiteResults,
+    suites: &[SuiteResults],
     charts: &Path,
     page: &Path,
 ) -> Result<Vec<(String, String)>, BenchError> {
@@ -616,10 +632,8 @@ fn draw_charts(
     let link_base = relative_link(page, charts);
     let mut links = Vec::new();
     let bars_of = |scenario: &str, key: &str| -> Vec<(String, f64)> {
-        suite
-            .scenarios
-            .iter()
-            .filter(|s| s.scenario == scenario)
+        latest_rows(suites, scenario)
+            .into_iter()
             .filter_map(|s| spread(&s.runs, key).map(|(mid, _, _)| (s.system.clone(), mid)))
             .collect()
     };
@@ -669,10 +683,8 @@ fn draw_charts(
             "Wake-up latency CDF",
         ),
     ] {
-        let series: Vec<(String, Vec<[f64; 2]>)> = suite
-            .scenarios
-            .iter()
-            .filter(|s| s.scenario == scenario)
+        let series: Vec<(String, Vec<[f64; 2]>)> = latest_rows(suites, scenario)
+            .into_iter()
             .filter_map(|s| median_run_cdf(&s.runs, key).map(|cdf| (s.system.clone(), cdf)))
             .collect();
         if !series.is_empty() {
@@ -697,10 +709,7 @@ fn relative_link(page: &Path, charts: &Path) -> String {
 
 pub fn report(args: ReportArgs) -> Result<(), BenchError> {
     let suites = load(&args.results)?;
-    let latest = suites
-        .last()
-        .ok_or_else(|| BenchError::Usage("no results".into()))?;
-    let links = draw_charts(latest, &args.charts, &args.out)?;
+    let links = draw_charts(&suites, &args.charts, &args.out)?;
     let section = render_markdown(&suites, &links);
     let page = match std::fs::read_to_string(&args.out) {
         Ok(page) => page,
