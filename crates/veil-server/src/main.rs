@@ -15,6 +15,12 @@ use veil_store::{Durability, RedbStore, StoreOptions};
 
 use crate::config::{DurabilityMode, ServeArgs, Settings};
 
+/// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
+/// it touches, and glibc's consolidation of those showed as ~20% of the writer's CPU in profiles
+/// (docs/decisions/0003-allocator.md has the measurement).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How often expired messages are swept from queues nobody reads.
 const SWEEP_INTERVAL_MS: u64 = 1_000;
 
