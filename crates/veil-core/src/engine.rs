@@ -377,6 +377,7 @@ impl Engine {
                 sent.push(SentMessage {
                     message_id: payload.message_id,
                     body_md5: payload.body_md5,
+                    queue: id,
                     seq,
                     sent_at: now,
                     visible_at,
@@ -651,6 +652,18 @@ impl Engine {
         };
         barrier.await?;
         self.with_payloads(queue, seen)
+    }
+
+    /// The receipt of a message's send (generation 0): current until the message's first receive, so a
+    /// protocol whose put returns a receipt (Azure) can update or delete the message with it. Issued on request
+    /// because most sends never need one.
+    pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
+        self.receipts.encode(&Receipt {
+            queue: sent.queue,
+            seq: sent.seq,
+            generation: 0,
+            issued_at: sent.sent_at,
+        })
     }
 
     fn decode_receipt(&self, queue: QueueId, receipt: &str) -> EngineResult<Receipt> {

@@ -71,6 +71,10 @@ pub struct QueueConfig {
     pub tags: BTreeMap<String, String>,
     /// Azure-style queue metadata.
     pub metadata: BTreeMap<String, String>,
+    /// Durable settings a front-end keeps for a queue that the engine does not interpret (e.g. Azure's
+    /// stored access policies), keyed by a protocol prefix.
+    #[serde(default)]
+    pub protocol_settings: BTreeMap<String, String>,
 }
 
 impl Default for QueueConfig {
@@ -88,6 +92,7 @@ impl Default for QueueConfig {
             content_based_deduplication: false,
             tags: BTreeMap::new(),
             metadata: BTreeMap::new(),
+            protocol_settings: BTreeMap::new(),
         }
     }
 }
@@ -233,6 +238,7 @@ impl NewMessage {
 pub struct SentMessage {
     pub message_id: [u8; 16],
     pub body_md5: [u8; 16],
+    pub queue: QueueId,
     pub seq: Seq,
     pub sent_at: Millis,
     pub visible_at: Millis,

@@ -739,3 +739,46 @@ async fn a_delete_batch_reports_each_receipt_on_its_own() {
     assert!(matches!(outcomes[2], Ok(DeleteOutcome::AlreadyGone)));
     assert_eq!(h.stats(&q).counters.deletes, 1);
 }
+
+#[tokio::test]
+async fn the_receipt_of_a_send_is_current_until_the_first_receive() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let sent = h.send(&q, "a").await;
+    let put_receipt = h.engine.receipt_of_send(&sent);
+    let change = VisibilityChange {
+        visibility_ms: 5_000,
+        since_receive_ms_max: None,
+        not_past_expiry: true,
+    };
+    let updated = h
+        .engine
+        .update(&q, &put_receipt, change, None)
+        .await
+        .unwrap();
+    assert!(
+        h.receive(&q, 1, None).await.is_empty(),
+        "the update hid the message"
+    );
+    assert!(matches!(
+        h.engine
+            .delete(&q, &put_receipt, ReceiptRule::Current)
+            .await,
+        Err(EngineError::MessageNotAvailable)
+    ));
+    h.advance_s(5);
+    let got = h.receive_one(&q, 30).await;
+    assert!(matches!(
+        h.engine
+            .delete(&q, &updated.receipt, ReceiptRule::Current)
+            .await,
+        Err(EngineError::MessageNotAvailable)
+    ));
+    assert_eq!(
+        h.engine
+            .delete(&q, got.receipt.as_deref().unwrap(), ReceiptRule::Current)
+            .await
+            .unwrap(),
+        DeleteOutcome::Deleted
+    );
+}
