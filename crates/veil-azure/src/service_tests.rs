@@ -1,0 +1,890 @@
+//! Service tests: whole requests through `router(...).oneshot(...)` over an engine with an in-memory store and
+//! a manual clock (no sockets, no sleeping). Each test is named after the rule it checks.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+use veil_core::memory_store::MemoryStore;
+use veil_core::{Engine, ManualClock, ReceiptKey};
+
+use super::*;
+use crate::codec::xml::{self, Element};
+
+const START_MS: u64 = 1_700_000_000_000;
+const ACCOUNT: &str = "/devstoreaccount1";
+
+struct Harness {
+    app: Router,
+    clock: ManualClock,
+    engine: Arc<Engine>,
+}
+
+fn harness_with(config: AzureConfig) -> Harness {
+    let clock = ManualClock::new(START_MS);
+    let engine = Arc::new(
+        Engine::open(
+            Arc::new(MemoryStore::new()),
+            Arc::new(clock.clone()),
+            ReceiptKey::new([7; 32]),
+        )
+        .expect("engine opens over an empty store"),
+    );
+    Harness {
+        app: router(engine.clone(), config),
+        clock,
+        engine,
+    }
+}
+
+/// Verification off: most tests are about queue behaviour, not signatures.
+fn harness() -> Harness {
+    harness_with(AzureConfig {
+        verify_auth: false,
+        ..AzureConfig::default()
+    })
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn xml(&self) -> Element {
+        xml::parse(self.body.as_bytes())
+            .unwrap_or_else(|e| panic!("not XML ({e:?}): {}", self.body))
+    }
+
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    fn error_code(&self) -> String {
+        self.xml()
+            .child_text("Code")
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn messages(&self) -> Vec<Element> {
+        self.xml().children_named("QueueMessage").cloned().collect()
+    }
+}
+
+fn field<'a>(message: &'a Element, name: &str) -> &'a str {
+    message.child_text(name).unwrap_or_default()
+}
+
+fn message_body(text: &str) -> String {
+    format!("<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>{text}</MessageText></QueueMessage>")
+}
+
+impl Harness {
+    async fn call(&self, request: Request<Body>) -> Reply {
+        let response = self.app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            headers,
+            body: String::from_utf8(body.to_vec()).unwrap(),
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, body: &str) -> Reply {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{ACCOUNT}{path}"))
+            .header("host", "127.0.0.1:10001")
+            .header("x-ms-version", "2026-04-06");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.call(request.body(Body::from(body.to_string())).unwrap())
+            .await
+    }
+
+    async fn create(&self, queue: &str) {
+        let reply = self.send("PUT", &format!("/{queue}"), "").await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    }
+
+    async fn put(&self, queue: &str, text: &str, query: &str) -> Element {
+        let reply = self
+            .send(
+                "POST",
+                &format!("/{queue}/messages{query}"),
+                &message_body(text),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.messages().remove(0)
+    }
+
+    async fn get(&self, queue: &str, query: &str) -> Vec<Element> {
+        let reply = self
+            .send("GET", &format!("/{queue}/messages{query}"), "")
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        reply.messages()
+    }
+
+    async fn peek(&self, queue: &str) -> Vec<Element> {
+        self.get(queue, "?peekonly=true&numofmessages=32").await
+    }
+
+    async fn delete_message(&self, queue: &str, id: &str, receipt: &str) -> Reply {
+        self.send(
+            "DELETE",
+            &format!("/{queue}/messages/{id}?popreceipt={receipt}"),
+            "",
+        )
+        .await
+    }
+
+    async fn update(
+        &self,
+        queue: &str,
+        id: &str,
+        receipt: &str,
+        visibility_s: u64,
+        text: Option<&str>,
+    ) -> Reply {
+        let body = text.map(message_body).unwrap_or_default();
+        self.send(
+            "PUT",
+            &format!(
+                "/{queue}/messages/{id}?popreceipt={receipt}&visibilitytimeout={visibility_s}"
+            ),
+            &body,
+        )
+        .await
+    }
+
+    fn advance_s(&self, seconds: u64) {
+        self.clock.advance_ms(seconds * 1_000);
+    }
+}
+
+#[tokio::test]
+async fn create_is_201_then_204_with_the_same_metadata_and_409_with_different() {
+    let h = harness();
+    let color = [("x-ms-meta-color", "blue")];
+    assert_eq!(
+        h.send_with("PUT", "/orders", "", &color).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        h.send_with("PUT", "/orders", "", &color).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let reply = h
+        .send_with("PUT", "/orders", "", &[("x-ms-meta-color", "red")])
+        .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert_eq!(reply.error_code(), "QueueAlreadyExists");
+    assert_eq!(reply.header("x-ms-error-code"), "QueueAlreadyExists");
+}
+
+#[tokio::test]
+async fn every_response_carries_request_id_version_date_and_the_client_request_id() {
+    let h = harness();
+    let reply = h
+        .send_with(
+            "PUT",
+            "/orders",
+            "",
+            &[("x-ms-client-request-id", "abc-123")],
+        )
+        .await;
+    assert!(!reply.header("x-ms-request-id").is_empty());
+    assert_eq!(reply.header("x-ms-version"), "2026-04-06");
+    assert_eq!(reply.header("date"), "Tue, 14 Nov 2023 22:13:20 GMT");
+    assert_eq!(reply.header("x-ms-client-request-id"), "abc-123");
+    let missing = h.send("GET", "/nothere?comp=metadata", "").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.header("x-ms-error-code"), "QueueNotFound");
+    assert!(!missing.header("x-ms-request-id").is_empty());
+}
+
+#[tokio::test]
+async fn get_hides_a_message_and_peek_does_not() {
+    let h = harness();
+    h.create("orders").await;
+    let put = h.put("orders", "hello &amp; bye", "").await;
+    assert!(!field(&put, "PopReceipt").is_empty());
+    assert_eq!(field(&put, "TimeNextVisible"), field(&put, "InsertionTime"));
+    let peeked = h.peek("orders").await;
+    assert_eq!(peeked.len(), 1);
+    assert_eq!(field(&peeked[0], "MessageText"), "hello & bye");
+    assert_eq!(field(&peeked[0], "DequeueCount"), "0");
+    assert!(
+        peeked[0].child("PopReceipt").is_none(),
+        "peek issues no receipt"
+    );
+    assert_eq!(h.peek("orders").await.len(), 1, "peek changes nothing");
+
+    let got = h.get("orders", "?visibilitytimeout=10").await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(field(&got[0], "MessageId"), field(&put, "MessageId"));
+    assert_eq!(field(&got[0], "DequeueCount"), "1");
+    assert_eq!(
+        field(&got[0], "TimeNextVisible"),
+        crate::time::rfc1123(START_MS + 10_000)
+    );
+    assert!(h.peek("orders").await.is_empty(), "hidden from peek");
+    assert!(h.get("orders", "").await.is_empty(), "hidden from get");
+    h.advance_s(10);
+    let again = h.get("orders", "").await;
+    assert_eq!(field(&again[0], "DequeueCount"), "2");
+}
+
+#[tokio::test]
+async fn update_rotates_the_pop_receipt_and_the_old_one_gets_404() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "v1", "").await;
+    let got = h.get("orders", "?visibilitytimeout=30").await.remove(0);
+    let (id, first) = (field(&got, "MessageId"), field(&got, "PopReceipt"));
+    h.advance_s(5);
+    let updated = h.update("orders", id, first, 60, Some("v2")).await;
+    assert_eq!(updated.status, StatusCode::NO_CONTENT, "{}", updated.body);
+    let second = updated.header("x-ms-popreceipt").to_string();
+    assert_ne!(second, first);
+    assert_eq!(
+        updated.header("x-ms-time-next-visible"),
+        crate::time::rfc1123(START_MS + 65_000)
+    );
+
+    let stale = h.delete_message("orders", id, first).await;
+    assert_eq!(stale.status, StatusCode::NOT_FOUND);
+    assert_eq!(stale.error_code(), "MessageNotFound");
+    let stale_update = h.update("orders", id, first, 1, None).await;
+    assert_eq!(stale_update.status, StatusCode::NOT_FOUND);
+
+    h.advance_s(60);
+    assert_eq!(field(&h.peek("orders").await[0], "MessageText"), "v2");
+    assert_eq!(
+        h.delete_message("orders", id, &second).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert!(h.peek("orders").await.is_empty());
+}
+
+#[tokio::test]
+async fn delete_after_the_visibility_lapsed_but_before_a_new_get_succeeds() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "x", "").await;
+    let got = h.get("orders", "?visibilitytimeout=1").await.remove(0);
+    h.advance_s(5);
+    assert_eq!(h.peek("orders").await.len(), 1, "visible again");
+    let reply = h
+        .delete_message(
+            "orders",
+            field(&got, "MessageId"),
+            field(&got, "PopReceipt"),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_receipt_after_a_new_get_is_stale() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "x", "").await;
+    let first = h.get("orders", "?visibilitytimeout=1").await.remove(0);
+    h.advance_s(2);
+    h.get("orders", "").await;
+    let reply = h
+        .delete_message(
+            "orders",
+            field(&first, "MessageId"),
+            field(&first, "PopReceipt"),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_put_receipt_can_update_and_delete_before_any_get() {
+    let h = harness();
+    h.create("orders").await;
+    let put = h.put("orders", "x", "").await;
+    let updated = h
+        .update(
+            "orders",
+            field(&put, "MessageId"),
+            field(&put, "PopReceipt"),
+            0,
+            Some("y"),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::NO_CONTENT, "{}", updated.body);
+    let reply = h
+        .delete_message(
+            "orders",
+            field(&put, "MessageId"),
+            updated.header("x-ms-popreceipt"),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn a_receipt_used_with_another_messages_id_is_404() {
+    let h = harness();
+    h.create("orders").await;
+    let a = h.put("orders", "a", "").await;
+    let b = h.put("orders", "b", "").await;
+    let reply = h
+        .delete_message("orders", field(&b, "MessageId"), field(&a, "PopReceipt"))
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.error_code(), "MessageNotFound");
+    assert_eq!(h.peek("orders").await.len(), 2, "neither was deleted");
+}
+
+#[tokio::test]
+async fn a_pop_receipt_veil_never_issued_is_400_invalid_query_parameter_value() {
+    let h = harness();
+    h.create("orders").await;
+    let put = h.put("orders", "a", "").await;
+    let id = field(&put, "MessageId");
+    // The right message id, and an engine receipt of the right shape whose MAC Veil never computed.
+    let forged = format!("{}{}", &field(&put, "PopReceipt")[..22], "A".repeat(59));
+    let reply = h.delete_message("orders", id, &forged).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(reply.error_code(), "InvalidQueryParameterValue");
+    assert_eq!(
+        reply.xml().child_text("QueryParameterName"),
+        Some("popreceipt")
+    );
+}
+
+#[tokio::test]
+async fn update_cannot_push_visibility_past_the_messages_expiry() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "x", "?messagettl=60").await;
+    let got = h.get("orders", "").await.remove(0);
+    let reply = h
+        .update(
+            "orders",
+            field(&got, "MessageId"),
+            field(&got, "PopReceipt"),
+            120,
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_code(), "OutOfRangeQueryParameterValue");
+}
+
+#[tokio::test]
+async fn messagettl_minus_one_never_expires_and_initial_invisibility_delays_the_message() {
+    let h = harness();
+    h.create("orders").await;
+    let forever = h.put("orders", "forever", "?messagettl=-1").await;
+    assert_eq!(
+        field(&forever, "ExpirationTime"),
+        "Fri, 31 Dec 9999 23:59:59 GMT"
+    );
+    let later = h.put("orders", "later", "?visibilitytimeout=20").await;
+    assert_eq!(
+        field(&later, "TimeNextVisible"),
+        crate::time::rfc1123(START_MS + 20_000)
+    );
+    let short = h.put("orders", "short", "?messagettl=5").await;
+    assert_eq!(
+        field(&short, "ExpirationTime"),
+        crate::time::rfc1123(START_MS + 5_000)
+    );
+    let visible: Vec<String> = h
+        .peek("orders")
+        .await
+        .iter()
+        .map(|m| field(m, "MessageText").to_string())
+        .collect();
+    assert_eq!(visible, vec!["forever", "short"]);
+    h.advance_s(20);
+    let visible: Vec<String> = h
+        .peek("orders")
+        .await
+        .iter()
+        .map(|m| field(m, "MessageText").to_string())
+        .collect();
+    assert_eq!(
+        visible,
+        vec!["forever", "later"],
+        "short expired, later became visible"
+    );
+}
+
+#[tokio::test]
+async fn get_returns_messages_in_time_next_visible_order() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "late", "?visibilitytimeout=5").await;
+    h.put("orders", "early", "?visibilitytimeout=2").await;
+    h.put("orders", "now", "").await;
+    h.advance_s(10);
+    let texts: Vec<String> = h
+        .get("orders", "?numofmessages=32")
+        .await
+        .iter()
+        .map(|m| field(m, "MessageText").to_string())
+        .collect();
+    assert_eq!(texts, vec!["now", "early", "late"]);
+}
+
+#[tokio::test]
+async fn metadata_replaces_all_and_reports_the_approximate_count_including_hidden() {
+    let h = harness();
+    h.create("orders").await;
+    let set = h
+        .send_with(
+            "PUT",
+            "/orders?comp=metadata",
+            "",
+            &[("x-ms-meta-a", "1"), ("x-ms-meta-b", "2")],
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::NO_CONTENT);
+    h.send_with("PUT", "/orders?comp=metadata", "", &[("x-ms-meta-c", "3")])
+        .await;
+    h.put("orders", "x", "").await;
+    h.put("orders", "y", "?visibilitytimeout=60").await;
+    h.get("orders", "").await;
+    let reply = h.send("GET", "/orders?comp=metadata", "").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("x-ms-meta-c"), "3");
+    assert!(reply.headers.get("x-ms-meta-a").is_none());
+    assert_eq!(reply.header("x-ms-approximate-messages-count"), "2");
+}
+
+#[tokio::test]
+async fn clear_deletes_every_message_and_delete_queue_removes_it() {
+    let h = harness();
+    h.create("orders").await;
+    h.put("orders", "x", "").await;
+    assert_eq!(
+        h.send("DELETE", "/orders/messages", "").await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert!(h.peek("orders").await.is_empty());
+    assert_eq!(
+        h.send("DELETE", "/orders", "").await.status,
+        StatusCode::NO_CONTENT
+    );
+    let reply = h.send("GET", "/orders/messages", "").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.error_code(), "QueueNotFound");
+}
+
+#[tokio::test]
+async fn list_queues_pages_with_markers_and_shows_metadata_on_request() {
+    let h = harness();
+    for name in ["alpha", "beta", "gamma"] {
+        h.send_with("PUT", &format!("/{name}"), "", &[("x-ms-meta-n", name)])
+            .await;
+    }
+    let first = h
+        .send("GET", "/?comp=list&maxresults=2&include=metadata", "")
+        .await
+        .xml();
+    let names: Vec<&str> = first
+        .child("Queues")
+        .unwrap()
+        .children_named("Queue")
+        .map(|q| q.child_text("Name").unwrap())
+        .collect();
+    assert_eq!(names, vec!["alpha", "beta"]);
+    let marker = first.child_text("NextMarker").unwrap().to_string();
+    assert_eq!(marker, "/devstoreaccount1/gamma");
+    let second = h
+        .send(
+            "GET",
+            &format!("/?comp=list&maxresults=2&marker={marker}"),
+            "",
+        )
+        .await
+        .xml();
+    let queue = second.child("Queues").unwrap().child("Queue").unwrap();
+    assert_eq!(queue.child_text("Name"), Some("gamma"));
+    assert!(queue.child("Metadata").is_none());
+    assert_eq!(second.child_text("NextMarker"), Some(""));
+    let prefixed = h
+        .send("GET", "/?comp=list&prefix=be&include=metadata", "")
+        .await
+        .xml();
+    let queue = prefixed.child("Queues").unwrap().child("Queue").unwrap();
+    assert_eq!(
+        queue.child("Metadata").unwrap().child_text("n"),
+        Some("beta")
+    );
+}
+
+#[tokio::test]
+async fn acl_round_trips_durably_in_the_queue_settings() {
+    let h = harness();
+    h.create("orders").await;
+    let body = "<SignedIdentifiers><SignedIdentifier><Id>readers</Id><AccessPolicy><Expiry>2030-01-01T00:00:00Z</Expiry><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>";
+    assert_eq!(
+        h.send("PUT", "/orders?comp=acl", body).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let acl = h.send("GET", "/orders?comp=acl", "").await.xml();
+    let identifier = acl.child("SignedIdentifier").unwrap();
+    assert_eq!(identifier.child_text("Id"), Some("readers"));
+    assert_eq!(
+        identifier
+            .child("AccessPolicy")
+            .unwrap()
+            .child_text("Permission"),
+        Some("r")
+    );
+    let stored = h
+        .engine
+        .queue_info(&QueueKey::new(DEFAULT_NAMESPACE, "orders"))
+        .unwrap();
+    assert!(stored.config.protocol_settings[ACL_SETTING].contains("readers"));
+}
+
+#[tokio::test]
+async fn service_properties_merge_by_section_and_cors_rules_answer_preflight() {
+    let h = harness();
+    let preflight = |origin: &'static str| {
+        Request::builder()
+            .method("OPTIONS")
+            .uri("/devstoreaccount1/orders/messages")
+            .header("host", "127.0.0.1:10001")
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let refused = h.call(preflight("https://app.example")).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.error_code(), "CorsPreflightFailure");
+    let cors = "<?xml version='1.0' encoding='utf-8'?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>https://app.example</AllowedOrigins><AllowedMethods>GET,PUT</AllowedMethods><AllowedHeaders>x-ms-*</AllowedHeaders><ExposedHeaders>x-ms-*</ExposedHeaders><MaxAgeInSeconds>600</MaxAgeInSeconds></CorsRule></Cors></StorageServiceProperties>";
+    let set = h
+        .send("PUT", "/?restype=service&comp=properties", cors)
+        .await;
+    assert_eq!(set.status, StatusCode::ACCEPTED, "{}", set.body);
+    let properties = h
+        .send("GET", "/?restype=service&comp=properties", "")
+        .await
+        .xml();
+    assert!(
+        properties.child("Logging").is_some(),
+        "untouched section kept"
+    );
+    assert!(properties
+        .child("Cors")
+        .unwrap()
+        .child("CorsRule")
+        .is_some());
+    let allowed = h.call(preflight("https://app.example")).await;
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        "https://app.example"
+    );
+    assert_eq!(allowed.header("access-control-max-age"), "600");
+}
+
+#[tokio::test]
+async fn service_stats_answer_on_the_secondary_account() {
+    let h = harness();
+    let request = Request::get("/devstoreaccount1-secondary/?restype=service&comp=stats")
+        .header("host", "127.0.0.1:10001")
+        .body(Body::empty())
+        .unwrap();
+    let reply = h.call(request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(
+        reply
+            .xml()
+            .child("GeoReplication")
+            .unwrap()
+            .child_text("Status"),
+        Some("live")
+    );
+}
+
+#[tokio::test]
+async fn reserved_metadata_sets_a_poison_queue_that_receives_after_the_max_dequeue_count() {
+    let h = harness();
+    let reply = h
+        .send_with(
+            "PUT",
+            "/jobs",
+            "",
+            &[("x-ms-meta-veilmaxdequeuecount", "2")],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    h.put("jobs", "poisonous", "").await;
+    for _ in 0..2 {
+        assert_eq!(h.get("jobs", "?visibilitytimeout=1").await.len(), 1);
+        h.advance_s(1);
+    }
+    assert!(
+        h.get("jobs", "").await.is_empty(),
+        "the third get moves it aside"
+    );
+    let poisoned = h.peek("jobs-poison").await;
+    assert_eq!(poisoned.len(), 1);
+    assert_eq!(field(&poisoned[0], "MessageText"), "poisonous");
+    assert_eq!(field(&poisoned[0], "DequeueCount"), "2");
+}
+
+#[tokio::test]
+async fn reserved_metadata_can_name_the_poison_queue_and_removing_it_removes_the_policy() {
+    let h = harness();
+    h.create("jobs").await;
+    let set = h
+        .send_with(
+            "PUT",
+            "/jobs?comp=metadata",
+            "",
+            &[
+                ("x-ms-meta-veilmaxdequeuecount", "1"),
+                ("x-ms-meta-veilpoisonqueue", "jobs-dead"),
+            ],
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::NO_CONTENT, "{}", set.body);
+    let key = QueueKey::new(DEFAULT_NAMESPACE, "jobs");
+    let policy = h
+        .engine
+        .queue_info(&key)
+        .unwrap()
+        .config
+        .redrive_policy
+        .unwrap();
+    assert_eq!(policy.dead_letter_queue.name, "jobs-dead");
+    assert_eq!(policy.max_receive_count, 1);
+    assert!(h
+        .engine
+        .queue_info(&QueueKey::new(DEFAULT_NAMESPACE, "jobs-dead"))
+        .is_ok());
+    h.send_with(
+        "PUT",
+        "/jobs?comp=metadata",
+        "",
+        &[("x-ms-meta-other", "1")],
+    )
+    .await;
+    assert!(h
+        .engine
+        .queue_info(&key)
+        .unwrap()
+        .config
+        .redrive_policy
+        .is_none());
+    let bad = h
+        .send_with(
+            "PUT",
+            "/jobs?comp=metadata",
+            "",
+            &[("x-ms-meta-veilmaxdequeuecount", "many")],
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.error_code(), "InvalidMetadata");
+}
+
+#[tokio::test]
+async fn the_server_default_poison_policy_applies_to_queues_created_through_azure() {
+    let h = harness_with(AzureConfig {
+        verify_auth: false,
+        poison_default: Some(PoisonDefault {
+            max_dequeue_count: 5,
+        }),
+        ..AzureConfig::default()
+    });
+    h.create("work").await;
+    let policy = h
+        .engine
+        .queue_info(&QueueKey::new(DEFAULT_NAMESPACE, "work"))
+        .unwrap()
+        .config
+        .redrive_policy
+        .unwrap();
+    assert_eq!(policy.dead_letter_queue.name, "work-poison");
+    assert_eq!(policy.max_receive_count, 5);
+    let poison = h
+        .engine
+        .queue_info(&QueueKey::new(DEFAULT_NAMESPACE, "work-poison"))
+        .unwrap();
+    assert!(
+        poison.config.redrive_policy.is_none(),
+        "a poison queue has no poison queue"
+    );
+    let off = h
+        .send_with(
+            "PUT",
+            "/manual",
+            "",
+            &[("x-ms-meta-veilmaxdequeuecount", "0")],
+        )
+        .await;
+    assert_eq!(off.status, StatusCode::CREATED);
+    assert!(h
+        .engine
+        .queue_info(&QueueKey::new(DEFAULT_NAMESPACE, "manual"))
+        .unwrap()
+        .config
+        .redrive_policy
+        .is_none());
+}
+
+#[tokio::test]
+async fn other_accounts_are_separate_namespaces() {
+    let h = harness();
+    h.create("orders").await;
+    let request = Request::put("/otheraccount/orders")
+        .header("host", "127.0.0.1:10001")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(h.call(request).await.status, StatusCode::CREATED);
+    assert!(h
+        .engine
+        .queue_info(&QueueKey::new("azure:otheraccount", "orders"))
+        .is_ok());
+}
+
+// ----- authentication -----
+
+fn signed_request(method: &str, path_and_query: &str, key: &[u8], body: &str) -> Request<Body> {
+    let mut headers = HeaderMap::new();
+    headers.insert("x-ms-version", "2026-04-06".parse().unwrap());
+    headers.insert(
+        "x-ms-date",
+        "Tue, 14 Nov 2023 22:13:20 GMT".parse().unwrap(),
+    );
+    if !body.is_empty() {
+        headers.insert("content-type", "application/xml".parse().unwrap());
+        headers.insert("content-length", body.len().to_string().parse().unwrap());
+    }
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    let signed = SignedRequest {
+        method,
+        path,
+        query,
+        headers: &headers,
+    };
+    let text = auth::string_to_sign(&signed, "devstoreaccount1", auth::HeaderOrder::Service);
+    let authorization = format!("SharedKey devstoreaccount1:{}", auth::sign(key, &text));
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .header("host", "127.0.0.1:10001")
+        .header("authorization", authorization);
+    for (name, value) in &headers {
+        request = request.header(name, value);
+    }
+    request.body(Body::from(body.to_string())).unwrap()
+}
+
+#[tokio::test]
+async fn shared_key_with_the_account_key_works_and_a_wrong_key_is_403() {
+    let h = harness_with(AzureConfig::default());
+    let key = auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap();
+    let reply = h
+        .call(signed_request("PUT", "/devstoreaccount1/orders", &key, ""))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let reply = h
+        .call(signed_request(
+            "POST",
+            "/devstoreaccount1/orders/messages?messagettl=-1",
+            &key,
+            &message_body("x"),
+        ))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let reply = h
+        .call(signed_request(
+            "GET",
+            "/devstoreaccount1/orders/messages?peekonly=true",
+            b"wrong key",
+            "",
+        ))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(reply.error_code(), "AuthenticationFailed");
+    assert!(reply.xml().child("AuthenticationErrorDetail").is_some());
+}
+
+#[tokio::test]
+async fn a_request_without_credentials_is_refused_when_verification_is_on() {
+    let h = harness_with(AzureConfig::default());
+    let reply = h.send("PUT", "/orders", "").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reply.error_code(), "NoAuthenticationInformation");
+}
+
+#[tokio::test]
+async fn a_queue_sas_grants_only_its_permissions() {
+    let h = harness_with(AzureConfig::default());
+    let key = auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap();
+    h.call(signed_request("PUT", "/devstoreaccount1/orders", &key, ""))
+        .await;
+    let sas = auth::Sas {
+        version: "2026-04-06".into(),
+        permissions: Some("a".into()),
+        expiry: Some("2030-01-01T00:00:00Z".into()),
+        ..auth::Sas::default()
+    };
+    let signature = auth::sign(
+        &key,
+        &auth::queue_sas_string_to_sign("devstoreaccount1", "orders", &sas),
+    );
+    let token = format!(
+        "sv=2026-04-06&sp=a&se=2030-01-01T00%3A00%3A00Z&sig={}",
+        percent_encoding::utf8_percent_encode(&signature, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let put = h
+        .send(
+            "POST",
+            &format!("/orders/messages?{token}"),
+            &message_body("via sas"),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.body);
+    let peek = h
+        .send(
+            "GET",
+            &format!("/orders/messages?peekonly=true&{token}"),
+            "",
+        )
+        .await;
+    assert_eq!(peek.status, StatusCode::FORBIDDEN);
+    assert_eq!(peek.error_code(), "AuthorizationPermissionMismatch");
+}
