@@ -91,6 +91,10 @@ impl VeilProcess {
             .arg(&options.data_dir)
             .arg("--sqs-listen")
             .arg(&listen)
+            // The benchmark speaks SQS only; an OS-chosen port keeps servers started side by side from
+            // colliding on the Azure default (10001).
+            .arg("--azure-listen")
+            .arg("127.0.0.1:0")
             .arg("--durability")
             .arg(options.durability.as_str())
             .arg("--log-level")

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 pub const DATA_DIR_DEFAULT: &str = "./veil-data";
 pub const SQS_LISTEN_DEFAULT: &str = "127.0.0.1:9324";
+pub const AZURE_LISTEN_DEFAULT: &str = "127.0.0.1:10001";
 pub const LOG_LEVEL_DEFAULT: &str = "info";
 const MIB: usize = 1024 * 1024;
 
@@ -23,11 +24,54 @@ pub enum DurabilityMode {
     Relaxed,
 }
 
+/// Whether the Azure endpoint verifies Shared Key and SAS signatures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AzureAuthMode {
+    /// Verify every request (Azure's behaviour).
+    #[default]
+    On,
+    /// Accept any request, signed or not: for local development only.
+    Off,
+}
+
+/// An Azure storage account of the config file (`[[azure.accounts]]`).
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AzureAccountFile {
+    pub name: String,
+    /// The account key, base64 (as in a connection string's AccountKey).
+    pub key: String,
+    /// Engine namespace of the account's queues; by default `devstoreaccount1` shares Veil's default
+    /// namespace and any other account has `azure:<name>`.
+    pub namespace: Option<String>,
+}
+
+/// The `[azure]` table of the config file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct AzureFile {
+    listen: Option<SocketAddr>,
+    auth: Option<AzureAuthMode>,
+    max_dequeue_count: Option<u32>,
+    #[serde(default)]
+    accounts: Vec<AzureAccountFile>,
+}
+
+/// An Azure account in force, its key decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzureAccountSetting {
+    pub name: String,
+    pub key: Vec<u8>,
+    pub namespace: Option<String>,
+}
+
 /// Flags of `veil serve`. Every one can also come from the environment or the config file.
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, store_cache_mib). Flags and environment variables override it.
+    /// durability, log_level, store_cache_mib, and an [azure] table with listen, auth, max_dequeue_count and
+    /// [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded store and the receipt secret [default: ./veil-data]
@@ -53,6 +97,17 @@ pub struct ServeArgs {
     /// Memory for the store's page cache, in MiB [default: 64]
     #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
     pub store_cache_mib: Option<usize>,
+    /// Address of the Azure Queue Storage endpoint (path style: /<account>/<queue>) [default: 127.0.0.1:10001]
+    #[arg(long, env = "VEIL_AZURE_LISTEN")]
+    pub azure_listen: Option<SocketAddr>,
+    /// on: verify Shared Key and SAS signatures; off: accept any request (local development only)
+    /// [default: on]
+    #[arg(long, env = "VEIL_AZURE_AUTH", value_enum)]
+    pub azure_auth: Option<AzureAuthMode>,
+    /// Poison policy of queues created through Azure: a get that finds a message already dequeued this many
+    /// times moves it to <queue>-poison instead; 0 turns it off [default: 0]
+    #[arg(long, env = "VEIL_AZURE_MAX_DEQUEUE_COUNT")]
+    pub azure_max_dequeue_count: Option<u32>,
 }
 
 /// The same settings as read from the TOML file.
@@ -66,6 +121,8 @@ struct FileConfig {
     durability: Option<DurabilityMode>,
     log_level: Option<String>,
     store_cache_mib: Option<usize>,
+    #[serde(default)]
+    azure: AzureFile,
 }
 
 /// The settings in force.
@@ -78,6 +135,12 @@ pub struct Settings {
     pub durability: DurabilityMode,
     pub log_level: String,
     pub store_cache_mib: usize,
+    pub azure_listen: SocketAddr,
+    pub azure_auth: AzureAuthMode,
+    /// 0 = no server-wide poison policy.
+    pub azure_max_dequeue_count: u32,
+    /// Accounts of the config file; `devstoreaccount1` is added by the front-end unless listed here.
+    pub azure_accounts: Vec<AzureAccountSetting>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +204,56 @@ impl Settings {
                 .store_cache_mib
                 .or(file.store_cache_mib)
                 .unwrap_or(veil_store::CACHE_BYTES_DEFAULT / MIB),
+            azure_listen: match args.azure_listen.or(file.azure.listen) {
+                Some(addr) => addr,
+                None => AZURE_LISTEN_DEFAULT
+                    .parse()
+                    .map_err(|e| ConfigError::Invalid(format!("{e}")))?,
+            },
+            azure_auth: args.azure_auth.or(file.azure.auth).unwrap_or_default(),
+            azure_max_dequeue_count: args
+                .azure_max_dequeue_count
+                .or(file.azure.max_dequeue_count)
+                .unwrap_or(0),
+            azure_accounts: file
+                .azure
+                .accounts
+                .into_iter()
+                .map(|account| {
+                    let key = veil_azure::auth::decode_key(&account.key).ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "the key of Azure account {:?} is not base64",
+                            account.name
+                        ))
+                    })?;
+                    Ok(AzureAccountSetting {
+                        name: account.name,
+                        key,
+                        namespace: account.namespace,
+                    })
+                })
+                .collect::<Result<_, ConfigError>>()?,
         };
+        if settings.azure_max_dequeue_count > veil_azure::limits::MAX_DEQUEUE_COUNT_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "azure max_dequeue_count must be 0 (off) or at most {}",
+                veil_azure::limits::MAX_DEQUEUE_COUNT_MAX
+            )));
+        }
+        for account in &settings.azure_accounts {
+            // Azure account names: 3-24 lower-case letters and digits.
+            let legal = (3..=24).contains(&account.name.len())
+                && account
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+            if !legal {
+                return Err(ConfigError::Invalid(format!(
+                    "Azure account name {:?} must be 3 to 24 lower-case letters and digits",
+                    account.name
+                )));
+            }
+        }
         if settings.sqs_account_id.len() != 12
             || !settings.sqs_account_id.bytes().all(|b| b.is_ascii_digit())
         {
@@ -170,6 +282,65 @@ mod tests {
         assert_eq!(settings.sqs_listen.to_string(), SQS_LISTEN_DEFAULT);
         assert_eq!(settings.sqs_account_id, "000000000000");
         assert_eq!(settings.durability, DurabilityMode::Durable);
+        assert_eq!(settings.azure_listen.to_string(), AZURE_LISTEN_DEFAULT);
+        assert_eq!(settings.azure_auth, AzureAuthMode::On);
+        assert_eq!(
+            settings.azure_max_dequeue_count, 0,
+            "no poison policy unless asked"
+        );
+        assert!(settings.azure_accounts.is_empty());
+    }
+
+    #[test]
+    fn azure_accounts_and_poison_default_come_from_the_azure_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            "[azure]\nlisten = \"127.0.0.1:20001\"\nauth = \"off\"\nmax_dequeue_count = 5\n\
+             [[azure.accounts]]\nname = \"prodlike\"\nkey = \"c2VjcmV0\"\nnamespace = \"default\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            azure_auth: Some(AzureAuthMode::On),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        assert_eq!(settings.azure_listen.to_string(), "127.0.0.1:20001");
+        assert_eq!(
+            settings.azure_auth,
+            AzureAuthMode::On,
+            "the flag wins over the file"
+        );
+        assert_eq!(settings.azure_max_dequeue_count, 5);
+        assert_eq!(
+            settings.azure_accounts,
+            vec![AzureAccountSetting {
+                name: "prodlike".into(),
+                key: b"secret".to_vec(),
+                namespace: Some("default".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn an_azure_account_key_that_is_not_base64_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            "[[azure.accounts]]\nname = \"acct\"\nkey = \"not base64!\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        assert!(matches!(
+            Settings::resolve(args),
+            Err(ConfigError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 mod config;
 
+use std::future::IntoFuture;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 use veil_core::{Engine, ReceiptKey, SystemClock};
 use veil_store::{Durability, RedbStore, StoreOptions};
 
-use crate::config::{DurabilityMode, ServeArgs, Settings};
+use crate::config::{AzureAuthMode, DurabilityMode, ServeArgs, Settings};
 
 /// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
 /// it touches, and glibc's consolidation of those showed as ~20% of the writer's CPU in profiles
@@ -37,7 +38,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the server: the embedded store in --data-dir and the SQS endpoint on --sqs-listen.
+    /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen and the Azure
+    /// Queue Storage endpoint on --azure-listen.
     Serve(ServeArgs),
 }
 
@@ -140,28 +142,70 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         inflight_max_default: settings.inflight_max,
         ..veil_sqs::SqsConfig::default()
     };
-    let app = veil_sqs::router(engine.clone(), sqs_config);
-    let listener = tokio::net::TcpListener::bind(settings.sqs_listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: settings.sqs_listen,
-            source,
-        })?;
+    let sqs_app = veil_sqs::router(engine.clone(), sqs_config);
+    let azure_config = veil_azure::AzureConfig {
+        accounts: settings
+            .azure_accounts
+            .iter()
+            .map(|account| veil_azure::AzureAccount {
+                name: account.name.clone(),
+                key: account.key.clone(),
+                namespace: account.namespace.clone(),
+            })
+            .collect(),
+        verify_auth: settings.azure_auth == AzureAuthMode::On,
+        poison_default: (settings.azure_max_dequeue_count > 0).then_some(
+            veil_azure::PoisonDefault {
+                max_dequeue_count: settings.azure_max_dequeue_count,
+            },
+        ),
+        inflight_max_default: settings.inflight_max,
+    };
+    let azure_app = veil_azure::router(engine.clone(), azure_config);
+    let sqs_listener = bind(settings.sqs_listen).await?;
+    let azure_listener = bind(settings.azure_listen).await?;
     tracing::info!(addr = %settings.sqs_listen, "SQS endpoint listening");
+    tracing::info!(
+        addr = %settings.azure_listen,
+        auth = ?settings.azure_auth,
+        "Azure Queue Storage endpoint listening"
+    );
+    if settings.azure_auth == AzureAuthMode::Off {
+        tracing::warn!("Azure authentication is OFF: any request is accepted");
+    }
 
+    // One signal stops both listeners: each stops accepting and drains its in-flight requests.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = engine.clone();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            stopping.shutdown();
-        })
-        .await;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stopping.shutdown();
+        stop.send_replace(true);
+    });
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        // An error means the sender is gone, which only happens after it sent `true`.
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let (sqs_served, azure_served) = tokio::join!(
+        axum::serve(sqs_listener, sqs_app)
+            .with_graceful_shutdown(until_stopped(stopped.clone()))
+            .into_future(),
+        axum::serve(azure_listener, azure_app)
+            .with_graceful_shutdown(until_stopped(stopped))
+            .into_future(),
+    );
     sweeper.abort();
     tracing::info!("requests drained; closing the store");
     drop(engine);
     store.close();
     tracing::info!("store closed; bye");
-    served.map_err(ServeError::Serve)
+    sqs_served.and(azure_served).map_err(ServeError::Serve)
+}
+
+async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
