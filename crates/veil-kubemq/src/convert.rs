@@ -1,0 +1,376 @@
+//! The pure conversion layer: KubeMQ wire messages to engine types and back, KubeMQ's validation rules with
+//! its in-band error texts, and the mapping of engine errors to those texts. No sockets, no engine calls, so
+//! every rule is tested on structs.
+//!
+//! KubeMQ fields the engine has no slot for (Metadata, the client's own MessageID, the per-message dead-letter
+//! policy, where a dead letter came from) travel as reserved message attributes under [`RESERVED_PREFIX`];
+//! Tags are the other attributes. Sequence numbers on the wire are the engine's `seq + 1`, because KubeMQ
+//! counts from 1 and its SDKs treat 0 as "no sequence".
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use veil_core::{
+    AttributeData, AttributeValue, Attributes, EngineError, Message, Millis, NewMessage, SentMessage,
+    Ttl, NEVER,
+};
+
+use crate::limits;
+use crate::pb;
+
+/// Attributes under this prefix carry KubeMQ fields and are not shown as Tags.
+pub const RESERVED_PREFIX: &str = "kubemq.";
+pub const ATTR_METADATA: &str = "kubemq.metadata";
+pub const ATTR_MESSAGE_ID: &str = "kubemq.message_id";
+pub const ATTR_MAX_RECEIVE_COUNT: &str = "kubemq.max_receive_count";
+pub const ATTR_MAX_RECEIVE_QUEUE: &str = "kubemq.max_receive_queue";
+pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
+
+const NANOS_PER_MS: i64 = 1_000_000;
+
+/// The KubeMQ server settings in force (protocols/kubemq.md); each defaults to KubeMQ's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub max_number_of_messages: i32,
+    pub max_wait_timeout_s: i32,
+    pub max_expiration_s: i32,
+    pub max_delay_s: i32,
+    pub max_receive_count: i32,
+    pub max_visibility_s: i32,
+    pub default_visibility_s: i32,
+    pub default_wait_timeout_s: i32,
+    pub max_inflight: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            max_number_of_messages: limits::MAX_NUMBER_OF_MESSAGES,
+            max_wait_timeout_s: limits::MAX_WAIT_TIMEOUT_S,
+            max_expiration_s: limits::MAX_EXPIRATION_S,
+            max_delay_s: limits::MAX_DELAY_S,
+            max_receive_count: limits::MAX_RECEIVE_COUNT,
+            max_visibility_s: limits::MAX_VISIBILITY_S,
+            default_visibility_s: limits::DEFAULT_VISIBILITY_S,
+            default_wait_timeout_s: limits::DEFAULT_WAIT_TIMEOUT_S,
+            max_inflight: limits::MAX_INFLIGHT,
+        }
+    }
+}
+
+/// A KubeMQ in-band error: its text is what goes into `Error` with `IsError = true`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KubemqError {
+    #[error("Error 400: invalid client id, cannot be empty")]
+    ClientIdMissing,
+    #[error("Error 400: invalid channel name, cannot be empty")]
+    ChannelMissing,
+    #[error("Error 400: invalid channel name, cannot contain spaces, '*' or '>' or end with '.'")]
+    ChannelInvalid,
+    #[error("Error 400: invalid message, metadata and body cannot both be empty")]
+    MessageEmpty,
+    #[error("Error 400: invalid expiration seconds, must be between 0 and {max}")]
+    ExpirationOutOfRange { max: i32 },
+    #[error("Error 400: invalid delay seconds, must be between 0 and {max}")]
+    DelayOutOfRange { max: i32 },
+    #[error("Error 400: invalid max receive count, must be between 0 and {max}")]
+    MaxReceiveCountOutOfRange { max: i32 },
+    #[error("Error 400: invalid max number of messages, must be between 1 and {max}")]
+    MaxItemsOutOfRange { max: i32 },
+    #[error("Error 400: invalid wait timeout, must be between 0 and {max_s} seconds")]
+    WaitOutOfRange { max_s: i32 },
+    #[error("Error 400: invalid visibility seconds, must be between 1 and {max}")]
+    VisibilityOutOfRange { max: i32 },
+    #[error("Error 400: invalid requeue channel name")]
+    RequeueChannelInvalid,
+    #[error("Error 400: invalid request type")]
+    RequestTypeInvalid,
+    #[error("Error 404: transaction {0} not found")]
+    TransactionNotFound(String),
+    #[error("Error 404: sequence {0} is not an active offset of this transaction")]
+    SequenceNotActive(u64),
+    #[error("Error 400: no active message to act on, receive one first")]
+    NoActiveMessage,
+    #[error("Error 400: a message is already active on this stream, ack, reject or resend it first")]
+    MessageAlreadyActive,
+    #[error("Error 404: no new messages in queue")]
+    NoNewMessages,
+    #[error("Error 409: the message is no longer held by this receiver (its visibility timeout passed)")]
+    NotHeld,
+    #[error("Error 413: message of {size_bytes} bytes exceeds the limit of {max_bytes} bytes")]
+    TooLarge { size_bytes: usize, max_bytes: u32 },
+    #[error("Error 429: the channel already has {inflight} messages in flight (limit {limit})")]
+    OverLimit { inflight: u64, limit: u32 },
+    #[error("Error 400: visibility would end more than {max_s} seconds after the receive")]
+    VisibilityPastLimit { max_s: u64 },
+    #[error("Error 500: {0}")]
+    Internal(String),
+}
+
+impl From<EngineError> for KubemqError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::ReceiptInvalid | EngineError::MessageNotAvailable => KubemqError::NotHeld,
+            EngineError::OverLimit { inflight, limit } => KubemqError::OverLimit { inflight, limit },
+            EngineError::MessageTooLarge {
+                size_bytes,
+                max_bytes,
+            } => KubemqError::TooLarge {
+                size_bytes,
+                max_bytes,
+            },
+            EngineError::VisibilityPastLimit { max_ms, .. } => KubemqError::VisibilityPastLimit {
+                max_s: max_ms / 1_000,
+            },
+            other => KubemqError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// KubeMQ's channel rule: non-empty, no whitespace, no `*` or `>` wildcards, no trailing `.`.
+pub fn validate_channel(channel: &str) -> Result<(), KubemqError> {
+    if channel.is_empty() {
+        return Err(KubemqError::ChannelMissing);
+    }
+    if channel.chars().any(|c| c.is_whitespace() || c == '*' || c == '>') || channel.ends_with('.') {
+        return Err(KubemqError::ChannelInvalid);
+    }
+    Ok(())
+}
+
+/// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, policy ranges.
+pub fn validate_message(message: &pb::QueueMessage, settings: &Settings) -> Result<(), KubemqError> {
+    if message.client_id.is_empty() {
+        return Err(KubemqError::ClientIdMissing);
+    }
+    validate_channel(&message.channel)?;
+    if message.metadata.is_empty() && message.body.is_empty() {
+        return Err(KubemqError::MessageEmpty);
+    }
+    if let Some(policy) = &message.policy {
+        if !(0..=settings.max_expiration_s).contains(&policy.expiration_seconds) {
+            return Err(KubemqError::ExpirationOutOfRange {
+                max: settings.max_expiration_s,
+            });
+        }
+        if !(0..=settings.max_delay_s).contains(&policy.delay_seconds) {
+            return Err(KubemqError::DelayOutOfRange {
+                max: settings.max_delay_s,
+            });
+        }
+        if !(0..=settings.max_receive_count).contains(&policy.max_receive_count) {
+            return Err(KubemqError::MaxReceiveCountOutOfRange {
+                max: settings.max_receive_count,
+            });
+        }
+        if !policy.max_receive_queue.is_empty() {
+            validate_channel(&policy.max_receive_queue)?;
+        }
+    }
+    Ok(())
+}
+
+fn string_attribute(value: impl Into<String>) -> AttributeValue {
+    AttributeValue {
+        data_type: "String".to_string(),
+        value: AttributeData::String(value.into()),
+    }
+}
+
+fn attribute_text(attributes: &Attributes, name: &str) -> Option<String> {
+    match attributes.get(name).map(|a| &a.value) {
+        Some(AttributeData::String(text)) => Some(text.clone()),
+        Some(AttributeData::Binary(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        None => None,
+    }
+}
+
+/// A validated wire message as the engine stores it. ExpirationSeconds 0 means never; otherwise KubeMQ counts
+/// expiry from the end of the delay (`ExpirationAt = now + delay + expiration`), so the engine's TTL is both.
+pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
+    let mut attributes = Attributes::new();
+    for (name, value) in message.tags {
+        if !name.starts_with(RESERVED_PREFIX) {
+            attributes.insert(name, string_attribute(value));
+        }
+    }
+    if !message.metadata.is_empty() {
+        attributes.insert(ATTR_METADATA.to_string(), string_attribute(message.metadata));
+    }
+    if !message.message_id.is_empty() {
+        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id));
+    }
+    let policy = message.policy.unwrap_or_default();
+    if policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty() {
+        let count = if policy.max_receive_count == 0 {
+            limits::MAX_RECEIVE_COUNT
+        } else {
+            policy.max_receive_count
+        };
+        attributes.insert(ATTR_MAX_RECEIVE_COUNT.to_string(), string_attribute(count.to_string()));
+        if !policy.max_receive_queue.is_empty() {
+            attributes.insert(
+                ATTR_MAX_RECEIVE_QUEUE.to_string(),
+                string_attribute(policy.max_receive_queue),
+            );
+        }
+    }
+    let delay_ms = Millis::from(policy.delay_seconds.max(0) as u32) * 1_000;
+    let ttl = if policy.expiration_seconds <= 0 {
+        Ttl::Never
+    } else {
+        Ttl::After(delay_ms + Millis::from(policy.expiration_seconds as u32) * 1_000)
+    };
+    NewMessage {
+        body: Bytes::from(message.body),
+        attributes,
+        delay_ms: Some(delay_ms),
+        ttl: Some(ttl),
+        sender_id: message.client_id,
+        fifo: None,
+    }
+}
+
+pub fn nanos(ms: Millis) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX / NANOS_PER_MS).saturating_mul(NANOS_PER_MS)
+}
+
+/// The wire sequence of an engine seq (KubeMQ counts from 1).
+pub fn wire_sequence(seq: u64) -> u64 {
+    seq + 1
+}
+
+/// The send result: the client's MessageID when it gave one, times in Unix nanoseconds, 0 for "none".
+pub fn send_result(sent: &SentMessage, client_message_id: &str, channel: &str) -> pb::SendQueueMessageResult {
+    pb::SendQueueMessageResult {
+        message_id: if client_message_id.is_empty() {
+            uuid::Uuid::from_bytes(sent.message_id).to_string()
+        } else {
+            client_message_id.to_string()
+        },
+        sent_at: nanos(sent.sent_at),
+        expiration_at: if sent.expires_at == NEVER { 0 } else { nanos(sent.expires_at) },
+        delayed_to: if sent.visible_at > sent.sent_at { nanos(sent.visible_at) } else { 0 },
+        ref_channel: channel.to_string(),
+        ..Default::default()
+    }
+}
+
+pub fn send_error(error: &KubemqError, client_message_id: &str, channel: &str) -> pb::SendQueueMessageResult {
+    pb::SendQueueMessageResult {
+        message_id: client_message_id.to_string(),
+        is_error: true,
+        error: error.to_string(),
+        ref_channel: channel.to_string(),
+        ..Default::default()
+    }
+}
+
+/// The per-message dead-letter policy a message was sent with: (max receive count, dead-letter channel).
+pub fn dead_letter_policy(message: &Message) -> Option<(u32, Option<String>)> {
+    let attributes = &message.payload.attributes;
+    let count = attribute_text(attributes, ATTR_MAX_RECEIVE_COUNT)?.parse::<u32>().ok()?;
+    Some((count, attribute_text(attributes, ATTR_MAX_RECEIVE_QUEUE)))
+}
+
+/// Whether a delivery broke its message's policy: KubeMQ moves a message whose receive count exceeds
+/// MaxReceiveCount (first delivery = 1).
+pub fn exceeds_policy(message: &Message) -> bool {
+    dead_letter_policy(message).is_some_and(|(max, _)| message.state.receive_count > max)
+}
+
+/// The copy of `message` sent to its dead-letter channel: same body, tags and id, the policy cleared,
+/// marked as rerouted from `source` (KubeMQ resets the count: the copy is a new message there).
+pub fn dead_letter_copy(message: &Message, source: &str, now: Millis) -> NewMessage {
+    let mut attributes = message.payload.attributes.clone();
+    attributes.remove(ATTR_MAX_RECEIVE_COUNT);
+    attributes.remove(ATTR_MAX_RECEIVE_QUEUE);
+    if !attributes.contains_key(ATTR_MESSAGE_ID) {
+        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id_string()));
+    }
+    attributes.insert(ATTR_REROUTED_FROM.to_string(), string_attribute(source));
+    NewMessage {
+        body: message.payload.body.clone(),
+        attributes,
+        delay_ms: Some(0),
+        ttl: Some(remaining_ttl(message.state.expires_at, now)),
+        sender_id: message.payload.sender_id.clone(),
+        fifo: None,
+    }
+}
+
+/// What is left of a message's life at `now`, for a copy (re-queue, dead letter) that must not outlive it.
+pub fn remaining_ttl(expires_at: Millis, now: Millis) -> Ttl {
+    if expires_at == NEVER {
+        Ttl::Never
+    } else {
+        Ttl::After(expires_at.saturating_sub(now).max(1))
+    }
+}
+
+/// The copy of `message` sent by a re-queue: same body, tags, metadata, policy and id, fresh counts.
+pub fn requeue_copy(message: &Message, now: Millis) -> NewMessage {
+    let mut attributes = message.payload.attributes.clone();
+    if !attributes.contains_key(ATTR_MESSAGE_ID) {
+        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id_string()));
+    }
+    NewMessage {
+        body: message.payload.body.clone(),
+        attributes,
+        delay_ms: Some(0),
+        ttl: Some(remaining_ttl(message.state.expires_at, now)),
+        sender_id: message.payload.sender_id.clone(),
+        fifo: None,
+    }
+}
+
+/// A delivered or peeked message on the wire.
+pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
+    let attributes = &message.payload.attributes;
+    let mut tags = HashMap::new();
+    for (name, value) in attributes {
+        if name.starts_with(RESERVED_PREFIX) {
+            continue;
+        }
+        let text = match &value.value {
+            AttributeData::String(text) => text.clone(),
+            AttributeData::Binary(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        };
+        tags.insert(name.clone(), text);
+    }
+    let rerouted_from = attribute_text(attributes, ATTR_REROUTED_FROM)
+        .or_else(|| message.payload.dead_letter_source.as_ref().map(|key| key.name.clone()));
+    let policy = dead_letter_policy(message).map(|(count, queue)| pb::QueueMessagePolicy {
+        max_receive_count: i32::try_from(count).unwrap_or(i32::MAX),
+        max_receive_queue: queue.unwrap_or_default(),
+        ..Default::default()
+    });
+    pb::QueueMessage {
+        message_id: attribute_text(attributes, ATTR_MESSAGE_ID).unwrap_or_else(|| message.message_id_string()),
+        client_id: message.payload.sender_id.clone(),
+        channel: channel.to_string(),
+        metadata: attribute_text(attributes, ATTR_METADATA).unwrap_or_default(),
+        body: message.payload.body.to_vec(),
+        tags,
+        attributes: Some(pb::QueueMessageAttributes {
+            timestamp: nanos(message.payload.sent_at),
+            sequence: wire_sequence(message.seq),
+            md5_of_body: hex::encode(message.payload.body_md5),
+            receive_count: i32::try_from(message.state.receive_count).unwrap_or(i32::MAX),
+            re_routed: rerouted_from.is_some(),
+            re_routed_from_queue: rerouted_from.unwrap_or_default(),
+            expiration_at: if message.state.expires_at == NEVER { 0 } else { nanos(message.state.expires_at) },
+            delayed_to: if message.state.first_received_at == 0 && message.state.visible_at > message.state.sent_at {
+                nanos(message.state.visible_at)
+            } else {
+                0
+            },
+        }),
+        policy,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;

@@ -1,0 +1,221 @@
+//! Conversion rules on structs: validation with KubeMQ's texts, policy and time conversions, the reserved
+//! attributes that carry KubeMQ fields, and the rendering of delivered messages.
+
+use super::*;
+use veil_core::{MessageState, Payload, QueueKey};
+
+fn wire(channel: &str, body: &[u8]) -> pb::QueueMessage {
+    pb::QueueMessage {
+        message_id: "m-1".into(),
+        client_id: "client".into(),
+        channel: channel.into(),
+        body: body.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn policy(expiration: i32, delay: i32, count: i32, queue: &str) -> Option<pb::QueueMessagePolicy> {
+    Some(pb::QueueMessagePolicy {
+        expiration_seconds: expiration,
+        delay_seconds: delay,
+        max_receive_count: count,
+        max_receive_queue: queue.into(),
+    })
+}
+
+fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
+    Message {
+        seq,
+        payload: Payload {
+            message_id: [7; 16],
+            body_md5: veil_core::body_md5(&new.body),
+            body: new.body,
+            attributes: new.attributes,
+            sent_at: state.sent_at,
+            sender_id: new.sender_id,
+            fifo: None,
+            dead_letter_source: None,
+        },
+        state,
+        receipt: Some("r".into()),
+    }
+}
+
+fn state(receive_count: u32) -> MessageState {
+    MessageState {
+        sent_at: 1_000,
+        visible_at: 1_000,
+        expires_at: NEVER,
+        first_received_at: if receive_count > 0 { 1_000 } else { 0 },
+        receive_count,
+        generation: receive_count,
+    }
+}
+
+#[test]
+fn client_id_is_required() {
+    let mut message = wire("orders", b"x");
+    message.client_id.clear();
+    assert_eq!(validate_message(&message, &Settings::default()), Err(KubemqError::ClientIdMissing));
+}
+
+#[test]
+fn channel_may_not_be_empty_contain_spaces_wildcards_or_end_with_a_dot() {
+    assert_eq!(validate_channel(""), Err(KubemqError::ChannelMissing));
+    for bad in ["a b", "a*", "a>", "orders."] {
+        assert_eq!(validate_channel(bad), Err(KubemqError::ChannelInvalid), "{bad}");
+    }
+    assert_eq!(validate_channel("queues.tasks-1_x"), Ok(()));
+}
+
+#[test]
+fn metadata_or_body_must_be_present() {
+    let settings = Settings::default();
+    assert_eq!(validate_message(&wire("q", b""), &settings), Err(KubemqError::MessageEmpty));
+    let mut with_metadata = wire("q", b"");
+    with_metadata.metadata = "only metadata".into();
+    assert_eq!(validate_message(&with_metadata, &settings), Ok(()));
+}
+
+#[test]
+fn policy_values_must_lie_within_the_server_settings() {
+    let settings = Settings::default();
+    let mut message = wire("q", b"x");
+    message.policy = policy(43_201, 0, 0, "");
+    assert_eq!(validate_message(&message, &settings), Err(KubemqError::ExpirationOutOfRange { max: 43_200 }));
+    message.policy = policy(0, -1, 0, "");
+    assert_eq!(validate_message(&message, &settings), Err(KubemqError::DelayOutOfRange { max: 43_200 }));
+    message.policy = policy(0, 0, 1_025, "");
+    assert_eq!(
+        validate_message(&message, &settings),
+        Err(KubemqError::MaxReceiveCountOutOfRange { max: 1_024 })
+    );
+    message.policy = policy(43_200, 43_200, 1_024, "dead");
+    assert_eq!(validate_message(&message, &settings), Ok(()));
+    assert_eq!(
+        KubemqError::ExpirationOutOfRange { max: 43_200 }.to_string(),
+        "Error 400: invalid expiration seconds, must be between 0 and 43200"
+    );
+}
+
+#[test]
+fn expiration_zero_never_expires_and_expiry_counts_from_the_end_of_the_delay() {
+    let mut message = wire("q", b"x");
+    message.policy = policy(0, 5, 0, "");
+    let new = to_new_message(message.clone());
+    assert_eq!(new.ttl, Some(Ttl::Never));
+    assert_eq!(new.delay_ms, Some(5_000));
+    message.policy = policy(10, 5, 0, "");
+    assert_eq!(to_new_message(message).ttl, Some(Ttl::After(15_000)));
+}
+
+#[test]
+fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attributes() {
+    let mut message = wire("q", b"x");
+    message.metadata = "meta".into();
+    message.tags.insert("kind".into(), "a".into());
+    message.tags.insert("kubemq.metadata".into(), "spoofed".into());
+    message.policy = policy(0, 0, 0, "dead");
+    let new = to_new_message(message);
+    let text = |name: &str| attribute_text(&new.attributes, name);
+    assert_eq!(text("kind").as_deref(), Some("a"));
+    assert_eq!(text(ATTR_METADATA).as_deref(), Some("meta"), "a tag cannot overwrite a reserved attribute");
+    assert_eq!(text(ATTR_MESSAGE_ID).as_deref(), Some("m-1"));
+    assert_eq!(text(ATTR_MAX_RECEIVE_COUNT).as_deref(), Some("1024"), "MaxReceiveCount 0 means the maximum");
+    assert_eq!(text(ATTR_MAX_RECEIVE_QUEUE).as_deref(), Some("dead"));
+    assert_eq!(new.sender_id, "client");
+}
+
+#[test]
+fn no_policy_is_stored_when_the_message_sets_none() {
+    let mut message = wire("q", b"x");
+    message.policy = policy(0, 0, 0, "");
+    let new = to_new_message(message);
+    assert!(!new.attributes.contains_key(ATTR_MAX_RECEIVE_COUNT));
+    assert!(!exceeds_policy(&stored(new, 0, state(5_000))));
+}
+
+#[test]
+fn send_result_reports_times_in_unix_nanoseconds_and_zero_for_none() {
+    let sent = SentMessage {
+        message_id: [1; 16],
+        body_md5: [0; 16],
+        queue: 1,
+        seq: 0,
+        sent_at: 2_000,
+        visible_at: 3_000,
+        expires_at: 13_000,
+    };
+    let result = send_result(&sent, "", "q");
+    assert_eq!(result.sent_at, 2_000_000_000);
+    assert_eq!(result.delayed_to, 3_000_000_000);
+    assert_eq!(result.expiration_at, 13_000_000_000);
+    assert_eq!(result.message_id, uuid::Uuid::from_bytes([1; 16]).to_string(), "generated when empty");
+    let never = SentMessage { visible_at: 2_000, expires_at: NEVER, ..sent };
+    let result = send_result(&never, "mine", "q");
+    assert_eq!((result.delayed_to, result.expiration_at), (0, 0));
+    assert_eq!(result.message_id, "mine");
+}
+
+#[test]
+fn wire_sequence_counts_from_one() {
+    let message = stored(to_new_message(wire("q", b"x")), 0, state(1));
+    let attributes = to_queue_message(&message, "q").attributes.unwrap_or_default();
+    assert_eq!(attributes.sequence, 1);
+    assert_eq!(attributes.receive_count, 1);
+    assert_eq!(attributes.timestamp, 1_000_000_000);
+}
+
+#[test]
+fn a_delivery_past_max_receive_count_exceeds_the_policy() {
+    let mut message = wire("q", b"x");
+    message.policy = policy(0, 0, 2, "dead");
+    let new = to_new_message(message);
+    assert!(!exceeds_policy(&stored(new.clone(), 0, state(2))), "the second delivery is allowed");
+    assert!(exceeds_policy(&stored(new, 0, state(3))));
+}
+
+#[test]
+fn a_dead_letter_copy_is_rerouted_with_the_policy_cleared() {
+    let mut message = wire("q", b"poison");
+    message.policy = policy(0, 0, 1, "dead");
+    message.tags.insert("kind".into(), "a".into());
+    let original = stored(to_new_message(message), 3, state(2));
+    let copy = dead_letter_copy(&original, "orders", 1_000);
+    let moved = stored(copy, 0, state(1));
+    let rendered = to_queue_message(&moved, "dead");
+    let attributes = rendered.attributes.clone().unwrap_or_default();
+    assert!(attributes.re_routed);
+    assert_eq!(attributes.re_routed_from_queue, "orders");
+    assert_eq!(rendered.message_id, "m-1", "same id in the dead-letter channel");
+    assert_eq!(rendered.tags.get("kind").map(String::as_str), Some("a"));
+    assert!(rendered.policy.is_none());
+    assert!(!rendered.tags.keys().any(|k| k.starts_with(RESERVED_PREFIX)));
+}
+
+#[test]
+fn an_engine_dead_letter_source_shows_as_rerouted() {
+    let mut message = stored(to_new_message(wire("q", b"x")), 0, state(1));
+    message.payload.dead_letter_source = Some(QueueKey::new("default", "orders"));
+    let attributes = to_queue_message(&message, "dlq").attributes.unwrap_or_default();
+    assert!(attributes.re_routed);
+    assert_eq!(attributes.re_routed_from_queue, "orders");
+}
+
+#[test]
+fn a_requeued_copy_keeps_what_is_left_of_its_life() {
+    let mut original = stored(to_new_message(wire("q", b"x")), 0, state(1));
+    original.state.expires_at = 10_000;
+    assert_eq!(requeue_copy(&original, 4_000).ttl, Some(Ttl::After(6_000)));
+    original.state.expires_at = NEVER;
+    assert_eq!(requeue_copy(&original, 4_000).ttl, Some(Ttl::Never));
+}
+
+#[test]
+fn a_stale_receipt_is_reported_as_no_longer_held() {
+    assert_eq!(KubemqError::from(EngineError::MessageNotAvailable), KubemqError::NotHeld);
+    assert_eq!(
+        KubemqError::from(EngineError::VisibilityPastLimit { requested_ms: 1, max_ms: 43_200_000 }),
+        KubemqError::VisibilityPastLimit { max_s: 43_200 }
+    );
+}

@@ -1,0 +1,26 @@
+//! KubeMQ's server settings (protocols/kubemq.md), named in one place with their unit last. The defaults are
+//! KubeMQ's; [`crate::KubemqConfig`] makes each configurable.
+
+use veil_core::Millis;
+
+pub const MAX_NUMBER_OF_MESSAGES: i32 = 1_024;
+pub const MAX_WAIT_TIMEOUT_S: i32 = 3_600;
+pub const MAX_EXPIRATION_S: i32 = 43_200;
+pub const MAX_DELAY_S: i32 = 43_200;
+/// A policy's `MaxReceiveCount` of 0 means this.
+pub const MAX_RECEIVE_COUNT: i32 = 1_024;
+pub const MAX_VISIBILITY_S: i32 = 43_200;
+/// The server-side visibility timeout of a downstream transaction's unacked messages.
+pub const DEFAULT_VISIBILITY_S: i32 = 60;
+pub const DEFAULT_WAIT_TIMEOUT_S: i32 = 1;
+/// Hidden messages per channel created through KubeMQ before receives fail.
+pub const MAX_INFLIGHT: u32 = 2_048;
+/// gRPC's default frame limit, used as the channel's message size cap.
+pub const MESSAGE_SIZE_BYTES_MAX: u32 = 4 * 1_024 * 1_024;
+/// ModifyVisibility may not push a deadline further than this after the receive (SPEC §2: 12 h).
+pub const VISIBILITY_TOTAL_MS_MAX: Millis = 43_200 * 1_000;
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:50000";
+/// The channel the SDKs send channel-management queries to.
+pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";
+/// Completed transactions a downstream stream remembers for TransactionStatus.
+pub const COMPLETED_TRANSACTIONS_KEPT: usize = 256;
