@@ -371,6 +371,39 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
     }
 }
 
+/// The JSON body of a `list-channels` reply, in the shape the SDKs decode (`name`, `type`, `lastActivity`,
+/// `isActive`, `incoming` / `outgoing` stats); `search` keeps channels whose name contains it.
+pub fn channel_list_json(queues: &[veil_core::QueueInfo], search: &str) -> Vec<u8> {
+    let channels: Vec<serde_json::Value> = queues
+        .iter()
+        .filter(|info| info.key.name.contains(search))
+        .map(|info| {
+            let stats = &info.stats;
+            serde_json::json!({
+                "name": info.key.name,
+                "type": "queues",
+                "lastActivity": info.modified_at,
+                "isActive": stats.visible + stats.hidden + stats.delayed > 0,
+                "incoming": {
+                    "messages": stats.counters.sends,
+                    "volume": 0,
+                    "waiting": 0,
+                    "expired": 0,
+                    "delayed": 0,
+                },
+                "outgoing": {
+                    "messages": stats.counters.deliveries,
+                    "volume": 0,
+                    "waiting": stats.visible,
+                    "expired": stats.counters.expiries,
+                    "delayed": stats.delayed,
+                },
+            })
+        })
+        .collect();
+    serde_json::Value::Array(channels).to_string().into_bytes()
+}
+
 #[cfg(test)]
 #[path = "convert_tests.rs"]
 mod tests;

@@ -219,3 +219,26 @@ fn a_stale_receipt_is_reported_as_no_longer_held() {
         KubemqError::VisibilityPastLimit { max_s: 43_200 }
     );
 }
+
+#[test]
+fn list_channels_reply_has_the_fields_the_sdks_decode_and_filters_by_search() {
+    let info = |name: &str, visible: u64| veil_core::QueueInfo {
+        id: 1,
+        key: QueueKey::new("default", name),
+        config: veil_core::QueueConfig::default(),
+        created_at: 5,
+        modified_at: 6,
+        stats: veil_core::QueueStats { visible, ..Default::default() },
+    };
+    let body = channel_list_json(&[info("orders", 2), info("billing", 0)], "ord");
+    let parsed: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    let list = parsed.as_array().expect("an array");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["name"], "orders");
+    assert_eq!(list[0]["type"], "queues");
+    assert_eq!(list[0]["isActive"], true);
+    assert_eq!(list[0]["outgoing"]["waiting"], 2);
+    for key in ["messages", "volume", "waiting", "expired", "delayed"] {
+        assert!(list[0]["incoming"].get(key).is_some(), "{key}");
+    }
+}

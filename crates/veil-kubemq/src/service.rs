@@ -504,6 +504,12 @@ impl Kubemq for KubemqService {
                 Ok(()) | Err(EngineError::QueueNotFound(_)) => Ok(()),
                 Err(error) => Err(error.into()),
             },
+            "list-channels" => {
+                let search = request.tags.get("channel_search").map(String::as_str).unwrap_or("");
+                let queues = self.inner.engine.list_queues(DEFAULT_NAMESPACE, "");
+                response.body = convert::channel_list_json(&queues, search);
+                Ok(())
+            }
             _ => Err(KubemqError::RequestTypeInvalid),
         };
         match outcome {

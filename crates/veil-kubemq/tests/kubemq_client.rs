@@ -18,6 +18,7 @@ use veil_store::{RedbStore, StoreOptions};
 
 struct Veil {
     addr: SocketAddr,
+    engine: Arc<Engine>,
     stop: watch::Sender<bool>,
     served: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     _dir: tempfile::TempDir,
@@ -35,8 +36,8 @@ impl Veil {
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = watch::channel(false);
         let config = veil_kubemq::KubemqConfig { settings, auth_tokens: Vec::new() };
-        let served = tokio::spawn(veil_kubemq::serve(engine, config, listener, stopped));
-        Veil { addr, stop, served, _dir: dir }
+        let served = tokio::spawn(veil_kubemq::serve(engine.clone(), config, listener, stopped));
+        Veil { addr, engine, stop, served, _dir: dir }
     }
 
     async fn client(&self, id: &str) -> KubemqClient {
@@ -232,5 +233,42 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
     assert!(late.is_error);
     again.ack_all().await.expect("ack");
     receiver.close().await.expect("close");
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_messages() {
+    let veil = Veil::start(Default::default()).await;
+    let client = veil.client("rust-g").await;
+    client.send_queue_message(message("rs.shutdown", "in flight")).await.expect("send");
+    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
+        .await
+        .expect("connect");
+    let (requests, rx) = mpsc::channel(8);
+    let mut responses = raw.queues_downstream(ReceiverStream::new(rx)).await.expect("stream").into_inner();
+    requests
+        .send(pb::QueuesDownstreamRequest {
+            request_id: "get-1".into(),
+            client_id: "raw".into(),
+            request_type_data: pb::QueuesDownstreamRequestType::Get as i32,
+            channel: "rs.shutdown".into(),
+            max_items: 1,
+            wait_timeout: 2_000,
+            ..Default::default()
+        })
+        .await
+        .expect("send get");
+    let got = responses.next().await.expect("a response").expect("not a status");
+    assert_eq!(got.ref_request_id, "get-1");
+    assert_eq!(got.messages.len(), 1);
+    assert_eq!(got.active_offsets, vec![1]);
+    let engine = veil.engine.clone();
+    let key = veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "rs.shutdown");
+    assert_eq!(engine.stats(&key).expect("stats").hidden, 1);
+    veil.stop.send_replace(true);
+    let closing = responses.next().await.expect("a response").expect("not a status");
+    assert_eq!(closing.request_type_data, pb::QueuesDownstreamRequestType::CloseByServer as i32);
+    assert_eq!(engine.stats(&key).expect("stats").visible, 1, "the unacked message is released at once");
+    drop(requests);
     veil.stop().await;
 }
