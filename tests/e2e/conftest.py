@@ -1,10 +1,12 @@
 """Pytest fixtures for Veil's end-to-end suite.
 
-`server` starts the real binary (env VEIL_BIN, default <repo>/target/release/veil) once per test module on a
-free port with a temporary data dir, waits until the port accepts, and at the end SIGTERMs it and asserts it
-exited with code 0. `make_server` starts extra servers (own data dir or a given one, extra flags) and kills any
+`server` starts the real binary (env VEIL_BIN, default <repo>/target/release/veil) once per test module on
+free ports (SQS and Azure Queue Storage) with a temporary data dir, waits until the ports accept, and at the
+end SIGTERMs it and asserts it exited with code 0. `make_server` starts extra servers (own data dir or a given one, extra flags) and kills any
 left running. `sqs` is a boto3 client for us-east-1 with test credentials; `queue_name` is unique per test and
-`queue_url` a fresh standard queue of that name.
+`queue_url` a fresh standard queue of that name. `azure_conn` is the development account's connection
+string for the module's server, `azure_service` a QueueServiceClient on it and `azure_queue` a fresh
+QueueClient (its queue created) with a unique Azure-legal name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VeilServer, make_client, veil_bin
+from helpers import VeilServer, azure_name, make_client, veil_bin
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +47,10 @@ def make_server(veil_path, tmp_path):
     """make_server(data_dir=None, port=None, extra_args=()) -> started VeilServer."""
     started: list[VeilServer] = []
 
-    def make(data_dir: Path | None = None, port: int | None = None, extra_args=()) -> VeilServer:
+    def make(data_dir: Path | None = None, port: int | None = None, extra_args=(),
+             azure_port: int | None = None) -> VeilServer:
         d = Path(data_dir) if data_dir else tmp_path / f"data-{len(started)}"
-        srv = VeilServer(d, port=port, extra_args=extra_args, log_dir=tmp_path).start()
+        srv = VeilServer(d, port=port, extra_args=extra_args, log_dir=tmp_path, azure_port=azure_port).start()
         started.append(srv)
         return srv
 
@@ -86,3 +89,27 @@ def new_queue(sqs, queue_name):
         return sqs.create_queue(QueueName=f"{queue_name}-{suffix}", Attributes=attrs)["QueueUrl"]
 
     return make
+
+
+@pytest.fixture(scope="module")
+def azure_conn(server) -> str:
+    return server.azure_connection_string()
+
+
+@pytest.fixture(scope="module")
+def azure_service(azure_conn):
+    from azure.storage.queue import QueueServiceClient
+
+    return QueueServiceClient.from_connection_string(azure_conn)
+
+
+@pytest.fixture
+def azure_queue_name(request) -> str:
+    return azure_name(request.node.name.removeprefix("test_"))
+
+
+@pytest.fixture
+def azure_queue(azure_service, azure_queue_name):
+    client = azure_service.get_queue_client(azure_queue_name)
+    client.create_queue()
+    return client

@@ -1,8 +1,9 @@
 """Helpers shared by Veil's end-to-end tests.
 
-They cover starting and stopping the real `veil` binary (`VeilServer`), building boto3 clients, the
-digests SQS clients check (MD5 of the body and the SDK-defined MD5 of message attributes), asserting
-SQS errors precisely, and sending raw SigV4-signed requests for the JSON and Query protocols.
+They cover starting and stopping the real `veil` binary (`VeilServer`, which serves SQS and Azure Queue
+Storage on two free ports), building boto3 clients and Azure connection strings, the digests SQS clients
+check (MD5 of the body and the SDK-defined MD5 of message attributes), asserting SQS and Azure errors
+precisely, and sending raw SigV4-signed requests for the JSON and Query protocols.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "000000000000"
 DEFAULT_REGION = "us-east-1"
 MIB = 1024 * 1024
+# The Azure development account every emulator knows (UseDevelopmentStorage=true).
+AZURE_ACCOUNT = "devstoreaccount1"
+AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 def veil_bin() -> str:
@@ -47,9 +51,12 @@ def free_port() -> int:
 class VeilServer:
     """One `veil serve` process on 127.0.0.1:<port> with its own data dir and log file."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None,
+                 azure_port: int | None = None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        # Always a free port of its own: the default 10001 would collide between servers started at once.
+        self.azure_port = azure_port or free_port()
         self.extra_args = list(extra_args)
         self.log_dir = Path(log_dir or self.data_dir.parent)
         self.proc: subprocess.Popen | None = None
@@ -60,6 +67,17 @@ class VeilServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def azure_endpoint(self) -> str:
+        """The account URL of the development account (path style)."""
+        return f"http://127.0.0.1:{self.azure_port}/{AZURE_ACCOUNT}"
+
+    def azure_connection_string(self, account: str = AZURE_ACCOUNT, key: str = AZURE_KEY) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
+            f"QueueEndpoint=http://127.0.0.1:{self.azure_port}/{account};"
+        )
+
     def start(self, timeout: float = 20.0) -> "VeilServer":
         assert self.proc is None or self.proc.poll() is not None, "server already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +87,7 @@ class VeilServer:
             veil_bin(), "serve",
             "--data-dir", str(self.data_dir),
             "--sqs-listen", f"127.0.0.1:{self.port}",
+            "--azure-listen", f"127.0.0.1:{self.azure_port}",
             "--log-level", "info",
             *self.extra_args,
         ]
@@ -87,14 +106,16 @@ class VeilServer:
                     f"command: {' '.join(cmd)}\n{self.log_tail()}"
                 )
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                for port in (self.port, self.azure_port):
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        pass
+                return self
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError(
-                    f"veil did not listen on port {self.port} within {timeout}s\n"
+                    f"veil did not listen on ports {self.port} and {self.azure_port} within {timeout}s\n"
                     f"command: {' '.join(cmd)}\n{self.log_tail()}"
                 )
             time.sleep(0.05)
@@ -303,3 +324,67 @@ def parse_xml(resp: requests.Response) -> ET.Element:
         return strip_ns(ET.fromstring(resp.content))
     except ET.ParseError as e:
         raise AssertionError(f"response is not XML ({e}): HTTP {resp.status_code} {resp.text[:500]!r}")
+
+
+# ---- Azure Queue Storage ---------------------------------------------------------------------------
+
+
+def azure_name(text: str) -> str:
+    """A legal, unique Azure queue name derived from `text` (3-63 of [a-z0-9-], no doubled hyphen)."""
+    import re
+    import uuid
+
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-") or "q"
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+def expect_azure_error(fn, code: str, status: int, **kwargs):
+    """Call fn(**kwargs), assert it raises an azure HttpResponseError with `code` and HTTP `status`;
+    return the exception."""
+    from azure.core.exceptions import HttpResponseError
+
+    with pytest.raises(HttpResponseError) as ei:
+        fn(**kwargs)
+    e = ei.value
+    got = getattr(e, "error_code", None)
+    assert (got, e.status_code) == (code, status), (
+        f"expected {code} (HTTP {status}), got {got} (HTTP {e.status_code}): {e.message}"
+    )
+    return e
+
+
+def error_details(e) -> dict:
+    """The child elements of an Azure <Error> body, by name."""
+    body = e.response.text() if callable(getattr(e.response, "text", None)) else e.response.text
+    root = ET.fromstring(body.encode("utf-8") if isinstance(body, str) else body)
+    return {child.tag: (child.text or "") for child in root}
+
+
+def azure_full_sas() -> str:
+    """An account SAS of the development account with every permission, valid for an hour."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.queue import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    return generate_account_sas(
+        AZURE_ACCOUNT, AZURE_KEY,
+        resource_types=ResourceTypes(service=True, container=True, object=True),
+        permission=AccountSasPermissions(read=True, write=True, delete=True, list=True, add=True, create=True,
+                                         update=True, process=True),
+        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+    )
+
+
+def azure_raw(server, method: str, path: str, query: str = "", headers: dict | None = None, data=None,
+              sas: bool = True) -> requests.Response:
+    """A raw request to the Azure endpoint: `path` below the account (e.g. '/q/messages'), `query` without
+    '?', authorized with a full account SAS unless `sas` is False."""
+    params = "&".join(p for p in (query, azure_full_sas() if sas else "") if p)
+    url = f"{server.azure_endpoint}{path}" + (f"?{params}" if params else "")
+    return requests.request(method, url, headers=headers or {}, data=data, timeout=20)
+
+
+def azure_error(resp: requests.Response) -> dict:
+    """Code and detail fields of a raw Azure error response."""
+    root = ET.fromstring(resp.content)
+    return {child.tag: (child.text or "") for child in root}

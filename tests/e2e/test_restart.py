@@ -4,7 +4,7 @@ timestamps; hidden messages stay hidden until their deadline and then come back;
 restart still change visibility and delete; receive counts and first-receive times are kept; deleted messages
 stay deleted; delayed messages stay delayed; dead-letter state (messages already moved, counts toward the
 next move) carries over. Also: the server takes its data dir and listen address from VEIL_DATA_DIR /
-VEIL_SQS_LISTEN, and SIGTERM with a long poll open exits promptly with code 0.
+VEIL_SQS_LISTEN and VEIL_AZURE_LISTEN, and SIGTERM with a long poll open exits promptly with code 0.
 
 One module-scoped scenario builds the state, restarts once and snapshots the counts; each test checks one part."""
 
@@ -177,8 +177,9 @@ def test_dead_letter_state_survives_the_restart(scenario):
 
 
 def test_server_reads_data_dir_and_listen_address_from_the_environment(veil_path, tmp_path):
-    port = free_port()
-    env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "env-data"), VEIL_SQS_LISTEN=f"127.0.0.1:{port}")
+    port, azure_port = free_port(), free_port()
+    env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "env-data"), VEIL_SQS_LISTEN=f"127.0.0.1:{port}",
+               VEIL_AZURE_LISTEN=f"127.0.0.1:{azure_port}")
     log = open(tmp_path / "env.log", "wb")
     proc = subprocess.Popen([veil_path, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
@@ -188,9 +189,10 @@ def test_server_reads_data_dir_and_listen_address_from_the_environment(veil_path
             assert proc.poll() is None, f"veil serve exited {proc.returncode}: {(tmp_path / 'env.log').read_text()}"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                socket.create_connection(("127.0.0.1", azure_port), timeout=0.5).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline, "veil did not listen on VEIL_SQS_LISTEN"
+                assert time.monotonic() < deadline, "veil did not listen on VEIL_SQS_LISTEN and VEIL_AZURE_LISTEN"
                 time.sleep(0.05)
         make_client(f"http://127.0.0.1:{port}").create_queue(QueueName="from-env")
         proc.send_signal(signal.SIGTERM)
