@@ -52,11 +52,13 @@ class VeilServer:
     """One `veil serve` process on 127.0.0.1:<port> with its own data dir and log file."""
 
     def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None,
-                 azure_port: int | None = None):
+                 azure_port: int | None = None, kubemq_port: int | None = None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         # Always a free port of its own: the default 10001 would collide between servers started at once.
         self.azure_port = azure_port or free_port()
+        # Likewise for KubeMQ's gRPC default (50000).
+        self.kubemq_port = kubemq_port or free_port()
         self.extra_args = list(extra_args)
         self.log_dir = Path(log_dir or self.data_dir.parent)
         self.proc: subprocess.Popen | None = None
@@ -66,6 +68,11 @@ class VeilServer:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def kubemq_address(self) -> str:
+        """host:port of the KubeMQ gRPC endpoint, as the KubeMQ SDKs take it."""
+        return f"127.0.0.1:{self.kubemq_port}"
 
     @property
     def azure_endpoint(self) -> str:
@@ -88,6 +95,7 @@ class VeilServer:
             "--data-dir", str(self.data_dir),
             "--sqs-listen", f"127.0.0.1:{self.port}",
             "--azure-listen", f"127.0.0.1:{self.azure_port}",
+            "--kubemq-listen", f"127.0.0.1:{self.kubemq_port}",
             "--log-level", "info",
             *self.extra_args,
         ]
@@ -106,7 +114,7 @@ class VeilServer:
                     f"command: {' '.join(cmd)}\n{self.log_tail()}"
                 )
             try:
-                for port in (self.port, self.azure_port):
+                for port in (self.port, self.azure_port, self.kubemq_port):
                     with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                         pass
                 return self

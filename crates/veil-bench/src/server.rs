@@ -95,6 +95,9 @@ impl VeilProcess {
             // colliding on the Azure default (10001).
             .arg("--azure-listen")
             .arg("127.0.0.1:0")
+            // Likewise for the KubeMQ gRPC default (50000).
+            .arg("--kubemq-listen")
+            .arg("127.0.0.1:0")
             .arg("--durability")
             .arg(options.durability.as_str())
             .arg("--log-level")

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use veil_core::{
-    AttributeData, AttributeValue, Attributes, EngineError, Message, Millis, NewMessage, SentMessage,
-    Ttl, NEVER,
+    AttributeData, AttributeValue, Attributes, EngineError, Message, Millis, NewMessage,
+    SentMessage, Ttl, NEVER,
 };
 
 use crate::limits;
@@ -91,11 +91,15 @@ pub enum KubemqError {
     SequenceNotActive(u64),
     #[error("Error 400: no active message to act on, receive one first")]
     NoActiveMessage,
-    #[error("Error 400: a message is already active on this stream, ack, reject or resend it first")]
+    #[error(
+        "Error 400: a message is already active on this stream, ack, reject or resend it first"
+    )]
     MessageAlreadyActive,
     #[error("Error 404: no new messages in queue")]
     NoNewMessages,
-    #[error("Error 409: the message is no longer held by this receiver (its visibility timeout passed)")]
+    #[error(
+        "Error 409: the message is no longer held by this receiver (its visibility timeout passed)"
+    )]
     NotHeld,
     #[error("Error 413: message of {size_bytes} bytes exceeds the limit of {max_bytes} bytes")]
     TooLarge { size_bytes: usize, max_bytes: u32 },
@@ -111,7 +115,9 @@ impl From<EngineError> for KubemqError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::ReceiptInvalid | EngineError::MessageNotAvailable => KubemqError::NotHeld,
-            EngineError::OverLimit { inflight, limit } => KubemqError::OverLimit { inflight, limit },
+            EngineError::OverLimit { inflight, limit } => {
+                KubemqError::OverLimit { inflight, limit }
+            }
             EngineError::MessageTooLarge {
                 size_bytes,
                 max_bytes,
@@ -132,14 +138,21 @@ pub fn validate_channel(channel: &str) -> Result<(), KubemqError> {
     if channel.is_empty() {
         return Err(KubemqError::ChannelMissing);
     }
-    if channel.chars().any(|c| c.is_whitespace() || c == '*' || c == '>') || channel.ends_with('.') {
+    if channel
+        .chars()
+        .any(|c| c.is_whitespace() || c == '*' || c == '>')
+        || channel.ends_with('.')
+    {
         return Err(KubemqError::ChannelInvalid);
     }
     Ok(())
 }
 
 /// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, policy ranges.
-pub fn validate_message(message: &pb::QueueMessage, settings: &Settings) -> Result<(), KubemqError> {
+pub fn validate_message(
+    message: &pb::QueueMessage,
+    settings: &Settings,
+) -> Result<(), KubemqError> {
     if message.client_id.is_empty() {
         return Err(KubemqError::ClientIdMissing);
     }
@@ -195,10 +208,16 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         }
     }
     if !message.metadata.is_empty() {
-        attributes.insert(ATTR_METADATA.to_string(), string_attribute(message.metadata));
+        attributes.insert(
+            ATTR_METADATA.to_string(),
+            string_attribute(message.metadata),
+        );
     }
     if !message.message_id.is_empty() {
-        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id));
+        attributes.insert(
+            ATTR_MESSAGE_ID.to_string(),
+            string_attribute(message.message_id),
+        );
     }
     let policy = message.policy.unwrap_or_default();
     if policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty() {
@@ -207,7 +226,10 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         } else {
             policy.max_receive_count
         };
-        attributes.insert(ATTR_MAX_RECEIVE_COUNT.to_string(), string_attribute(count.to_string()));
+        attributes.insert(
+            ATTR_MAX_RECEIVE_COUNT.to_string(),
+            string_attribute(count.to_string()),
+        );
         if !policy.max_receive_queue.is_empty() {
             attributes.insert(
                 ATTR_MAX_RECEIVE_QUEUE.to_string(),
@@ -232,7 +254,9 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
 }
 
 pub fn nanos(ms: Millis) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX / NANOS_PER_MS).saturating_mul(NANOS_PER_MS)
+    i64::try_from(ms)
+        .unwrap_or(i64::MAX / NANOS_PER_MS)
+        .saturating_mul(NANOS_PER_MS)
 }
 
 /// The wire sequence of an engine seq (KubeMQ counts from 1).
@@ -241,7 +265,11 @@ pub fn wire_sequence(seq: u64) -> u64 {
 }
 
 /// The send result: the client's MessageID when it gave one, times in Unix nanoseconds, 0 for "none".
-pub fn send_result(sent: &SentMessage, client_message_id: &str, channel: &str) -> pb::SendQueueMessageResult {
+pub fn send_result(
+    sent: &SentMessage,
+    client_message_id: &str,
+    channel: &str,
+) -> pb::SendQueueMessageResult {
     pb::SendQueueMessageResult {
         message_id: if client_message_id.is_empty() {
             uuid::Uuid::from_bytes(sent.message_id).to_string()
@@ -249,14 +277,26 @@ pub fn send_result(sent: &SentMessage, client_message_id: &str, channel: &str) -
             client_message_id.to_string()
         },
         sent_at: nanos(sent.sent_at),
-        expiration_at: if sent.expires_at == NEVER { 0 } else { nanos(sent.expires_at) },
-        delayed_to: if sent.visible_at > sent.sent_at { nanos(sent.visible_at) } else { 0 },
+        expiration_at: if sent.expires_at == NEVER {
+            0
+        } else {
+            nanos(sent.expires_at)
+        },
+        delayed_to: if sent.visible_at > sent.sent_at {
+            nanos(sent.visible_at)
+        } else {
+            0
+        },
         ref_channel: channel.to_string(),
         ..Default::default()
     }
 }
 
-pub fn send_error(error: &KubemqError, client_message_id: &str, channel: &str) -> pb::SendQueueMessageResult {
+pub fn send_error(
+    error: &KubemqError,
+    client_message_id: &str,
+    channel: &str,
+) -> pb::SendQueueMessageResult {
     pb::SendQueueMessageResult {
         message_id: client_message_id.to_string(),
         is_error: true,
@@ -269,7 +309,9 @@ pub fn send_error(error: &KubemqError, client_message_id: &str, channel: &str) -
 /// The per-message dead-letter policy a message was sent with: (max receive count, dead-letter channel).
 pub fn dead_letter_policy(message: &Message) -> Option<(u32, Option<String>)> {
     let attributes = &message.payload.attributes;
-    let count = attribute_text(attributes, ATTR_MAX_RECEIVE_COUNT)?.parse::<u32>().ok()?;
+    let count = attribute_text(attributes, ATTR_MAX_RECEIVE_COUNT)?
+        .parse::<u32>()
+        .ok()?;
     Some((count, attribute_text(attributes, ATTR_MAX_RECEIVE_QUEUE)))
 }
 
@@ -286,7 +328,10 @@ pub fn dead_letter_copy(message: &Message, source: &str, now: Millis) -> NewMess
     attributes.remove(ATTR_MAX_RECEIVE_COUNT);
     attributes.remove(ATTR_MAX_RECEIVE_QUEUE);
     if !attributes.contains_key(ATTR_MESSAGE_ID) {
-        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id_string()));
+        attributes.insert(
+            ATTR_MESSAGE_ID.to_string(),
+            string_attribute(message.message_id_string()),
+        );
     }
     attributes.insert(ATTR_REROUTED_FROM.to_string(), string_attribute(source));
     NewMessage {
@@ -312,7 +357,10 @@ pub fn remaining_ttl(expires_at: Millis, now: Millis) -> Ttl {
 pub fn requeue_copy(message: &Message, now: Millis) -> NewMessage {
     let mut attributes = message.payload.attributes.clone();
     if !attributes.contains_key(ATTR_MESSAGE_ID) {
-        attributes.insert(ATTR_MESSAGE_ID.to_string(), string_attribute(message.message_id_string()));
+        attributes.insert(
+            ATTR_MESSAGE_ID.to_string(),
+            string_attribute(message.message_id_string()),
+        );
     }
     NewMessage {
         body: message.payload.body.clone(),
@@ -338,15 +386,21 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
         };
         tags.insert(name.clone(), text);
     }
-    let rerouted_from = attribute_text(attributes, ATTR_REROUTED_FROM)
-        .or_else(|| message.payload.dead_letter_source.as_ref().map(|key| key.name.clone()));
+    let rerouted_from = attribute_text(attributes, ATTR_REROUTED_FROM).or_else(|| {
+        message
+            .payload
+            .dead_letter_source
+            .as_ref()
+            .map(|key| key.name.clone())
+    });
     let policy = dead_letter_policy(message).map(|(count, queue)| pb::QueueMessagePolicy {
         max_receive_count: i32::try_from(count).unwrap_or(i32::MAX),
         max_receive_queue: queue.unwrap_or_default(),
         ..Default::default()
     });
     pb::QueueMessage {
-        message_id: attribute_text(attributes, ATTR_MESSAGE_ID).unwrap_or_else(|| message.message_id_string()),
+        message_id: attribute_text(attributes, ATTR_MESSAGE_ID)
+            .unwrap_or_else(|| message.message_id_string()),
         client_id: message.payload.sender_id.clone(),
         channel: channel.to_string(),
         metadata: attribute_text(attributes, ATTR_METADATA).unwrap_or_default(),
@@ -359,8 +413,14 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
             receive_count: i32::try_from(message.state.receive_count).unwrap_or(i32::MAX),
             re_routed: rerouted_from.is_some(),
             re_routed_from_queue: rerouted_from.unwrap_or_default(),
-            expiration_at: if message.state.expires_at == NEVER { 0 } else { nanos(message.state.expires_at) },
-            delayed_to: if message.state.first_received_at == 0 && message.state.visible_at > message.state.sent_at {
+            expiration_at: if message.state.expires_at == NEVER {
+                0
+            } else {
+                nanos(message.state.expires_at)
+            },
+            delayed_to: if message.state.first_received_at == 0
+                && message.state.visible_at > message.state.sent_at
+            {
                 nanos(message.state.visible_at)
             } else {
                 0

@@ -56,14 +56,21 @@ fn state(receive_count: u32) -> MessageState {
 fn client_id_is_required() {
     let mut message = wire("orders", b"x");
     message.client_id.clear();
-    assert_eq!(validate_message(&message, &Settings::default()), Err(KubemqError::ClientIdMissing));
+    assert_eq!(
+        validate_message(&message, &Settings::default()),
+        Err(KubemqError::ClientIdMissing)
+    );
 }
 
 #[test]
 fn channel_may_not_be_empty_contain_spaces_wildcards_or_end_with_a_dot() {
     assert_eq!(validate_channel(""), Err(KubemqError::ChannelMissing));
     for bad in ["a b", "a*", "a>", "orders."] {
-        assert_eq!(validate_channel(bad), Err(KubemqError::ChannelInvalid), "{bad}");
+        assert_eq!(
+            validate_channel(bad),
+            Err(KubemqError::ChannelInvalid),
+            "{bad}"
+        );
     }
     assert_eq!(validate_channel("queues.tasks-1_x"), Ok(()));
 }
@@ -71,7 +78,10 @@ fn channel_may_not_be_empty_contain_spaces_wildcards_or_end_with_a_dot() {
 #[test]
 fn metadata_or_body_must_be_present() {
     let settings = Settings::default();
-    assert_eq!(validate_message(&wire("q", b""), &settings), Err(KubemqError::MessageEmpty));
+    assert_eq!(
+        validate_message(&wire("q", b""), &settings),
+        Err(KubemqError::MessageEmpty)
+    );
     let mut with_metadata = wire("q", b"");
     with_metadata.metadata = "only metadata".into();
     assert_eq!(validate_message(&with_metadata, &settings), Ok(()));
@@ -82,9 +92,15 @@ fn policy_values_must_lie_within_the_server_settings() {
     let settings = Settings::default();
     let mut message = wire("q", b"x");
     message.policy = policy(43_201, 0, 0, "");
-    assert_eq!(validate_message(&message, &settings), Err(KubemqError::ExpirationOutOfRange { max: 43_200 }));
+    assert_eq!(
+        validate_message(&message, &settings),
+        Err(KubemqError::ExpirationOutOfRange { max: 43_200 })
+    );
     message.policy = policy(0, -1, 0, "");
-    assert_eq!(validate_message(&message, &settings), Err(KubemqError::DelayOutOfRange { max: 43_200 }));
+    assert_eq!(
+        validate_message(&message, &settings),
+        Err(KubemqError::DelayOutOfRange { max: 43_200 })
+    );
     message.policy = policy(0, 0, 1_025, "");
     assert_eq!(
         validate_message(&message, &settings),
@@ -114,14 +130,24 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     let mut message = wire("q", b"x");
     message.metadata = "meta".into();
     message.tags.insert("kind".into(), "a".into());
-    message.tags.insert("kubemq.metadata".into(), "spoofed".into());
+    message
+        .tags
+        .insert("kubemq.metadata".into(), "spoofed".into());
     message.policy = policy(0, 0, 0, "dead");
     let new = to_new_message(message);
     let text = |name: &str| attribute_text(&new.attributes, name);
     assert_eq!(text("kind").as_deref(), Some("a"));
-    assert_eq!(text(ATTR_METADATA).as_deref(), Some("meta"), "a tag cannot overwrite a reserved attribute");
+    assert_eq!(
+        text(ATTR_METADATA).as_deref(),
+        Some("meta"),
+        "a tag cannot overwrite a reserved attribute"
+    );
     assert_eq!(text(ATTR_MESSAGE_ID).as_deref(), Some("m-1"));
-    assert_eq!(text(ATTR_MAX_RECEIVE_COUNT).as_deref(), Some("1024"), "MaxReceiveCount 0 means the maximum");
+    assert_eq!(
+        text(ATTR_MAX_RECEIVE_COUNT).as_deref(),
+        Some("1024"),
+        "MaxReceiveCount 0 means the maximum"
+    );
     assert_eq!(text(ATTR_MAX_RECEIVE_QUEUE).as_deref(), Some("dead"));
     assert_eq!(new.sender_id, "client");
 }
@@ -150,8 +176,16 @@ fn send_result_reports_times_in_unix_nanoseconds_and_zero_for_none() {
     assert_eq!(result.sent_at, 2_000_000_000);
     assert_eq!(result.delayed_to, 3_000_000_000);
     assert_eq!(result.expiration_at, 13_000_000_000);
-    assert_eq!(result.message_id, uuid::Uuid::from_bytes([1; 16]).to_string(), "generated when empty");
-    let never = SentMessage { visible_at: 2_000, expires_at: NEVER, ..sent };
+    assert_eq!(
+        result.message_id,
+        uuid::Uuid::from_bytes([1; 16]).to_string(),
+        "generated when empty"
+    );
+    let never = SentMessage {
+        visible_at: 2_000,
+        expires_at: NEVER,
+        ..sent
+    };
     let result = send_result(&never, "mine", "q");
     assert_eq!((result.delayed_to, result.expiration_at), (0, 0));
     assert_eq!(result.message_id, "mine");
@@ -160,7 +194,9 @@ fn send_result_reports_times_in_unix_nanoseconds_and_zero_for_none() {
 #[test]
 fn wire_sequence_counts_from_one() {
     let message = stored(to_new_message(wire("q", b"x")), 0, state(1));
-    let attributes = to_queue_message(&message, "q").attributes.unwrap_or_default();
+    let attributes = to_queue_message(&message, "q")
+        .attributes
+        .unwrap_or_default();
     assert_eq!(attributes.sequence, 1);
     assert_eq!(attributes.receive_count, 1);
     assert_eq!(attributes.timestamp, 1_000_000_000);
@@ -171,7 +207,10 @@ fn a_delivery_past_max_receive_count_exceeds_the_policy() {
     let mut message = wire("q", b"x");
     message.policy = policy(0, 0, 2, "dead");
     let new = to_new_message(message);
-    assert!(!exceeds_policy(&stored(new.clone(), 0, state(2))), "the second delivery is allowed");
+    assert!(
+        !exceeds_policy(&stored(new.clone(), 0, state(2))),
+        "the second delivery is allowed"
+    );
     assert!(exceeds_policy(&stored(new, 0, state(3))));
 }
 
@@ -187,7 +226,10 @@ fn a_dead_letter_copy_is_rerouted_with_the_policy_cleared() {
     let attributes = rendered.attributes.clone().unwrap_or_default();
     assert!(attributes.re_routed);
     assert_eq!(attributes.re_routed_from_queue, "orders");
-    assert_eq!(rendered.message_id, "m-1", "same id in the dead-letter channel");
+    assert_eq!(
+        rendered.message_id, "m-1",
+        "same id in the dead-letter channel"
+    );
     assert_eq!(rendered.tags.get("kind").map(String::as_str), Some("a"));
     assert!(rendered.policy.is_none());
     assert!(!rendered.tags.keys().any(|k| k.starts_with(RESERVED_PREFIX)));
@@ -197,7 +239,9 @@ fn a_dead_letter_copy_is_rerouted_with_the_policy_cleared() {
 fn an_engine_dead_letter_source_shows_as_rerouted() {
     let mut message = stored(to_new_message(wire("q", b"x")), 0, state(1));
     message.payload.dead_letter_source = Some(QueueKey::new("default", "orders"));
-    let attributes = to_queue_message(&message, "dlq").attributes.unwrap_or_default();
+    let attributes = to_queue_message(&message, "dlq")
+        .attributes
+        .unwrap_or_default();
     assert!(attributes.re_routed);
     assert_eq!(attributes.re_routed_from_queue, "orders");
 }
@@ -213,9 +257,15 @@ fn a_requeued_copy_keeps_what_is_left_of_its_life() {
 
 #[test]
 fn a_stale_receipt_is_reported_as_no_longer_held() {
-    assert_eq!(KubemqError::from(EngineError::MessageNotAvailable), KubemqError::NotHeld);
     assert_eq!(
-        KubemqError::from(EngineError::VisibilityPastLimit { requested_ms: 1, max_ms: 43_200_000 }),
+        KubemqError::from(EngineError::MessageNotAvailable),
+        KubemqError::NotHeld
+    );
+    assert_eq!(
+        KubemqError::from(EngineError::VisibilityPastLimit {
+            requested_ms: 1,
+            max_ms: 43_200_000
+        }),
         KubemqError::VisibilityPastLimit { max_s: 43_200 }
     );
 }
@@ -228,7 +278,10 @@ fn list_channels_reply_has_the_fields_the_sdks_decode_and_filters_by_search() {
         config: veil_core::QueueConfig::default(),
         created_at: 5,
         modified_at: 6,
-        stats: veil_core::QueueStats { visible, ..Default::default() },
+        stats: veil_core::QueueStats {
+            visible,
+            ..Default::default()
+        },
     };
     let body = channel_list_json(&[info("orders", 2), info("billing", 0)], "ord");
     let parsed: serde_json::Value = serde_json::from_slice(&body).expect("json");

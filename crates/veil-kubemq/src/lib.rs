@@ -44,8 +44,20 @@ pub fn check_token(tokens: &[String], presented: Option<&str>) -> Result<(), &'s
     }
 }
 
+/// tonic's interceptor signature fixes the error type to `Status`, however large.
+#[allow(clippy::result_large_err)]
+fn authenticate(tokens: &[String], request: Request<()>) -> Result<Request<()>, Status> {
+    let presented = request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    check_token(tokens, presented).map_err(Status::unauthenticated)?;
+    Ok(request)
+}
+
 /// Serves the KubeMQ endpoint on `listener` until `shutdown` turns true; open streams then end (downstreams
 /// with `CloseByServer`, their unacked messages released) and the server drains.
+#[allow(clippy::result_large_err)] // the interceptor closure: see `authenticate`
 pub async fn serve(
     engine: Arc<Engine>,
     config: KubemqConfig,
@@ -54,23 +66,27 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let tokens = Arc::new(config.auth_tokens);
     let service = service::KubemqService::new(engine, config.settings, shutdown.clone());
-    let interceptor = move |request: Request<()>| -> Result<Request<()>, Status> {
-        let presented = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        check_token(&tokens, presented).map_err(Status::unauthenticated)?;
-        Ok(request)
-    };
+    let interceptor = move |request: Request<()>| authenticate(&tokens, request);
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
-        .add_service(pb::kubemq_server::KubemqServer::with_interceptor(service, interceptor))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        })
+        .add_service(pb::kubemq_server::KubemqServer::with_interceptor(
+            service,
+            interceptor,
+        ))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            },
+        )
         .await
 }
 
 /// The address the endpoint listens on by default.
 pub fn listen_default() -> SocketAddr {
-    limits::LISTEN_DEFAULT.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 50_000)))
+    limits::LISTEN_DEFAULT
+        .parse()
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 50_000)))
 }
 
 #[cfg(test)]
@@ -87,7 +103,10 @@ mod tests {
         let tokens = vec!["t1".to_string(), "t2".to_string()];
         assert_eq!(check_token(&tokens, Some("t2")), Ok(()));
         assert!(check_token(&tokens, None).is_err());
-        assert!(check_token(&tokens, Some("Bearer t2")).is_err(), "no Bearer prefix");
+        assert!(
+            check_token(&tokens, Some("Bearer t2")).is_err(),
+            "no Bearer prefix"
+        );
         assert!(check_token(&tokens, Some("t3")).is_err());
     }
 }

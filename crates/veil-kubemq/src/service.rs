@@ -73,7 +73,9 @@ impl Inner {
             Ok(_) => Ok(key),
             Err(EngineError::QueueNotFound(_)) => {
                 let config = QueueConfig {
-                    visibility_timeout_ms: Millis::from(self.settings.default_visibility_s.max(0) as u32) * 1_000,
+                    visibility_timeout_ms: Millis::from(
+                        self.settings.default_visibility_s.max(0) as u32
+                    ) * 1_000,
                     retention_ms: None,
                     message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_MAX,
                     inflight_max: self.settings.max_inflight,
@@ -95,12 +97,20 @@ impl Inner {
         }
     }
 
-    async fn try_send(&self, message: pb::QueueMessage) -> Result<pb::SendQueueMessageResult, KubemqError> {
+    async fn try_send(
+        &self,
+        message: pb::QueueMessage,
+    ) -> Result<pb::SendQueueMessageResult, KubemqError> {
         convert::validate_message(&message, &self.settings)?;
         let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
         let key = self.ensure(&channel).await?;
-        let sent = self.engine.send(&key, vec![convert::to_new_message(message)]).await?;
-        let sent = sent.first().ok_or_else(|| KubemqError::Internal("send returned nothing".into()))?;
+        let sent = self
+            .engine
+            .send(&key, vec![convert::to_new_message(message)])
+            .await?;
+        let sent = sent
+            .first()
+            .ok_or_else(|| KubemqError::Internal("send returned nothing".into()))?;
         Ok(convert::send_result(sent, &client_message_id, &channel))
     }
 
@@ -131,18 +141,33 @@ impl Inner {
                 .await?;
             let mut held = Vec::with_capacity(delivered.len());
             for message in delivered {
-                let Some(receipt) = message.receipt.clone() else { continue };
+                let Some(receipt) = message.receipt.clone() else {
+                    continue;
+                };
                 if convert::exceeds_policy(&message) {
                     if let Some((_, Some(target))) = convert::dead_letter_policy(&message) {
                         let target_key = self.ensure(&target).await?;
                         self.engine
-                            .send(&target_key, vec![convert::dead_letter_copy(&message, channel, self.engine.now())])
+                            .send(
+                                &target_key,
+                                vec![convert::dead_letter_copy(
+                                    &message,
+                                    channel,
+                                    self.engine.now(),
+                                )],
+                            )
                             .await?;
                     }
-                    self.engine.delete(&key, &receipt, ReceiptRule::Current).await?;
+                    self.engine
+                        .delete(&key, &receipt, ReceiptRule::Current)
+                        .await?;
                     continue;
                 }
-                held.push(Held { channel: channel.to_string(), message, receipt });
+                held.push(Held {
+                    channel: channel.to_string(),
+                    message,
+                    receipt,
+                });
             }
             if !held.is_empty() || wait_ms == 0 || self.engine.now() >= deadline {
                 return Ok(held);
@@ -151,7 +176,9 @@ impl Inner {
     }
 
     async fn ack(&self, held: &Held) -> Result<(), KubemqError> {
-        self.engine.delete(&key(&held.channel), &held.receipt, ReceiptRule::Current).await?;
+        self.engine
+            .delete(&key(&held.channel), &held.receipt, ReceiptRule::Current)
+            .await?;
         Ok(())
     }
 
@@ -175,21 +202,28 @@ impl Inner {
         convert::validate_channel(channel).map_err(|_| KubemqError::RequeueChannelInvalid)?;
         let target = self.ensure(channel).await?;
         self.engine
-            .send(&target, vec![convert::requeue_copy(&held.message, self.engine.now())])
+            .send(
+                &target,
+                vec![convert::requeue_copy(&held.message, self.engine.now())],
+            )
             .await?;
         self.ack(held).await
     }
 
     fn check_wait_s(&self, wait_s: i32) -> Result<Millis, KubemqError> {
         if !(0..=self.settings.max_wait_timeout_s).contains(&wait_s) {
-            return Err(KubemqError::WaitOutOfRange { max_s: self.settings.max_wait_timeout_s });
+            return Err(KubemqError::WaitOutOfRange {
+                max_s: self.settings.max_wait_timeout_s,
+            });
         }
         Ok(Millis::from(wait_s as u32) * 1_000)
     }
 
     fn check_max_items(&self, max: i32) -> Result<usize, KubemqError> {
         if !(1..=self.settings.max_number_of_messages).contains(&max) {
-            return Err(KubemqError::MaxItemsOutOfRange { max: self.settings.max_number_of_messages });
+            return Err(KubemqError::MaxItemsOutOfRange {
+                max: self.settings.max_number_of_messages,
+            });
         }
         Ok(max as usize)
     }
@@ -224,7 +258,10 @@ impl Downstream {
     }
 }
 
-fn downstream_error(request: &pb::QueuesDownstreamRequest, error: KubemqError) -> pb::QueuesDownstreamResponse {
+fn downstream_error(
+    request: &pb::QueuesDownstreamRequest,
+    error: KubemqError,
+) -> pb::QueuesDownstreamResponse {
     pb::QueuesDownstreamResponse {
         transaction_id: request.ref_transaction_id.clone(),
         ref_request_id: request.request_id.clone(),
@@ -246,14 +283,22 @@ impl Inner {
         }
         convert::validate_channel(&request.channel)?;
         let max = self.check_max_items(request.max_items)?;
-        if request.wait_timeout < 0 || request.wait_timeout > self.settings.max_wait_timeout_s.saturating_mul(1_000) {
-            return Err(KubemqError::WaitOutOfRange { max_s: self.settings.max_wait_timeout_s });
+        if request.wait_timeout < 0
+            || request.wait_timeout > self.settings.max_wait_timeout_s.saturating_mul(1_000)
+        {
+            return Err(KubemqError::WaitOutOfRange {
+                max_s: self.settings.max_wait_timeout_s,
+            });
         }
         let wait_ms = Millis::from(request.wait_timeout as u32);
-        let held = self.receive(&request.channel, max, self.default_visibility_ms(), wait_ms).await?;
+        let held = self
+            .receive(&request.channel, max, self.default_visibility_ms(), wait_ms)
+            .await?;
         let transaction_id = uuid::Uuid::new_v4().to_string();
-        let messages: Vec<pb::QueueMessage> =
-            held.iter().map(|h| convert::to_queue_message(&h.message, &h.channel)).collect();
+        let messages: Vec<pb::QueueMessage> = held
+            .iter()
+            .map(|h| convert::to_queue_message(&h.message, &h.channel))
+            .collect();
         let mut response = pb::QueuesDownstreamResponse {
             transaction_id: transaction_id.clone(),
             ref_request_id: request.request_id.clone(),
@@ -276,7 +321,10 @@ impl Inner {
             response.transaction_complete = true;
             return Ok(response);
         }
-        let active = held.into_iter().map(|h| (convert::wire_sequence(h.message.seq), h)).collect();
+        let active = held
+            .into_iter()
+            .map(|h| (convert::wire_sequence(h.message.seq), h))
+            .collect();
         state.open.insert(transaction_id, Transaction { active });
         Ok(response)
     }
@@ -309,7 +357,9 @@ impl Inner {
         };
         let mut first_error = None;
         for sequence in sequences {
-            let Some(held) = transaction.active.remove(&sequence) else { continue };
+            let Some(held) = transaction.active.remove(&sequence) else {
+                continue;
+            };
             let outcome = match action {
                 Settle::Ack => self.ack(&held).await,
                 Settle::Nack => self.set_visibility(&held, 0).await,
@@ -342,22 +392,54 @@ impl Inner {
         let kind = T::try_from(request.request_type_data).unwrap_or(T::PollRequestTypeUnknown);
         let requeue_channel = request.re_queue_channel.clone();
         let outcome = match kind {
-            T::Get => return Some(self.downstream_get(state, &request).await.unwrap_or_else(|e| downstream_error(&request, e))),
-            T::AckAll => self.downstream_settle(state, &request, true, Settle::Ack).await,
-            T::AckRange => self.downstream_settle(state, &request, false, Settle::Ack).await,
-            T::NAckAll => self.downstream_settle(state, &request, true, Settle::Nack).await,
-            T::NAckRange => self.downstream_settle(state, &request, false, Settle::Nack).await,
-            T::ReQueueAll => self.downstream_settle(state, &request, true, Settle::Requeue(&requeue_channel)).await,
-            T::ReQueueRange => self.downstream_settle(state, &request, false, Settle::Requeue(&requeue_channel)).await,
+            T::Get => {
+                return Some(
+                    self.downstream_get(state, &request)
+                        .await
+                        .unwrap_or_else(|e| downstream_error(&request, e)),
+                )
+            }
+            T::AckAll => {
+                self.downstream_settle(state, &request, true, Settle::Ack)
+                    .await
+            }
+            T::AckRange => {
+                self.downstream_settle(state, &request, false, Settle::Ack)
+                    .await
+            }
+            T::NAckAll => {
+                self.downstream_settle(state, &request, true, Settle::Nack)
+                    .await
+            }
+            T::NAckRange => {
+                self.downstream_settle(state, &request, false, Settle::Nack)
+                    .await
+            }
+            T::ReQueueAll => {
+                self.downstream_settle(state, &request, true, Settle::Requeue(&requeue_channel))
+                    .await
+            }
+            T::ReQueueRange => {
+                self.downstream_settle(state, &request, false, Settle::Requeue(&requeue_channel))
+                    .await
+            }
             T::ActiveOffsets | T::TransactionStatus => {
                 let id = &request.ref_transaction_id;
                 let (offsets, complete) = match state.open.get(id) {
                     Some(t) => (
-                        t.active.keys().map(|&s| i64::try_from(s).unwrap_or(i64::MAX)).collect(),
+                        t.active
+                            .keys()
+                            .map(|&s| i64::try_from(s).unwrap_or(i64::MAX))
+                            .collect(),
                         false,
                     ),
                     None if state.completed.contains(id) => (Vec::new(), true),
-                    None => return Some(downstream_error(&request, KubemqError::TransactionNotFound(id.clone()))),
+                    None => {
+                        return Some(downstream_error(
+                            &request,
+                            KubemqError::TransactionNotFound(id.clone()),
+                        ))
+                    }
                 };
                 return Some(pb::QueuesDownstreamResponse {
                     transaction_id: id.clone(),
@@ -388,7 +470,10 @@ enum Settle<'a> {
 
 // ----- StreamQueueMessage (legacy): one active message per stream -----
 
-fn stream_error(request: &pb::StreamQueueMessagesRequest, error: KubemqError) -> pb::StreamQueueMessagesResponse {
+fn stream_error(
+    request: &pb::StreamQueueMessagesRequest,
+    error: KubemqError,
+) -> pb::StreamQueueMessagesResponse {
     pb::StreamQueueMessagesResponse {
         request_id: request.request_id.clone(),
         stream_request_type_data: request.stream_request_type_data,
@@ -421,30 +506,49 @@ impl Inner {
                 }
                 convert::validate_channel(&request.channel)?;
                 if !(1..=self.settings.max_visibility_s).contains(&request.visibility_seconds) {
-                    return Err(KubemqError::VisibilityOutOfRange { max: self.settings.max_visibility_s });
+                    return Err(KubemqError::VisibilityOutOfRange {
+                        max: self.settings.max_visibility_s,
+                    });
                 }
                 let wait_ms = self.check_wait_s(request.wait_time_seconds)?;
                 let visibility_ms = Millis::from(request.visibility_seconds as u32) * 1_000;
-                let mut held = self.receive(&request.channel, 1, visibility_ms, wait_ms).await?;
+                let mut held = self
+                    .receive(&request.channel, 1, visibility_ms, wait_ms)
+                    .await?;
                 let held = held.pop().ok_or(KubemqError::NoNewMessages)?;
                 response.message = Some(convert::to_queue_message(&held.message, &held.channel));
                 *active = Some(held);
             }
-            T::AckMessage | T::RejectMessage | T::ModifyVisibility | T::ResendMessage | T::SendModifiedMessage => {
+            T::AckMessage
+            | T::RejectMessage
+            | T::ModifyVisibility
+            | T::ResendMessage
+            | T::SendModifiedMessage => {
                 let held = active.as_ref().ok_or(KubemqError::NoActiveMessage)?;
                 match kind {
                     T::AckMessage => self.ack(held).await?,
                     T::RejectMessage => self.set_visibility(held, 0).await?,
                     T::ModifyVisibility => {
-                        if !(1..=self.settings.max_visibility_s).contains(&request.visibility_seconds) {
-                            return Err(KubemqError::VisibilityOutOfRange { max: self.settings.max_visibility_s });
+                        if !(1..=self.settings.max_visibility_s)
+                            .contains(&request.visibility_seconds)
+                        {
+                            return Err(KubemqError::VisibilityOutOfRange {
+                                max: self.settings.max_visibility_s,
+                            });
                         }
-                        self.set_visibility(held, Millis::from(request.visibility_seconds as u32) * 1_000).await?;
+                        self.set_visibility(
+                            held,
+                            Millis::from(request.visibility_seconds as u32) * 1_000,
+                        )
+                        .await?;
                         return Ok(response);
                     }
                     T::ResendMessage => self.requeue(held, &request.channel).await?,
                     _ => {
-                        let modified = request.modified_message.clone().ok_or(KubemqError::MessageEmpty)?;
+                        let modified = request
+                            .modified_message
+                            .clone()
+                            .ok_or(KubemqError::MessageEmpty)?;
                         let result = self.try_send(modified).await?;
                         if result.is_error {
                             return Err(KubemqError::Internal(result.error));
@@ -461,7 +565,10 @@ impl Inner {
 }
 
 /// Reads requests until the client ends the stream or the server shuts down.
-async fn next_or_shutdown<T>(inbound: &mut Streaming<T>, shutdown: &mut watch::Receiver<bool>) -> Option<T> {
+async fn next_or_shutdown<T>(
+    inbound: &mut Streaming<T>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<T> {
     if *shutdown.borrow() {
         return None;
     }
@@ -478,11 +585,15 @@ impl Kubemq for KubemqService {
             host: "veil".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             server_start_time: self.inner.started_at_s,
-            server_up_time_seconds: i64::try_from(self.inner.started.elapsed().as_secs()).unwrap_or(i64::MAX),
+            server_up_time_seconds: i64::try_from(self.inner.started.elapsed().as_secs())
+                .unwrap_or(i64::MAX),
         }))
     }
 
-    async fn send_request(&self, request: Request<pb::Request>) -> Result<Response<pb::Response>, Status> {
+    async fn send_request(
+        &self,
+        request: Request<pb::Request>,
+    ) -> Result<Response<pb::Response>, Status> {
         let request = request.into_inner();
         let mut response = pb::Response {
             client_id: request.client_id.clone(),
@@ -505,7 +616,11 @@ impl Kubemq for KubemqService {
                 Err(error) => Err(error.into()),
             },
             "list-channels" => {
-                let search = request.tags.get("channel_search").map(String::as_str).unwrap_or("");
+                let search = request
+                    .tags
+                    .get("channel_search")
+                    .map(String::as_str)
+                    .unwrap_or("");
                 let queues = self.inner.engine.list_queues(DEFAULT_NAMESPACE, "");
                 response.body = convert::channel_list_json(&queues, search);
                 Ok(())
@@ -523,7 +638,9 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::QueueMessage>,
     ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
-        Ok(Response::new(self.inner.send_one(request.into_inner()).await))
+        Ok(Response::new(
+            self.inner.send_one(request.into_inner()).await,
+        ))
     }
 
     async fn send_queue_messages_batch(
@@ -564,10 +681,20 @@ impl Kubemq for KubemqService {
             if request.is_peak {
                 let key = inner.ensure(&request.channel).await?;
                 let peeked = inner.engine.peek(&key, max).await?;
-                return Ok(peeked.iter().map(|m| convert::to_queue_message(m, &request.channel)).collect());
+                return Ok(peeked
+                    .iter()
+                    .map(|m| convert::to_queue_message(m, &request.channel))
+                    .collect());
             }
             // A pull settles what it returns at once (KubeMQ's ReceiveQueueMessages has no ack).
-            let held = inner.receive(&request.channel, max, inner.default_visibility_ms(), wait_ms).await?;
+            let held = inner
+                .receive(
+                    &request.channel,
+                    max,
+                    inner.default_visibility_ms(),
+                    wait_ms,
+                )
+                .await?;
             let mut messages = Vec::with_capacity(held.len());
             for h in &held {
                 inner.ack(h).await?;

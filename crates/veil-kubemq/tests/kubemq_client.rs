@@ -29,15 +29,35 @@ impl Veil {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).expect("store"));
         let engine = Arc::new(
-            Engine::open(store, Arc::new(SystemClock), ReceiptKey::new([7; veil_core::receipt::SECRET_BYTES]))
-                .expect("engine"),
+            Engine::open(
+                store,
+                Arc::new(SystemClock),
+                ReceiptKey::new([7; veil_core::receipt::SECRET_BYTES]),
+            )
+            .expect("engine"),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = watch::channel(false);
-        let config = veil_kubemq::KubemqConfig { settings, auth_tokens: Vec::new() };
-        let served = tokio::spawn(veil_kubemq::serve(engine.clone(), config, listener, stopped));
-        Veil { addr, engine, stop, served, _dir: dir }
+        let config = veil_kubemq::KubemqConfig {
+            settings,
+            auth_tokens: Vec::new(),
+        };
+        let served = tokio::spawn(veil_kubemq::serve(
+            engine.clone(),
+            config,
+            listener,
+            stopped,
+        ));
+        Veil {
+            addr,
+            engine,
+            stop,
+            served,
+            _dir: dir,
+        }
     }
 
     async fn client(&self, id: &str) -> KubemqClient {
@@ -53,16 +73,27 @@ impl Veil {
     async fn stop(self) {
         self.stop.send_replace(true);
         let served = tokio::time::timeout(Duration::from_secs(10), self.served).await;
-        assert!(matches!(served, Ok(Ok(Ok(())))), "the server drains and stops: {served:?}");
+        assert!(
+            matches!(served, Ok(Ok(Ok(())))),
+            "the server drains and stops: {served:?}"
+        );
     }
 }
 
 fn message(channel: &str, body: &str) -> QueueMessage {
-    QueueMessageBuilder::new().channel(channel).body(body.as_bytes().to_vec()).build()
+    QueueMessageBuilder::new()
+        .channel(channel)
+        .body(body.as_bytes().to_vec())
+        .build()
 }
 
 fn poll(channel: &str, max_items: i32, wait_timeout_seconds: i32) -> PollRequest {
-    PollRequest { channel: channel.to_string(), max_items, wait_timeout_seconds, auto_ack: false }
+    PollRequest {
+        channel: channel.to_string(),
+        max_items,
+        wait_timeout_seconds,
+        auto_ack: false,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,12 +101,21 @@ async fn a_sent_message_is_polled_with_sequence_and_receive_count_then_acked() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-a").await;
     let sent = client
-        .send_queue_message(QueueMessageBuilder::new().channel("rs.orders").body(b"hello".to_vec()).metadata("m").build())
+        .send_queue_message(
+            QueueMessageBuilder::new()
+                .channel("rs.orders")
+                .body(b"hello".to_vec())
+                .metadata("m")
+                .build(),
+        )
         .await
         .expect("send");
     assert!(!sent.is_error, "{}", sent.error);
     assert!(sent.sent_at > 1_600_000_000_000_000_000, "Unix nanoseconds");
-    let mut receiver = client.new_queue_downstream_receiver().await.expect("downstream");
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
     let response = receiver.poll(poll("rs.orders", 10, 2)).await.expect("poll");
     assert!(!response.is_error, "{}", response.error);
     assert_eq!(response.messages.len(), 1);
@@ -97,13 +137,23 @@ async fn a_sent_message_is_polled_with_sequence_and_receive_count_then_acked() {
 async fn a_nacked_message_comes_back_with_a_higher_receive_count() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-b").await;
-    client.send_queue_message(message("rs.nack", "again")).await.expect("send");
-    let mut receiver = client.new_queue_downstream_receiver().await.expect("downstream");
+    client
+        .send_queue_message(message("rs.nack", "again"))
+        .await
+        .expect("send");
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
     let first = receiver.poll(poll("rs.nack", 1, 2)).await.expect("poll");
     first.messages[0].nack().await.expect("nack");
     let second = receiver.poll(poll("rs.nack", 1, 2)).await.expect("poll");
     assert_eq!(second.messages.len(), 1);
-    let count = second.messages[0].message.attributes.as_ref().map(|a| a.receive_count);
+    let count = second.messages[0]
+        .message
+        .attributes
+        .as_ref()
+        .map(|a| a.receive_count);
     assert_eq!(count, Some(2));
     second.ack_all().await.expect("ack all");
     receiver.close().await.expect("close");
@@ -115,11 +165,20 @@ async fn pull_settles_peek_does_not_and_ack_all_purges() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-c").await;
     for body in ["a", "b", "c"] {
-        client.send_queue_message(message("rs.pull", body)).await.expect("send");
+        client
+            .send_queue_message(message("rs.pull", body))
+            .await
+            .expect("send");
     }
-    let peeked = client.receive_queue_messages("rs.pull", 10, 1, true).await.expect("peek");
+    let peeked = client
+        .receive_queue_messages("rs.pull", 10, 1, true)
+        .await
+        .expect("peek");
     assert_eq!(peeked.len(), 3);
-    let pulled = client.receive_queue_messages("rs.pull", 1, 1, false).await.expect("pull");
+    let pulled = client
+        .receive_queue_messages("rs.pull", 1, 1, false)
+        .await
+        .expect("pull");
     assert_eq!(pulled.len(), 1);
     assert_eq!(pulled[0].body, b"a");
     let request = AckAllQueueMessagesRequest {
@@ -128,8 +187,14 @@ async fn pull_settles_peek_does_not_and_ack_all_purges() {
         channel: "rs.pull".into(),
         wait_time_seconds: 1,
     };
-    let purged = client.ack_all_queue_messages(&request).await.expect("ack all");
-    assert_eq!(purged.affected_messages, 2, "the pulled message was settled by the pull");
+    let purged = client
+        .ack_all_queue_messages(&request)
+        .await
+        .expect("ack all");
+    assert_eq!(
+        purged.affected_messages, 2,
+        "the pulled message was settled by the pull"
+    );
     veil.stop().await;
 }
 
@@ -144,14 +209,24 @@ async fn max_receive_count_dead_letters_to_max_receive_queue() {
         .max_receive_queue("rs.dead")
         .build();
     client.send_queue_message(poison).await.expect("send");
-    let mut receiver = client.new_queue_downstream_receiver().await.expect("downstream");
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
     let first = receiver.poll(poll("rs.work", 1, 2)).await.expect("poll");
     first.messages[0].nack().await.expect("nack");
     let again = receiver.poll(poll("rs.work", 1, 1)).await.expect("poll");
-    assert!(again.messages.is_empty(), "the second delivery would exceed MaxReceiveCount 1");
+    assert!(
+        again.messages.is_empty(),
+        "the second delivery would exceed MaxReceiveCount 1"
+    );
     let dead = receiver.poll(poll("rs.dead", 1, 2)).await.expect("poll");
     assert_eq!(dead.messages.len(), 1);
-    let attributes = dead.messages[0].message.attributes.clone().expect("attributes");
+    let attributes = dead.messages[0]
+        .message
+        .attributes
+        .clone()
+        .expect("attributes");
     assert!(attributes.re_routed);
     assert_eq!(attributes.re_routed_from_queue, "rs.work");
     dead.ack_all().await.expect("ack");
@@ -177,10 +252,17 @@ impl LegacyStream {
             .await
             .expect("stream")
             .into_inner();
-        LegacyStream { requests, responses }
+        LegacyStream {
+            requests,
+            responses,
+        }
     }
 
-    async fn call(&mut self, kind: pb::StreamRequestType, visibility_seconds: i32) -> pb::StreamQueueMessagesResponse {
+    async fn call(
+        &mut self,
+        kind: pb::StreamRequestType,
+        visibility_seconds: i32,
+    ) -> pb::StreamQueueMessagesResponse {
         let request = pb::StreamQueueMessagesRequest {
             request_id: uuid::Uuid::new_v4().to_string(),
             client_id: "legacy".into(),
@@ -191,7 +273,11 @@ impl LegacyStream {
             ..Default::default()
         };
         self.requests.send(request).await.expect("send request");
-        self.responses.next().await.expect("a response").expect("not a status")
+        self.responses
+            .next()
+            .await
+            .expect("a response")
+            .expect("not a status")
     }
 }
 
@@ -199,16 +285,27 @@ impl LegacyStream {
 async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-e").await;
-    client.send_queue_message(message("rs.legacy", "long work")).await.expect("send");
+    client
+        .send_queue_message(message("rs.legacy", "long work"))
+        .await
+        .expect("send");
     let mut stream = LegacyStream::open(veil.addr).await;
     let received = stream.call(pb::StreamRequestType::ReceiveMessage, 1).await;
     assert!(!received.is_error, "{}", received.error);
-    assert_eq!(received.message.map(|m| m.body), Some(b"long work".to_vec()));
-    let modified = stream.call(pb::StreamRequestType::ModifyVisibility, 3).await;
+    assert_eq!(
+        received.message.map(|m| m.body),
+        Some(b"long work".to_vec())
+    );
+    let modified = stream
+        .call(pb::StreamRequestType::ModifyVisibility, 3)
+        .await;
     assert!(!modified.is_error, "{}", modified.error);
     // Past the original 1 s deadline the message is still hidden: the deadline was reset to 3 s.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let other = client.receive_queue_messages("rs.legacy", 1, 1, true).await.expect("peek");
+    let other = client
+        .receive_queue_messages("rs.legacy", 1, 1, true)
+        .await
+        .expect("peek");
     assert!(other.is_empty(), "still hidden after the original deadline");
     let acked = stream.call(pb::StreamRequestType::AckMessage, 0).await;
     assert!(!acked.is_error, "{}", acked.error);
@@ -219,14 +316,24 @@ async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
 async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-f").await;
-    client.send_queue_message(message("rs.legacy", "slow")).await.expect("send");
+    client
+        .send_queue_message(message("rs.legacy", "slow"))
+        .await
+        .expect("send");
     let mut stream = LegacyStream::open(veil.addr).await;
     let received = stream.call(pb::StreamRequestType::ReceiveMessage, 1).await;
     assert!(!received.is_error, "{}", received.error);
     let started = Instant::now();
-    let mut receiver = client.new_queue_downstream_receiver().await.expect("downstream");
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
     let again = receiver.poll(poll("rs.legacy", 1, 3)).await.expect("poll");
-    assert_eq!(again.messages.len(), 1, "redelivered once the 1 s visibility passed");
+    assert_eq!(
+        again.messages.len(),
+        1,
+        "redelivered once the 1 s visibility passed"
+    );
     assert!(started.elapsed() < Duration::from_millis(2_500));
     // The stream's message is no longer its to settle.
     let late = stream.call(pb::StreamRequestType::AckMessage, 0).await;
@@ -240,12 +347,19 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
 async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_messages() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-g").await;
-    client.send_queue_message(message("rs.shutdown", "in flight")).await.expect("send");
+    client
+        .send_queue_message(message("rs.shutdown", "in flight"))
+        .await
+        .expect("send");
     let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
         .await
         .expect("connect");
     let (requests, rx) = mpsc::channel(8);
-    let mut responses = raw.queues_downstream(ReceiverStream::new(rx)).await.expect("stream").into_inner();
+    let mut responses = raw
+        .queues_downstream(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
     requests
         .send(pb::QueuesDownstreamRequest {
             request_id: "get-1".into(),
@@ -258,7 +372,11 @@ async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_mess
         })
         .await
         .expect("send get");
-    let got = responses.next().await.expect("a response").expect("not a status");
+    let got = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
     assert_eq!(got.ref_request_id, "get-1");
     assert_eq!(got.messages.len(), 1);
     assert_eq!(got.active_offsets, vec![1]);
@@ -266,9 +384,20 @@ async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_mess
     let key = veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "rs.shutdown");
     assert_eq!(engine.stats(&key).expect("stats").hidden, 1);
     veil.stop.send_replace(true);
-    let closing = responses.next().await.expect("a response").expect("not a status");
-    assert_eq!(closing.request_type_data, pb::QueuesDownstreamRequestType::CloseByServer as i32);
-    assert_eq!(engine.stats(&key).expect("stats").visible, 1, "the unacked message is released at once");
+    let closing = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert_eq!(
+        closing.request_type_data,
+        pb::QueuesDownstreamRequestType::CloseByServer as i32
+    );
+    assert_eq!(
+        engine.stats(&key).expect("stats").visible,
+        1,
+        "the unacked message is released at once"
+    );
     drop(requests);
     veil.stop().await;
 }

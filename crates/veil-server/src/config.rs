@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub const DATA_DIR_DEFAULT: &str = "./veil-data";
 pub const SQS_LISTEN_DEFAULT: &str = "127.0.0.1:9324";
 pub const AZURE_LISTEN_DEFAULT: &str = "127.0.0.1:10001";
+pub const KUBEMQ_LISTEN_DEFAULT: &str = veil_kubemq::limits::LISTEN_DEFAULT;
 pub const LOG_LEVEL_DEFAULT: &str = "info";
 const MIB: usize = 1024 * 1024;
 
@@ -56,6 +57,25 @@ struct AzureFile {
     max_dequeue_count: Option<u32>,
     #[serde(default)]
     accounts: Vec<AzureAccountFile>,
+}
+
+/// The `[kubemq]` table of the config file: the listener, the accepted auth tokens and KubeMQ's server
+/// settings (protocols/kubemq.md), each defaulting to KubeMQ's value.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct KubemqFile {
+    listen: Option<SocketAddr>,
+    #[serde(default)]
+    auth_tokens: Vec<String>,
+    default_visibility_seconds: Option<i32>,
+    max_visibility_seconds: Option<i32>,
+    default_wait_timeout_seconds: Option<i32>,
+    max_wait_timeout_seconds: Option<i32>,
+    max_number_of_messages: Option<i32>,
+    max_expiration_seconds: Option<i32>,
+    max_delay_seconds: Option<i32>,
+    max_receive_count: Option<i32>,
+    max_inflight: Option<u32>,
 }
 
 /// An Azure account in force, its key decoded.
@@ -108,6 +128,9 @@ pub struct ServeArgs {
     /// times moves it to <queue>-poison instead; 0 turns it off [default: 0]
     #[arg(long, env = "VEIL_AZURE_MAX_DEQUEUE_COUNT")]
     pub azure_max_dequeue_count: Option<u32>,
+    /// Address of the KubeMQ queues endpoint (gRPC) [default: 127.0.0.1:50000]
+    #[arg(long, env = "VEIL_KUBEMQ_LISTEN")]
+    pub kubemq_listen: Option<SocketAddr>,
 }
 
 /// The same settings as read from the TOML file.
@@ -123,6 +146,8 @@ struct FileConfig {
     store_cache_mib: Option<usize>,
     #[serde(default)]
     azure: AzureFile,
+    #[serde(default)]
+    kubemq: KubemqFile,
 }
 
 /// The settings in force.
@@ -141,6 +166,10 @@ pub struct Settings {
     pub azure_max_dequeue_count: u32,
     /// Accounts of the config file; `devstoreaccount1` is added by the front-end unless listed here.
     pub azure_accounts: Vec<AzureAccountSetting>,
+    pub kubemq_listen: SocketAddr,
+    /// Empty: no authentication on the KubeMQ endpoint.
+    pub kubemq_auth_tokens: Vec<String>,
+    pub kubemq_settings: veil_kubemq::Settings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -233,6 +262,14 @@ impl Settings {
                     })
                 })
                 .collect::<Result<_, ConfigError>>()?,
+            kubemq_listen: match args.kubemq_listen.or(file.kubemq.listen) {
+                Some(addr) => addr,
+                None => KUBEMQ_LISTEN_DEFAULT
+                    .parse()
+                    .map_err(|e| ConfigError::Invalid(format!("{e}")))?,
+            },
+            kubemq_auth_tokens: file.kubemq.auth_tokens.clone(),
+            kubemq_settings: kubemq_settings(&file.kubemq)?,
         };
         if settings.azure_max_dequeue_count > veil_azure::limits::MAX_DEQUEUE_COUNT_MAX {
             return Err(ConfigError::Invalid(format!(
@@ -271,9 +308,96 @@ impl Settings {
     }
 }
 
+/// KubeMQ's server settings from the `[kubemq]` table over KubeMQ's defaults; the visibility default must lie
+/// within 1 ..= max visibility, and the maxima within what the engine accepts.
+fn kubemq_settings(file: &KubemqFile) -> Result<veil_kubemq::Settings, ConfigError> {
+    let defaults = veil_kubemq::Settings::default();
+    let settings = veil_kubemq::Settings {
+        max_number_of_messages: file
+            .max_number_of_messages
+            .unwrap_or(defaults.max_number_of_messages),
+        max_wait_timeout_s: file
+            .max_wait_timeout_seconds
+            .unwrap_or(defaults.max_wait_timeout_s),
+        max_expiration_s: file
+            .max_expiration_seconds
+            .unwrap_or(defaults.max_expiration_s),
+        max_delay_s: file.max_delay_seconds.unwrap_or(defaults.max_delay_s),
+        max_receive_count: file.max_receive_count.unwrap_or(defaults.max_receive_count),
+        max_visibility_s: file
+            .max_visibility_seconds
+            .unwrap_or(defaults.max_visibility_s),
+        default_visibility_s: file
+            .default_visibility_seconds
+            .unwrap_or(defaults.default_visibility_s),
+        default_wait_timeout_s: file
+            .default_wait_timeout_seconds
+            .unwrap_or(defaults.default_wait_timeout_s),
+        max_inflight: file.max_inflight.unwrap_or(defaults.max_inflight),
+    };
+    let engine_visibility_s_max = (veil_core::limits::VISIBILITY_TIMEOUT_MS_MAX / 1_000) as i32;
+    if !(1..=engine_visibility_s_max).contains(&settings.max_visibility_s)
+        || !(1..=settings.max_visibility_s).contains(&settings.default_visibility_s)
+    {
+        return Err(ConfigError::Invalid(format!(
+            "kubemq default_visibility_seconds must be 1..=max_visibility_seconds (<= {engine_visibility_s_max})"
+        )));
+    }
+    let engine_messages_max = veil_core::limits::RECEIVE_MESSAGES_MAX as i32;
+    let engine_wait_s_max = (veil_core::limits::RECEIVE_WAIT_MS_MAX / 1_000) as i32;
+    if !(1..=engine_messages_max).contains(&settings.max_number_of_messages)
+        || !(0..=engine_wait_s_max).contains(&settings.max_wait_timeout_s)
+        || settings.max_expiration_s < 0
+        || settings.max_delay_s < 0
+        || settings.max_receive_count < 1
+        || settings.max_inflight == 0
+    {
+        return Err(ConfigError::Invalid(format!(
+            "kubemq limits out of range (max_number_of_messages 1..={engine_messages_max}, \
+             max_wait_timeout_seconds 0..={engine_wait_s_max}, max_receive_count and max_inflight >= 1)"
+        )));
+    }
+    Ok(settings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubemq_tokens_and_visibility_default_come_from_the_kubemq_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            "[kubemq]\nlisten = \"127.0.0.1:20050\"\nauth_tokens = [\"t1\", \"t2\"]\ndefault_visibility_seconds = 5\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        assert_eq!(settings.kubemq_listen.to_string(), "127.0.0.1:20050");
+        assert_eq!(
+            settings.kubemq_auth_tokens,
+            vec!["t1".to_string(), "t2".to_string()]
+        );
+        assert_eq!(settings.kubemq_settings.default_visibility_s, 5);
+        assert_eq!(settings.kubemq_settings.max_visibility_s, 43_200);
+    }
+
+    #[test]
+    fn a_kubemq_visibility_default_above_the_maximum_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(&path, "[kubemq]\ndefault_visibility_seconds = 50000\n").unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        assert!(Settings::resolve(args).is_err());
+    }
 
     #[test]
     fn defaults_need_no_setup() {
@@ -289,6 +413,9 @@ mod tests {
             "no poison policy unless asked"
         );
         assert!(settings.azure_accounts.is_empty());
+        assert_eq!(settings.kubemq_listen.to_string(), KUBEMQ_LISTEN_DEFAULT);
+        assert!(settings.kubemq_auth_tokens.is_empty());
+        assert_eq!(settings.kubemq_settings.default_visibility_s, 60);
     }
 
     #[test]

@@ -38,8 +38,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen and the Azure
-    /// Queue Storage endpoint on --azure-listen.
+    /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure
+    /// Queue Storage endpoint on --azure-listen and the KubeMQ queues endpoint (gRPC) on --kubemq-listen.
     Serve(ServeArgs),
 }
 
@@ -99,6 +99,8 @@ enum ServeError {
     },
     #[error("server: {0}")]
     Serve(std::io::Error),
+    #[error("KubeMQ endpoint: {0}")]
+    Kubemq(String),
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
@@ -164,6 +166,16 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     let azure_app = veil_azure::router(engine.clone(), azure_config);
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
+    let kubemq_listener = bind(settings.kubemq_listen).await?;
+    tracing::info!(
+        addr = %settings.kubemq_listen,
+        auth = !settings.kubemq_auth_tokens.is_empty(),
+        "KubeMQ queues endpoint (gRPC) listening"
+    );
+    let kubemq_config = veil_kubemq::KubemqConfig {
+        settings: settings.kubemq_settings.clone(),
+        auth_tokens: settings.kubemq_auth_tokens.clone(),
+    };
     tracing::info!(addr = %settings.sqs_listen, "SQS endpoint listening");
     tracing::info!(
         addr = %settings.azure_listen,
@@ -186,20 +198,24 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         // An error means the sender is gone, which only happens after it sent `true`.
         let _ = stopped.wait_for(|stop| *stop).await;
     };
-    let (sqs_served, azure_served) = tokio::join!(
+    let (sqs_served, azure_served, kubemq_served) = tokio::join!(
         axum::serve(sqs_listener, sqs_app)
             .with_graceful_shutdown(until_stopped(stopped.clone()))
             .into_future(),
         axum::serve(azure_listener, azure_app)
-            .with_graceful_shutdown(until_stopped(stopped))
+            .with_graceful_shutdown(until_stopped(stopped.clone()))
             .into_future(),
+        // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
+        // unacked messages before the store closes.
+        veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
     );
     sweeper.abort();
     tracing::info!("requests drained; closing the store");
     drop(engine);
     store.close();
     tracing::info!("store closed; bye");
-    sqs_served.and(azure_served).map_err(ServeError::Serve)
+    sqs_served.and(azure_served).map_err(ServeError::Serve)?;
+    kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
 }
 
 async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
