@@ -244,6 +244,8 @@ struct Transaction {
 struct Downstream {
     open: HashMap<String, Transaction>,
     completed: VecDeque<String>,
+    /// The stream ended: a Get that finishes now releases what it received instead of opening a transaction.
+    closed: bool,
 }
 
 impl Downstream {
@@ -273,9 +275,12 @@ fn downstream_error(
 }
 
 impl Inner {
+    /// A Get runs beside the stream's other requests (a long poll must not hold back the acks of earlier
+    /// transactions) and takes the stream's state only to record its transaction.
     async fn downstream_get(
         &self,
-        state: &mut Downstream,
+        state: &tokio::sync::Mutex<Downstream>,
+        mut cancel: watch::Receiver<bool>,
         request: &pb::QueuesDownstreamRequest,
     ) -> Result<pb::QueuesDownstreamResponse, KubemqError> {
         if request.client_id.is_empty() {
@@ -291,9 +296,11 @@ impl Inner {
             });
         }
         let wait_ms = Millis::from(request.wait_timeout as u32);
-        let held = self
-            .receive(&request.channel, max, self.default_visibility_ms(), wait_ms)
-            .await?;
+        let received = self.receive(&request.channel, max, self.default_visibility_ms(), wait_ms);
+        let held = tokio::select! {
+            held = received => held?,
+            _ = cancel.wait_for(|stop| *stop) => Vec::new(),
+        };
         let transaction_id = uuid::Uuid::new_v4().to_string();
         let messages: Vec<pb::QueueMessage> = held
             .iter()
@@ -319,6 +326,13 @@ impl Inner {
             .collect();
         if held.is_empty() {
             response.transaction_complete = true;
+            return Ok(response);
+        }
+        let mut state = state.lock().await;
+        if state.closed {
+            for h in &held {
+                let _ = self.set_visibility(h, 0).await;
+            }
             return Ok(response);
         }
         let active = held
@@ -392,13 +406,6 @@ impl Inner {
         let kind = T::try_from(request.request_type_data).unwrap_or(T::PollRequestTypeUnknown);
         let requeue_channel = request.re_queue_channel.clone();
         let outcome = match kind {
-            T::Get => {
-                return Some(
-                    self.downstream_get(state, &request)
-                        .await
-                        .unwrap_or_else(|e| downstream_error(&request, e)),
-                )
-            }
             T::AckAll => {
                 self.downstream_settle(state, &request, true, Settle::Ack)
                     .await
@@ -454,7 +461,10 @@ impl Inner {
                 self.release_all(state).await;
                 Ok(())
             }
-            T::PollRequestTypeUnknown | T::CloseByServer => Err(KubemqError::RequestTypeInvalid),
+            // Gets are dispatched by the stream loop, concurrently; CloseByServer is the server's to send.
+            T::Get | T::PollRequestTypeUnknown | T::CloseByServer => {
+                Err(KubemqError::RequestTypeInvalid)
+            }
         };
         // Acks, nacks, re-queues and closes are answered only when they fail.
         outcome.err().map(|error| downstream_error(&request, error))
@@ -785,15 +795,41 @@ impl Kubemq for KubemqService {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         tokio::spawn(async move {
             let mut shutdown = inner.shutdown.clone();
-            let mut state = Downstream::default();
+            let state = Arc::new(tokio::sync::Mutex::new(Downstream::default()));
+            let (cancel, cancelled) = watch::channel(false);
+            let mut gets = tokio::task::JoinSet::new();
             while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
-                if let Some(response) = inner.downstream_request(&mut state, request).await {
+                if request.request_type_data == pb::QueuesDownstreamRequestType::Get as i32 {
+                    let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
+                    let cancelled = cancelled.clone();
+                    gets.spawn(async move {
+                        let response = inner
+                            .downstream_get(&state, cancelled, &request)
+                            .await
+                            .unwrap_or_else(|e| downstream_error(&request, e));
+                        let _ = tx.send(Ok(response)).await;
+                    });
+                    continue;
+                }
+                let response = {
+                    let mut state = state.lock().await;
+                    inner.downstream_request(&mut state, request).await
+                };
+                if let Some(response) = response {
                     if tx.send(Ok(response)).await.is_err() {
                         break;
                     }
                 }
             }
-            inner.release_all(&mut state).await;
+            // The stream is over: release every unsettled message, and make Gets still polling give up and
+            // release what they got rather than open a transaction nobody can settle.
+            {
+                let mut state = state.lock().await;
+                state.closed = true;
+                inner.release_all(&mut state).await;
+            }
+            cancel.send_replace(true);
+            while gets.join_next().await.is_some() {}
             if *shutdown.borrow() {
                 let _ = tx
                     .send(Ok(pb::QueuesDownstreamResponse {

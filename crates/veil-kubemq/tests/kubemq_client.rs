@@ -401,3 +401,68 @@ async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_mess
     drop(requests);
     veil.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_does_not_hold_back_the_acks_behind_it_on_the_same_stream() {
+    let veil = Veil::start(Default::default()).await;
+    let client = veil.client("rust-h").await;
+    client
+        .send_queue_message(message("rs.busy", "work"))
+        .await
+        .expect("send");
+    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
+        .await
+        .expect("connect");
+    let (requests, rx) = mpsc::channel(8);
+    let mut responses = raw
+        .queues_downstream(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+    let get = |id: &str, channel: &str, wait_timeout: i32| pb::QueuesDownstreamRequest {
+        request_id: id.into(),
+        client_id: "raw".into(),
+        request_type_data: pb::QueuesDownstreamRequestType::Get as i32,
+        channel: channel.into(),
+        max_items: 1,
+        wait_timeout,
+        ..Default::default()
+    };
+    requests
+        .send(get("get-1", "rs.busy", 2_000))
+        .await
+        .expect("send get");
+    let first = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert_eq!(first.messages.len(), 1);
+    // A second Get long-polls an empty channel for 3 s; the ack sent after it must not wait for it.
+    requests
+        .send(get("get-2", "rs.idle", 3_000))
+        .await
+        .expect("send get");
+    requests
+        .send(pb::QueuesDownstreamRequest {
+            request_id: "ack-1".into(),
+            client_id: "raw".into(),
+            request_type_data: pb::QueuesDownstreamRequestType::AckAll as i32,
+            ref_transaction_id: first.transaction_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("send ack");
+    let key = veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "rs.busy");
+    let started = Instant::now();
+    while veil.engine.stats(&key).expect("stats").hidden > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the ack waited for the long poll"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(requests);
+    drop(responses);
+    veil.stop().await;
+}
