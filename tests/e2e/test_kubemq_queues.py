@@ -148,6 +148,16 @@ def test_peek_changes_nothing(kmq, channel):
     received.ack_all()
 
 
+def test_pull_consumes_at_once(kmq, channel):
+    kmq.send_queue_messages_batch([QueueMessage(channel=channel, body=f"q{i}".encode()) for i in range(3)])
+    pulled = kmq.pull(channel, 2, 1)
+    assert not pulled.is_error, pulled.error
+    assert [m.body for m in pulled.messages] == [b"q0", b"q1"]
+    assert pulled.messages_received == 2
+    # Settled by the pull itself: nothing hidden comes back, the third is what is left.
+    assert [m.body for m in kmq.peek_queue_messages(channel, 10, 1).messages] == [b"q2"]
+
+
 def test_a_delayed_message_is_not_delivered_before_its_delay(kmq, channel):
     result = kmq.send_queue_message(QueueMessage(channel=channel, body=b"later", delay_in_seconds=1))
     assert not result.is_error, result.error

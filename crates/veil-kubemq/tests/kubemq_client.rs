@@ -466,3 +466,106 @@ async fn a_long_poll_does_not_hold_back_the_acks_behind_it_on_the_same_stream() 
     drop(responses);
     veil.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_offsets_shrink_as_messages_settle_and_the_transaction_completes() {
+    let veil = Veil::start(Default::default()).await;
+    let client = veil.client("rust-i").await;
+    for body in ["a", "b"] {
+        client
+            .send_queue_message(message("rs.tx", body))
+            .await
+            .expect("send");
+    }
+    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
+        .await
+        .expect("connect");
+    let (requests, rx) = mpsc::channel(8);
+    let mut responses = raw
+        .queues_downstream(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+    let request = |id: &str, kind: pb::QueuesDownstreamRequestType, tx: &str, range: Vec<i64>| {
+        pb::QueuesDownstreamRequest {
+            request_id: id.into(),
+            client_id: "raw".into(),
+            request_type_data: kind as i32,
+            channel: "rs.tx".into(),
+            max_items: 2,
+            wait_timeout: 1_000,
+            ref_transaction_id: tx.into(),
+            sequence_range: range,
+            ..Default::default()
+        }
+    };
+    use pb::QueuesDownstreamRequestType as T;
+    requests
+        .send(request("get", T::Get, "", vec![]))
+        .await
+        .expect("send");
+    let got = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert_eq!(got.active_offsets, vec![1, 2]);
+    let tx = got.transaction_id.clone();
+    requests
+        .send(request("ack-1", T::AckRange, &tx, vec![1]))
+        .await
+        .expect("send");
+    requests
+        .send(request("offsets", T::ActiveOffsets, &tx, vec![]))
+        .await
+        .expect("send");
+    let offsets = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert_eq!(
+        offsets.ref_request_id, "offsets",
+        "the ack itself got no reply"
+    );
+    assert_eq!(offsets.active_offsets, vec![2]);
+    assert!(!offsets.transaction_complete);
+    requests
+        .send(request("ack-9", T::AckRange, &tx, vec![9]))
+        .await
+        .expect("send");
+    let unknown = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert!(
+        unknown.is_error,
+        "a sequence outside the transaction is an in-band error"
+    );
+    requests
+        .send(request("nack-2", T::NAckRange, &tx, vec![2]))
+        .await
+        .expect("send");
+    requests
+        .send(request("status", T::TransactionStatus, &tx, vec![]))
+        .await
+        .expect("send");
+    let status = responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status");
+    assert_eq!(status.ref_request_id, "status");
+    assert!(status.transaction_complete);
+    let key = veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "rs.tx");
+    let stats = veil.engine.stats(&key).expect("stats");
+    assert_eq!(
+        (stats.visible, stats.hidden),
+        (1, 0),
+        "one acked, one nacked back"
+    );
+    drop(requests);
+    drop(responses);
+    veil.stop().await;
+}
