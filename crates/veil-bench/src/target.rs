@@ -57,3 +57,35 @@ pub trait Target: Clone + Send + Sync + 'static {
         handles: Vec<String>,
     ) -> impl Future<Output = TargetResult<()>> + Send;
 }
+
+/// The conformance check every target's live test runs: ten messages sent, received and hidden, redelivered
+/// after the 1 s visibility timeout, then deleted for good.
+#[cfg(test)]
+pub async fn check_round_trip_and_redelivery<T: Target>(target: T) {
+    let queue = "unit-round-trip";
+    target.prepare(queue, 1).await.expect("prepare");
+    let bodies: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("m{i}"))).collect();
+    target.send(queue, bodies).await.expect("send");
+
+    let consumer = target.clone();
+    let got = consumer.receive(queue, 10, 1, 1).await.expect("receive");
+    assert_eq!(got.len(), 10);
+    // Nothing else is visible until the visibility timeout passes; then all ten come back.
+    assert!(consumer
+        .receive(queue, 10, 1, 0)
+        .await
+        .expect("receive")
+        .is_empty());
+    let again = consumer.receive(queue, 10, 1, 3).await.expect("redelivery");
+    assert_eq!(again.len(), 10);
+    consumer
+        .delete(queue, again.into_iter().map(|d| d.handle).collect())
+        .await
+        .expect("delete");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert!(consumer
+        .receive(queue, 10, 1, 0)
+        .await
+        .expect("receive")
+        .is_empty());
+}

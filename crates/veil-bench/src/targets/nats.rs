@@ -343,30 +343,6 @@ mod tests {
         let endpoint =
             std::env::var("VEIL_BENCH_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4232".into());
         let target = NatsTarget::connect(&endpoint).await.expect("connect");
-        let queue = "unit-round-trip";
-        target.prepare(queue, 1).await.expect("prepare");
-        let bodies: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("m{i}"))).collect();
-        target.send(queue, bodies).await.expect("send");
-
-        let consumer = target.clone();
-        let got = consumer.receive(queue, 10, 1, 1).await.expect("receive");
-        assert_eq!(got.len(), 10);
-        assert!(consumer
-            .receive(queue, 10, 1, 0)
-            .await
-            .expect("receive")
-            .is_empty());
-        let again = consumer.receive(queue, 10, 1, 3).await.expect("redelivery");
-        assert_eq!(again.len(), 10);
-        consumer
-            .delete(queue, again.into_iter().map(|d| d.handle).collect())
-            .await
-            .expect("delete");
-        tokio::time::sleep(Duration::from_millis(1100)).await;
-        assert!(consumer
-            .receive(queue, 10, 1, 0)
-            .await
-            .expect("receive")
-            .is_empty());
+        crate::target::check_round_trip_and_redelivery(target).await;
     }
 }
