@@ -131,8 +131,9 @@ pub enum Action {
     UntagQueue(UntagQueueInput),
     ListQueueTags(QueueTarget),
     ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput),
-    /// A real SQS action that Veil does not implement yet (permissions, message move tasks).
-    NotImplemented(ActionName),
+    /// A real SQS action Veil refuses with UnsupportedOperation until its own issue lands (permissions,
+    /// message move tasks).
+    Unsupported(ActionName),
 }
 
 impl Action {
@@ -156,7 +157,7 @@ impl Action {
             Self::UntagQueue(_) => ActionName::UntagQueue,
             Self::ListQueueTags(_) => ActionName::ListQueueTags,
             Self::ListDeadLetterSourceQueues(_) => ActionName::ListDeadLetterSourceQueues,
-            Self::NotImplemented(name) => *name,
+            Self::Unsupported(name) => *name,
         }
     }
 }
@@ -206,7 +207,7 @@ pub struct MessageAttributeInput {
     pub data_type: Option<String>,
     pub string_value: Option<String>,
     pub binary_value: Option<Vec<u8>>,
-    /// `StringListValues` / `BinaryListValues` were given (reserved by AWS, not implemented there either).
+    /// `StringListValues` / `BinaryListValues` were given (reserved by AWS and refused by AWS as well).
     pub has_list_values: bool,
 }
 

@@ -478,7 +478,7 @@ impl Service {
                     next_token,
                 })
             }
-            Action::NotImplemented(name) => Err(SqsError::unsupported(name.as_str())),
+            Action::Unsupported(name) => Err(SqsError::unsupported(name.as_str())),
         }
     }
 

@@ -321,6 +321,6 @@ pub(crate) fn decode_action(name: ActionName, params: &Params<'_>) -> SqsResult<
         | N::RemovePermission
         | N::StartMessageMoveTask
         | N::ListMessageMoveTasks
-        | N::CancelMessageMoveTask => Action::NotImplemented(name),
+        | N::CancelMessageMoveTask => Action::Unsupported(name),
     })
 }

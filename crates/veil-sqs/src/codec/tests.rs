@@ -370,11 +370,11 @@ fn query_unknown_or_missing_action_is_rejected() {
 fn not_implemented_actions_decode_to_a_clear_marker() {
     assert_eq!(
         query_action("Action=AddPermission&QueueUrl=u").unwrap(),
-        Action::NotImplemented(ActionName::AddPermission)
+        Action::Unsupported(ActionName::AddPermission)
     );
     assert_eq!(
         json_action("StartMessageMoveTask", r#"{"SourceArn":"a"}"#).unwrap(),
-        Action::NotImplemented(ActionName::StartMessageMoveTask)
+        Action::Unsupported(ActionName::StartMessageMoveTask)
     );
 }
 
