@@ -438,7 +438,7 @@ async fn a_hidden_message_also_expires() {
 }
 
 #[tokio::test]
-async fn a_message_with_ttl_never_outlives_retention_rules() {
+async fn a_message_that_never_expires_is_kept() {
     let h = Harness::new();
     let q = h.queue("q").await;
     let mut forever = NewMessage::new("forever");

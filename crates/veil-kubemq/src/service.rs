@@ -69,23 +69,20 @@ impl Inner {
     /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
     async fn ensure(&self, channel: &str) -> Result<QueueKey, KubemqError> {
         let key = key(channel);
-        match self.engine.queue_info(&key) {
-            Ok(_) => Ok(key),
-            Err(EngineError::QueueNotFound(_)) => {
-                let config = QueueConfig {
-                    visibility_timeout_ms: Millis::from(
-                        self.settings.default_visibility_s.max(0) as u32
-                    ) * 1_000,
-                    retention_ms: None,
-                    message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_MAX,
-                    inflight_max: self.settings.max_inflight,
-                    ..QueueConfig::default()
-                };
-                match self.engine.create_queue(key.clone(), config).await? {
-                    CreateOutcome::Created(_) | CreateOutcome::Existing(_) => Ok(key),
-                }
-            }
-            Err(other) => Err(other.into()),
+        if self.engine.queue_exists(&key) {
+            return Ok(key);
+        }
+        let config = QueueConfig {
+            visibility_timeout_ms: Millis::from(self.settings.default_visibility_s.max(0) as u32)
+                * 1_000,
+            retention_ms: None,
+            message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_MAX,
+            inflight_max: self.settings.max_inflight,
+            ..QueueConfig::default()
+        };
+        // A concurrent first use may create it first; either outcome is the channel we want.
+        match self.engine.create_queue(key.clone(), config).await? {
+            CreateOutcome::Created(_) | CreateOutcome::Existing(_) => Ok(key),
         }
     }
 

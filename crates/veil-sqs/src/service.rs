@@ -333,6 +333,14 @@ impl Service {
         ))
     }
 
+    fn require_queue(&self, key: &QueueKey) -> SqsResult<()> {
+        if self.engine.queue_exists(key) {
+            Ok(())
+        } else {
+            Err(SqsError::queue_does_not_exist())
+        }
+    }
+
     fn url(&self, context: &RequestContext, key: &QueueKey) -> String {
         self.names.queue_url(key, &context.host, &context.region)
     }
@@ -356,7 +364,7 @@ impl Service {
                     .queue_owner_account_id
                     .unwrap_or_else(|| context.account.clone());
                 let key = QueueKey::new(self.namespace(context, &account), input.queue_name);
-                self.engine.queue_info(&key).map_err(engine_error)?;
+                self.require_queue(&key)?;
                 Ok(Output::QueueUrl(self.url(context, &key)))
             }
             Action::ListQueues(input) => {
@@ -625,7 +633,7 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         // A missing queue is reported before any attribute problem.
-        self.engine.queue_info(&key).map_err(engine_error)?;
+        self.require_queue(&key)?;
         let settings = self.parse_settings(context, &key, &input.attributes)?;
         self.engine
             .update_queue_config(&key, move |config| {
@@ -696,12 +704,8 @@ impl Service {
         input: SendMessageInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        let info = self.engine.queue_info(&key).map_err(engine_error)?;
-        let prepared = self.prepare_message(
-            context,
-            input.message,
-            u64::from(info.config.message_size_bytes_max),
-        )?;
+        let size_max_bytes = self.engine.message_size_limit(&key).map_err(engine_error)?;
+        let prepared = self.prepare_message(context, input.message, u64::from(size_max_bytes))?;
         let sent = self
             .engine
             .send(&key, vec![prepared.message])
@@ -733,7 +737,7 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        let info = self.engine.queue_info(&key).map_err(engine_error)?;
+        let size_max_bytes = u64::from(self.engine.message_size_limit(&key).map_err(engine_error)?);
         let total_bytes: u64 = input
             .entries
             .iter()
@@ -763,7 +767,6 @@ impl Service {
                 ),
             ));
         }
-        let size_max_bytes = u64::from(info.config.message_size_bytes_max);
         let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
         let mut failed = Vec::new();
         for entry in input.entries {
@@ -947,7 +950,7 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        self.engine.queue_info(&key).map_err(engine_error)?;
+        self.require_queue(&key)?;
         let handles: Vec<&str> = input
             .entries
             .iter()
@@ -1014,7 +1017,8 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        self.engine.queue_info(&key).map_err(engine_error)?;
+        // A missing queue is reported before any entry's own problem.
+        self.require_queue(&key)?;
         let mut failed = Vec::new();
         let mut valid = Vec::new();
         for entry in &input.entries {
