@@ -44,8 +44,12 @@ def az(azure_conn, tmp_path_factory):
         cmd = [exe, *args, "--connection-string", azure_conn, "--output", "json"]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         if check:
-            assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}\nstderr: {proc.stderr}"
-            return json.loads(proc.stdout) if proc.stdout.strip() else {}
+            detail = f"az {' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+            assert proc.returncode == 0, detail
+            try:
+                return json.loads(proc.stdout) if proc.stdout.strip() else {}
+            except json.JSONDecodeError as error:
+                raise AssertionError(f"{detail}\nnot JSON: {error}") from error
         return proc
 
     return run
