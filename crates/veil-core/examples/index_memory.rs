@@ -42,6 +42,12 @@ impl Store for NullStore {
     ) -> Result<(), StoreError> {
         Ok(())
     }
+    fn load_redrives(
+        &self,
+        _each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
     fn submit(&self, _ops: Vec<StoreOp>) -> Commit {
         Box::pin(std::future::ready(Ok(())))
     }

@@ -78,6 +78,20 @@ impl Engine {
             ))
             .into());
         }
+        let mut stray_redrives = 0u64;
+        store.load_redrives(&mut |queue, seq, policy| match queues
+            .get_mut(&queue)
+            .filter(|index| index.get(seq).is_some())
+        {
+            Some(index) => index.set_redrive(seq, policy),
+            None => stray_redrives += 1,
+        })?;
+        if stray_redrives > 0 {
+            return Err(crate::store::StoreError::Corrupt(format!(
+                "{stray_redrives} message redrive policies belong to no message"
+            ))
+            .into());
+        }
         let max_id = queues.keys().copied().max().unwrap_or(0);
         let state = State {
             queues,
@@ -115,14 +129,17 @@ impl Engine {
         }
     }
 
-    /// Brings one queue up to `now`, queueing the store changes that expiry caused.
-    fn advance(index: &mut QueueIndex, now: Millis, ops: &mut Vec<StoreOp>) {
-        if index.advance(now, ops).counters_changed {
+    /// Brings one queue up to `now`, queueing the store changes that expiry caused. Returns how many
+    /// messages expired.
+    fn advance(index: &mut QueueIndex, now: Millis, ops: &mut Vec<StoreOp>) -> u64 {
+        let advanced = index.advance(now, ops);
+        if advanced.counters_changed {
             ops.push(StoreOp::PutCounters {
                 queue: index.id(),
                 counters: index.counters,
             });
         }
+        advanced.expired
     }
 
     /// Submits `ops` (while the caller still holds the lock, preserving order) unless there are none.
@@ -151,24 +168,9 @@ impl Engine {
                 let index = &state.queues[&id];
                 return Ok(CreateOutcome::Existing(Self::info(index, now)));
             }
-            let id = state.next_queue_id;
-            state.next_queue_id += 1;
-            let record = QueueRecord {
-                id,
-                key: key.clone(),
-                config,
-                created_at: now,
-                modified_at: now,
-                seq_reserved: 0,
-            };
-            let index = QueueIndex::new(record.clone(), Counters::default());
-            let info = Self::info(&index, now);
-            state.by_key.insert(key, id);
-            state.queues.insert(id, index);
-            let ops = vec![
-                StoreOp::PutNextQueueId(state.next_queue_id),
-                StoreOp::PutQueue(record),
-            ];
+            let mut ops = Vec::with_capacity(2);
+            let id = Self::insert_queue(&mut state, key, config, now, &mut ops);
+            let info = Self::info(&state.queues[&id], now);
             (CreateOutcome::Created(info), self.submit(ops))
         };
         Self::durable(commit).await?;
@@ -376,6 +378,7 @@ impl Engine {
                     first_received_at: 0,
                     receive_count: 0,
                     generation: 0,
+                    body_bytes: body_bytes(&message.body),
                 };
                 let payload = Payload {
                     message_id,
@@ -388,6 +391,9 @@ impl Engine {
                     dead_letter_source: None,
                 };
                 wake |= index.insert(seq, message_state, now);
+                if let Some(policy) = &message.redrive {
+                    index.set_redrive(seq, policy.clone());
+                }
                 sent.push(SentMessage {
                     message_id: payload.message_id,
                     body_md5: payload.body_md5,
@@ -402,6 +408,7 @@ impl Engine {
                     seq,
                     payload,
                     state: message_state,
+                    redrive: message.redrive,
                 });
                 index.counters.sends += 1;
             }
@@ -424,6 +431,15 @@ impl Engine {
         key: &QueueKey,
         options: ReceiveOptions,
     ) -> EngineResult<Vec<Message>> {
+        Ok(self.receive_detailed(key, options).await?.messages)
+    }
+
+    /// `receive`, also reporting how many expired messages it found (and removed) on the way.
+    pub async fn receive_detailed(
+        &self,
+        key: &QueueKey,
+        options: ReceiveOptions,
+    ) -> EngineResult<Received> {
         let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
         let wait_ms = match options.wait_ms {
             Some(wait_ms) => wait_ms,
@@ -438,6 +454,7 @@ impl Engine {
             .now()
             .saturating_add(wait_ms.min(limits::RECEIVE_WAIT_MS_MAX));
         let mut closing = self.closing.subscribe();
+        let mut expired = 0;
         loop {
             let notify = {
                 let state = self.state.lock();
@@ -450,13 +467,22 @@ impl Engine {
 
             let now = self.clock.now();
             let attempt = self.receive_now(key, max_messages, options.visibility_ms, now)?;
+            expired += attempt.expired;
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
-                return self.with_payloads(attempt.queue, attempt.delivered);
+                let messages = self.with_payloads(attempt.queue, attempt.delivered)?;
+                return Ok(Received { messages, expired });
             }
+            // Nothing delivered: what was submitted (expiry, dead-letter moves) is no success to wait for.
             drop(attempt.commit);
+            if attempt.dead_letters_left {
+                continue; // the per-receive move cap stopped this attempt, not an empty queue
+            }
             if now >= deadline || *closing.borrow_and_update() {
-                return Ok(Vec::new());
+                return Ok(Received {
+                    messages: Vec::new(),
+                    expired,
+                });
             }
             let wake_at = attempt.next_due.map_or(deadline, |due| due.min(deadline));
             tokio::select! {
@@ -474,33 +500,34 @@ impl Engine {
         visibility_ms: Option<Millis>,
         now: Millis,
     ) -> EngineResult<ReceiveAttempt> {
-        let mut state = self.state.lock();
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
         let id = state.queue_id(key)?;
         let mut ops = Vec::new();
         let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-        Self::advance(index, now, &mut ops);
-        let config = index.record.config.clone();
+        let expired = Self::advance(index, now, &mut ops);
+        let config = &index.record.config;
         let visibility_ms = visibility_ms
             .unwrap_or(config.visibility_timeout_ms)
             .min(limits::VISIBILITY_TIMEOUT_MS_MAX);
         let inflight_max = u64::from(config.inflight_max);
         if index.hidden() >= inflight_max {
-            drop(self.submit(ops));
-            return Err(EngineError::OverLimit {
+            let error = EngineError::OverLimit {
                 inflight: index.hidden(),
                 limit: config.inflight_max,
-            });
+            };
+            drop(self.submit(ops));
+            return Err(error);
         }
-        let dead_letter = config.redrive_policy.as_ref().and_then(|policy| {
+        let queue_dead_letter = config.redrive_policy.as_ref().and_then(|policy| {
             let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
             (target != id).then_some((target, policy.max_receive_count))
         });
-        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
 
-        let mut delivered: Vec<(Seq, MessageState, String)> = Vec::new();
-        let mut moves: Vec<(Seq, MessageState)> = Vec::new();
+        let mut delivered: Vec<Delivery> = Vec::new();
+        let mut moves: Vec<DeadLetter> = Vec::new();
+        let mut dead_letters_left = false;
         let mut cursor = None;
-        let mut counters_changed = false;
         while delivered.len() < max_messages && index.hidden() < inflight_max {
             let Some(entry) = index.next_ready(cursor) else {
                 break;
@@ -510,18 +537,21 @@ impl Engine {
             let Some(current) = index.get(seq) else {
                 continue;
             };
-            if delivered.iter().any(|(s, _, _)| *s == seq) {
+            if delivered.iter().any(|d| d.seq == seq) {
                 continue; // delivered with visibility 0 and still ready
             }
-            if let Some((_, max_receive_count)) = dead_letter {
-                if current.receive_count >= max_receive_count
-                    && moves.len() < DEAD_LETTER_MOVES_PER_RECEIVE_MAX
-                {
+            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+                if moves.len() < DEAD_LETTER_MOVES_PER_RECEIVE_MAX {
                     index.remove(seq);
-                    moves.push((seq, current));
-                    counters_changed = true;
-                    continue;
+                    moves.push(DeadLetter {
+                        seq,
+                        state: current,
+                        route,
+                    });
+                } else {
+                    dead_letters_left = true;
                 }
+                continue;
             }
             let next = MessageState {
                 visible_at: now.saturating_add(visibility_ms),
@@ -540,7 +570,6 @@ impl Engine {
             );
             index.replace(seq, next, now);
             index.counters.deliveries += 1;
-            counters_changed = true;
             ops.push(StoreOp::PutState {
                 queue: id,
                 seq,
@@ -552,89 +581,195 @@ impl Engine {
                 generation: next.generation,
                 issued_at: now,
             });
-            delivered.push((seq, next, receipt));
+            delivered.push(Delivery {
+                seq,
+                state: next,
+                receipt: Some(receipt),
+                redrive: index.redrive(seq).cloned(),
+            });
         }
-        if !moves.is_empty() {
-            index.counters.dead_letter_moves += moves.len() as u64;
-        }
+        let counters_changed = !delivered.is_empty() || !moves.is_empty();
+        let next_due = index.next_pending_due();
+        self.dead_letter(state, id, moves, now, &mut ops);
         if counters_changed {
             ops.push(StoreOp::PutCounters {
                 queue: id,
-                counters: index.counters,
+                counters: state.queues[&id].counters,
             });
-        }
-        let next_due = index.next_pending_due();
-        if let Some((target, _)) = dead_letter.filter(|_| !moves.is_empty()) {
-            self.move_to_dead_letter(&mut state, id, target, moves, now, &mut ops);
         }
         Ok(ReceiveAttempt {
             queue: id,
             delivered,
             next_due,
+            expired,
+            dead_letters_left,
             commit: self.submit(ops),
         })
     }
 
-    /// Appends moved messages to the dead-letter queue: same id and body, the original send time and receive
-    /// count kept, expiry counted from the original send by the dead-letter queue's retention.
-    fn move_to_dead_letter(
+    /// Where a message that is about to be delivered goes instead, if it has been received too often. The
+    /// message's own policy, when it has one, takes precedence over the queue's.
+    fn dead_letter_route(
+        index: &QueueIndex,
+        seq: Seq,
+        current: MessageState,
+        queue_dead_letter: Option<(QueueId, u32)>,
+    ) -> Option<DeadLetterRoute> {
+        if let Some(policy) = index.redrive(seq) {
+            return (current.receive_count >= policy.max_receive_count).then(|| {
+                match &policy.dead_letter_queue {
+                    Some(key) => DeadLetterRoute::MessagePolicy(key.clone()),
+                    None => DeadLetterRoute::Drop,
+                }
+            });
+        }
+        let (target, max_receive_count) = queue_dead_letter?;
+        (current.receive_count >= max_receive_count).then_some(DeadLetterRoute::QueuePolicy(target))
+    }
+
+    /// Applies the dead-letter moves and drops of one receive, already taken out of the source's index, in
+    /// the same critical section. A queue-policy move keeps the message's receive count and send time (SPEC
+    /// §3; expiry counted from the send by the dead-letter queue's retention); a message-policy move arrives
+    /// as a fresh message (KubeMQ: count reset, policy cleared, expiry kept).
+    fn dead_letter(
         &self,
         state: &mut State,
         source: QueueId,
-        target: QueueId,
-        moves: Vec<(Seq, MessageState)>,
+        moves: Vec<DeadLetter>,
         now: Millis,
         ops: &mut Vec<StoreOp>,
     ) {
+        if moves.is_empty() {
+            return;
+        }
         let source_key = state.queues[&source].record.key.clone();
-        let dlq = state
-            .queues
-            .get_mut(&target)
-            .expect("dead-letter target resolved under the same lock");
-        let retention_ms = dlq.record.config.retention_ms;
-        let mut wake = false;
-        for (from_seq, moved) in moves {
-            let to_seq = dlq.alloc_seq(ops);
-            let expires_at = retention_ms.map_or(NEVER, |ms| moved.sent_at.saturating_add(ms));
-            let arrived = MessageState {
-                visible_at: now,
-                expires_at,
-                ..moved
+        let mut woken = Vec::new();
+        for DeadLetter {
+            seq,
+            state: moved,
+            route,
+        } in moves
+        {
+            let (target, arrived) = match route {
+                DeadLetterRoute::Drop => {
+                    let index = state.queues.get_mut(&source).expect("source is locked");
+                    index.counters.dead_letter_drops += 1;
+                    ops.push(StoreOp::DeleteMessage { queue: source, seq });
+                    continue;
+                }
+                DeadLetterRoute::QueuePolicy(target) => {
+                    let retention_ms = state.queues[&target].record.config.retention_ms;
+                    let expires_at =
+                        retention_ms.map_or(NEVER, |ms| moved.sent_at.saturating_add(ms));
+                    let arrived = MessageState {
+                        visible_at: now,
+                        expires_at,
+                        ..moved
+                    };
+                    (target, arrived)
+                }
+                DeadLetterRoute::MessagePolicy(key) => {
+                    let target = self.dead_letter_queue(state, source, key, now, ops);
+                    let arrived = MessageState {
+                        visible_at: now,
+                        first_received_at: 0,
+                        receive_count: 0,
+                        ..moved
+                    };
+                    (target, arrived)
+                }
             };
-            wake |= dlq.insert(to_seq, arrived, now);
+            let index = state.queues.get_mut(&source).expect("source is locked");
+            index.counters.dead_letter_moves += 1;
+            let dlq = state
+                .queues
+                .get_mut(&target)
+                .expect("dead-letter target resolved under the same lock");
+            let to_seq = dlq.alloc_seq(ops);
+            if dlq.insert(to_seq, arrived, now) && !woken.contains(&target) {
+                woken.push(target);
+            }
             ops.push(StoreOp::MoveMessage {
-                from: (source, from_seq),
+                from: (source, seq),
                 to: (target, to_seq),
                 state: arrived,
                 dead_letter_source: source_key.clone(),
             });
         }
-        ops.push(StoreOp::PutCounters {
-            queue: target,
-            counters: dlq.counters,
-        });
-        if wake {
-            dlq.notify.notify_waiters();
+        for target in woken {
+            state.queues[&target].notify.notify_waiters();
         }
+    }
+
+    /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
+    /// queue's settings (less its own dead-letter, tags and metadata), as KubeMQ creates channels on use.
+    fn dead_letter_queue(
+        &self,
+        state: &mut State,
+        source: QueueId,
+        key: QueueKey,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> QueueId {
+        if let Some(&id) = state.by_key.get(&key) {
+            return id;
+        }
+        let config = QueueConfig {
+            redrive_policy: None,
+            redrive_allow_policy: None,
+            tags: Default::default(),
+            metadata: Default::default(),
+            protocol_settings: Default::default(),
+            ..state.queues[&source].record.config.clone()
+        };
+        Self::insert_queue(state, key, config, now, ops)
+    }
+
+    /// Adds a new queue to the index and queues its store changes.
+    fn insert_queue(
+        state: &mut State,
+        key: QueueKey,
+        config: QueueConfig,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> QueueId {
+        let id = state.next_queue_id;
+        state.next_queue_id += 1;
+        let record = QueueRecord {
+            id,
+            key: key.clone(),
+            config,
+            created_at: now,
+            modified_at: now,
+            seq_reserved: 0,
+        };
+        ops.push(StoreOp::PutNextQueueId(state.next_queue_id));
+        ops.push(StoreOp::PutQueue(record.clone()));
+        state.by_key.insert(key, id);
+        state
+            .queues
+            .insert(id, QueueIndex::new(record, Counters::default()));
+        id
     }
 
     fn with_payloads(
         &self,
         queue: QueueId,
-        delivered: Vec<(Seq, MessageState, String)>,
+        delivered: Vec<Delivery>,
     ) -> EngineResult<Vec<Message>> {
-        let seqs: Vec<Seq> = delivered.iter().map(|(seq, _, _)| *seq).collect();
+        let seqs: Vec<Seq> = delivered.iter().map(|d| d.seq).collect();
         let payloads = self.store.read_payloads(queue, &seqs)?;
         Ok(delivered
             .into_iter()
             .zip(payloads)
             // A payload can be missing only if the message was deleted (or purged) since it was delivered.
-            .filter_map(|((seq, state, receipt), payload)| {
+            .filter_map(|(delivery, payload)| {
                 payload.map(|payload| Message {
-                    seq,
+                    seq: delivery.seq,
                     payload,
-                    state,
-                    receipt: (!receipt.is_empty()).then_some(receipt),
+                    state: delivery.state,
+                    receipt: delivery.receipt,
+                    redrive: delivery.redrive,
                 })
             })
             .collect())
@@ -658,7 +793,12 @@ impl Engine {
                 };
                 cursor = Some(entry);
                 if let Some(current) = index.get(entry.1) {
-                    seen.push((entry.1, current, String::new()));
+                    seen.push(Delivery {
+                        seq: entry.1,
+                        state: current,
+                        receipt: None,
+                        redrive: index.redrive(entry.1).cloned(),
+                    });
                 }
             }
             // A barrier: what we saw may include sends not yet durable; answer only once they are.
@@ -856,6 +996,7 @@ impl Engine {
                     });
                 }
                 let body_md5 = body_md5(&body);
+                next.body_bytes = body_bytes(&body);
                 ops.push(StoreOp::ReplaceBody {
                     queue: id,
                     seq: receipt.seq,
@@ -940,9 +1081,43 @@ impl Engine {
     }
 }
 
+/// One message a receive or peek hands out, before its payload is read.
+struct Delivery {
+    seq: Seq,
+    state: MessageState,
+    /// `None` for a peek.
+    receipt: Option<String>,
+    redrive: Option<MessageRedrivePolicy>,
+}
+
 struct ReceiveAttempt {
     queue: QueueId,
-    delivered: Vec<(Seq, MessageState, String)>,
+    delivered: Vec<Delivery>,
     next_due: Option<Millis>,
+    /// Messages found expired by this attempt.
+    expired: u64,
+    /// The per-receive cap on dead-letter moves left messages that are due to move.
+    dead_letters_left: bool,
     commit: Option<Commit>,
+}
+
+/// Where a message received too often goes.
+enum DeadLetterRoute {
+    /// The queue's redrive policy names this queue.
+    QueuePolicy(QueueId),
+    /// The message's own policy names this queue (it may have to be created).
+    MessagePolicy(QueueKey),
+    /// The message's own policy names no queue.
+    Drop,
+}
+
+struct DeadLetter {
+    seq: Seq,
+    state: MessageState,
+    route: DeadLetterRoute,
+}
+
+/// A body's length as a message state records it; bodies are far below 4 GiB (the size limits say so).
+fn body_bytes(body: &[u8]) -> u32 {
+    u32::try_from(body.len()).unwrap_or(u32::MAX)
 }

@@ -6,14 +6,16 @@
 //! seq)` entry in `ready` or `pending`. Expiry is found through one `(expiry lower bound, chunk)` entry per
 //! chunk of `slab::CHUNK_LEN` sequence numbers, not one per message.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::clock::Millis;
 use crate::limits;
-use crate::model::{Counters, MessageState, QueueRecord, QueueStats, Seq, NEVER};
+use crate::model::{
+    Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
+};
 use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;
 
@@ -32,6 +34,11 @@ pub(crate) struct QueueIndex {
     /// Pending messages never received (delayed / inserted invisible).
     delayed: u64,
     next_seq: Seq,
+    /// Sum of the stored messages' `body_bytes`.
+    stored_bytes: u64,
+    /// The rules of messages sent with their own dead-letter policy. Sparse: most messages have none, so the
+    /// per-message cost stays in `states`.
+    redrives: HashMap<Seq, MessageRedrivePolicy>,
     /// Wakes this queue's long-polling receivers on a send, a nack, or an earlier pending deadline; they
     /// re-check the index themselves, so a spurious wake is harmless.
     pub notify: Arc<Notify>,
@@ -42,6 +49,8 @@ pub(crate) struct QueueIndex {
 #[derive(Default)]
 pub(crate) struct Advanced {
     pub counters_changed: bool,
+    /// Messages removed because they expired.
+    pub expired: u64,
 }
 
 impl QueueIndex {
@@ -57,6 +66,8 @@ impl QueueIndex {
             hidden: 0,
             delayed: 0,
             next_seq,
+            stored_bytes: 0,
+            redrives: HashMap::new(),
             notify: Arc::new(Notify::new()),
             last_purge_at: None,
         }
@@ -150,7 +161,25 @@ impl QueueIndex {
     pub fn insert(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
         let bound = self.states.insert(seq, state);
         self.track_expiry(bound);
+        self.stored_bytes += u64::from(state.body_bytes);
         self.schedule(seq, state, now)
+    }
+
+    /// Gives a stored message its own dead-letter rule (at send, or when rebuilding after a restart).
+    pub fn set_redrive(&mut self, seq: Seq, policy: MessageRedrivePolicy) {
+        assert!(
+            self.states.get(seq).is_some(),
+            "redrive for unknown seq {seq}"
+        );
+        self.redrives.insert(seq, policy);
+    }
+
+    /// The message's own dead-letter rule, if it has one.
+    pub fn redrive(&self, seq: Seq) -> Option<&MessageRedrivePolicy> {
+        if self.redrives.is_empty() {
+            return None; // the common case: skip hashing
+        }
+        self.redrives.get(&seq)
     }
 
     /// Removes a message from every structure.
@@ -158,7 +187,16 @@ impl QueueIndex {
         let (state, bound) = self.states.remove(seq)?;
         self.track_expiry(bound);
         self.unschedule(seq, state);
+        self.forget(seq, state);
         Some(state)
+    }
+
+    /// Drops what the index keeps beside a removed message's state.
+    fn forget(&mut self, seq: Seq, state: MessageState) {
+        self.stored_bytes -= u64::from(state.body_bytes);
+        if !self.redrives.is_empty() {
+            self.redrives.remove(&seq);
+        }
     }
 
     /// Replaces a message's state. Returns the wake-up hint of `schedule`.
@@ -166,6 +204,8 @@ impl QueueIndex {
         let old = self.states.get(seq);
         let old = old.unwrap_or_else(|| panic!("replace of unknown seq {seq}"));
         self.unschedule(seq, old);
+        self.stored_bytes =
+            self.stored_bytes - u64::from(old.body_bytes) + u64::from(state.body_bytes);
         let bound = self.states.set(seq, state);
         self.track_expiry(bound);
         self.schedule(seq, state, now)
@@ -201,6 +241,8 @@ impl QueueIndex {
                     // The chunk's expiry entry was popped above, so a Freed chunk needs no untracking.
                     self.states.remove(seq);
                     self.unschedule(seq, state);
+                    self.forget(seq, state);
+                    advanced.expired += 1;
                     ops.push(StoreOp::DeleteMessage {
                         queue: self.id(),
                         seq,
@@ -242,6 +284,8 @@ impl QueueIndex {
         self.expiry_chunks.clear();
         self.hidden = 0;
         self.delayed = 0;
+        self.stored_bytes = 0;
+        self.redrives.clear();
         count
     }
 
@@ -256,6 +300,12 @@ impl QueueIndex {
             hidden: self.hidden,
             delayed: self.delayed,
             oldest_age_ms,
+            stored_bytes: self.stored_bytes,
+            seq_range: self
+                .states
+                .first()
+                .zip(self.states.last())
+                .map(|((first, _), (last, _))| (first, last)),
             counters: self.counters,
         }
     }
@@ -272,6 +322,23 @@ impl QueueIndex {
             self.pending.len() as u64,
             "hidden + delayed = pending"
         );
+        let body_bytes: u64 = self
+            .ready
+            .iter()
+            .chain(&self.pending)
+            .filter_map(|&(_, seq)| self.states.get(seq))
+            .map(|state| u64::from(state.body_bytes))
+            .sum();
+        assert_eq!(
+            body_bytes, self.stored_bytes,
+            "stored bytes are the sum of body lengths"
+        );
+        for seq in self.redrives.keys() {
+            assert!(
+                self.states.get(*seq).is_some(),
+                "redrive of seq {seq} has a message"
+            );
+        }
         for &(at, seq) in &self.pending {
             let state = self.states.get(seq).expect("pending entries have a state");
             assert_eq!(state.visible_at, at);

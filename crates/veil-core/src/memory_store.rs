@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
-use crate::model::{Counters, MessageState, Payload, QueueId, QueueRecord, Seq};
+use crate::model::{
+    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueRecord, Seq,
+};
 use crate::store::{Commit, Snapshot, Store, StoreError, StoreOp};
 
 #[derive(Default)]
@@ -15,6 +17,7 @@ struct Inner {
     queues: BTreeMap<QueueId, (QueueRecord, Counters)>,
     payloads: BTreeMap<(QueueId, Seq), Payload>,
     states: BTreeMap<(QueueId, Seq), MessageState>,
+    redrives: BTreeMap<(QueueId, Seq), MessageRedrivePolicy>,
 }
 
 impl Inner {
@@ -24,6 +27,7 @@ impl Inner {
         for key in seqs {
             self.states.remove(&key);
             self.payloads.remove(&key);
+            self.redrives.remove(&key);
         }
     }
 
@@ -51,9 +55,13 @@ impl Inner {
                 seq,
                 payload,
                 state,
+                redrive,
             } => {
                 self.payloads.insert((queue, seq), payload);
                 self.states.insert((queue, seq), state);
+                if let Some(policy) = redrive {
+                    self.redrives.insert((queue, seq), policy);
+                }
             }
             StoreOp::PutState { queue, seq, state } => {
                 self.states.insert((queue, seq), state);
@@ -61,6 +69,7 @@ impl Inner {
             StoreOp::DeleteMessage { queue, seq } => {
                 self.states.remove(&(queue, seq));
                 self.payloads.remove(&(queue, seq));
+                self.redrives.remove(&(queue, seq));
             }
             StoreOp::PurgeQueue(queue) => self.remove_queue_messages(queue),
             StoreOp::MoveMessage {
@@ -70,6 +79,7 @@ impl Inner {
                 dead_letter_source,
             } => {
                 self.states.remove(&from);
+                self.redrives.remove(&from);
                 if let Some(mut payload) = self.payloads.remove(&from) {
                     payload.dead_letter_source = Some(dead_letter_source);
                     self.payloads.insert(to, payload);
@@ -126,6 +136,17 @@ impl Store for MemoryStore {
         let inner = self.inner.lock();
         for (&(queue, seq), state) in &inner.states {
             each(queue, seq, *state);
+        }
+        Ok(())
+    }
+
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        let inner = self.inner.lock();
+        for (&(queue, seq), policy) in &inner.redrives {
+            each(queue, seq, policy.clone());
         }
         Ok(())
     }

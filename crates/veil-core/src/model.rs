@@ -51,6 +51,17 @@ pub struct RedrivePolicy {
     pub max_receive_count: u32,
 }
 
+/// A message's own dead-letter rule (KubeMQ's per-message `MaxReceiveCount` / `MaxReceiveQueue`). It takes
+/// precedence over the queue's [`RedrivePolicy`]: a receive that would deliver the message when its
+/// `receive_count` already equals `max_receive_count` moves it to `dead_letter_queue` instead, as a fresh
+/// message there (receive count reset, this rule cleared, its expiry kept), or drops it when there is none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageRedrivePolicy {
+    pub max_receive_count: u32,
+    /// Created with the source queue's settings if it does not exist when the move happens.
+    pub dead_letter_queue: Option<QueueKey>,
+}
+
 /// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueConfig {
@@ -119,6 +130,8 @@ pub struct Counters {
     pub deletes: u64,
     pub expiries: u64,
     pub dead_letter_moves: u64,
+    /// Messages dropped by their own redrive policy, which named no dead-letter queue.
+    pub dead_letter_drops: u64,
 }
 
 /// One user attribute of a message (SQS message attributes, KubeMQ tags).
@@ -172,6 +185,8 @@ pub struct MessageState {
     pub receive_count: u32,
     /// Bumped by every receive and update; a receipt is current while its generation equals this.
     pub generation: u32,
+    /// The body's length, so that a queue's stored bytes are known without reading bodies.
+    pub body_bytes: u32,
 }
 
 /// How long a new message lives.
@@ -192,6 +207,8 @@ pub struct NewMessage {
     pub ttl: Option<Ttl>,
     pub sender_id: String,
     pub fifo: Option<FifoFields>,
+    /// The message's own dead-letter rule, if any.
+    pub redrive: Option<MessageRedrivePolicy>,
 }
 
 /// The MD5 digest of a body (SQS's `MD5OfMessageBody`), kept with the message so it is computed once.
@@ -229,6 +246,7 @@ impl NewMessage {
             ttl: None,
             sender_id: String::new(),
             fifo: None,
+            redrive: None,
         }
     }
 }
@@ -253,6 +271,8 @@ pub struct Message {
     pub state: MessageState,
     /// The new receipt for a receive; `None` for a peek.
     pub receipt: Option<String>,
+    /// The message's own dead-letter rule, if it was sent with one.
+    pub redrive: Option<MessageRedrivePolicy>,
 }
 
 impl Message {
@@ -269,6 +289,15 @@ pub struct ReceiveOptions {
     pub visibility_ms: Option<Millis>,
     /// Long-poll wait; 0 returns at once, `None` uses the queue's `receive_wait_ms`.
     pub wait_ms: Option<Millis>,
+}
+
+/// What a receive returned, and what it found expired on the way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    pub messages: Vec<Message>,
+    /// Messages of the queue this receive found past their expiry and removed (KubeMQ's `MessagesExpired`).
+    /// The server's periodic sweep removes expired messages too; those are not counted here.
+    pub expired: u64,
 }
 
 /// Which receipts an operation honours (SPEC §2).
@@ -314,6 +343,10 @@ pub struct QueueStats {
     pub delayed: u64,
     /// Age of the oldest stored message, 0 when the queue is empty.
     pub oldest_age_ms: Millis,
+    /// Sum of the stored messages' body lengths.
+    pub stored_bytes: u64,
+    /// Sequence numbers of the oldest and newest stored message; `None` when the queue is empty.
+    pub seq_range: Option<(Seq, Seq)>,
     pub counters: Counters,
 }
 

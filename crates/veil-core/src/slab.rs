@@ -28,6 +28,7 @@ const EMPTY: MessageState = MessageState {
     first_received_at: 0,
     receive_count: 0,
     generation: 0,
+    body_bytes: 0,
 };
 
 struct Chunk {
@@ -152,6 +153,13 @@ impl SeqSlab {
     pub fn first(&self) -> Option<(Seq, MessageState)> {
         let (&number, chunk) = self.chunks.first_key_value()?;
         let slot = chunk.occupied.trailing_zeros() as usize;
+        Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
+    }
+
+    /// The state of the highest live seq.
+    pub fn last(&self) -> Option<(Seq, MessageState)> {
+        let (&number, chunk) = self.chunks.last_key_value()?;
+        let slot = (u32::BITS - 1 - chunk.occupied.leading_zeros()) as usize;
         Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
     }
 

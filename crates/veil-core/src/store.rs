@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::model::{Counters, MessageState, Payload, QueueId, QueueKey, QueueRecord, Seq};
+use crate::model::{
+    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueKey, QueueRecord, Seq,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -33,6 +35,9 @@ pub enum StoreOp {
         seq: Seq,
         payload: Payload,
         state: MessageState,
+        /// The message's own dead-letter rule; kept apart from the payload so that start-up can rebuild the
+        /// index without reading bodies.
+        redrive: Option<MessageRedrivePolicy>,
     },
     PutState {
         queue: QueueId,
@@ -45,7 +50,8 @@ pub enum StoreOp {
     },
     /// Removes every message of the queue, keeping the queue.
     PurgeQueue(QueueId),
-    /// Moves a message to another queue (dead-lettering), marking where it came from.
+    /// Moves a message to another queue (dead-lettering), marking where it came from. The message's own
+    /// redrive policy, if any, does not move with it.
     MoveMessage {
         from: (QueueId, Seq),
         to: (QueueId, Seq),
@@ -79,6 +85,11 @@ pub trait Store: Send + Sync + 'static {
     fn load_messages(
         &self,
         each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError>;
+    /// Calls `each` for every stored message's own redrive policy (few messages have one).
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
     ) -> Result<(), StoreError>;
     /// Queues `ops` behind everything submitted before. Must be called in the order the engine applied the
     /// changes; an empty `ops` is a barrier that resolves once everything before it is durable.

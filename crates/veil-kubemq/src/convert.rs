@@ -2,17 +2,17 @@
 //! its in-band error texts, and the mapping of engine errors to those texts. No sockets, no engine calls, so
 //! every rule is tested on structs.
 //!
-//! KubeMQ fields the engine has no slot for (Metadata, the client's own MessageID, the per-message dead-letter
-//! policy, where a dead letter came from) travel as reserved message attributes under [`RESERVED_PREFIX`];
-//! Tags are the other attributes. Sequence numbers on the wire are the engine's `seq + 1`, because KubeMQ
+//! KubeMQ fields the engine has no slot for (Metadata, the client's own MessageID) travel as reserved message
+//! attributes under [`RESERVED_PREFIX`]; Tags are the other attributes. The per-message dead-letter policy is
+//! the engine's own [`MessageRedrivePolicy`], so the move to MaxReceiveQueue is atomic. Sequence numbers on the wire are the engine's `seq + 1`, because KubeMQ
 //! counts from 1 and its SDKs treat 0 as "no sequence".
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use veil_core::{
-    AttributeData, AttributeValue, Attributes, EngineError, Message, Millis, NewMessage,
-    SentMessage, Ttl, NEVER,
+    AttributeData, AttributeValue, Attributes, EngineError, Message, MessageRedrivePolicy, Millis,
+    NewMessage, QueueKey, SentMessage, Ttl, DEFAULT_NAMESPACE, NEVER,
 };
 
 use crate::limits;
@@ -22,9 +22,6 @@ use crate::pb;
 pub const RESERVED_PREFIX: &str = "kubemq.";
 pub const ATTR_METADATA: &str = "kubemq.metadata";
 pub const ATTR_MESSAGE_ID: &str = "kubemq.message_id";
-pub const ATTR_MAX_RECEIVE_COUNT: &str = "kubemq.max_receive_count";
-pub const ATTR_MAX_RECEIVE_QUEUE: &str = "kubemq.max_receive_queue";
-pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
 
 const NANOS_PER_MS: i64 = 1_000_000;
 
@@ -220,23 +217,19 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         );
     }
     let policy = message.policy.unwrap_or_default();
-    if policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty() {
-        let count = if policy.max_receive_count == 0 {
-            limits::MAX_RECEIVE_COUNT
-        } else {
-            policy.max_receive_count
-        };
-        attributes.insert(
-            ATTR_MAX_RECEIVE_COUNT.to_string(),
-            string_attribute(count.to_string()),
-        );
-        if !policy.max_receive_queue.is_empty() {
-            attributes.insert(
-                ATTR_MAX_RECEIVE_QUEUE.to_string(),
-                string_attribute(policy.max_receive_queue),
-            );
-        }
-    }
+    let redrive =
+        (policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty()).then(|| {
+            MessageRedrivePolicy {
+                // KubeMQ: MaxReceiveCount 0 with a MaxReceiveQueue means the maximum.
+                max_receive_count: if policy.max_receive_count == 0 {
+                    limits::MAX_RECEIVE_COUNT as u32
+                } else {
+                    policy.max_receive_count as u32
+                },
+                dead_letter_queue: (!policy.max_receive_queue.is_empty())
+                    .then(|| QueueKey::new(DEFAULT_NAMESPACE, policy.max_receive_queue.clone())),
+            }
+        });
     let delay_ms = Millis::from(policy.delay_seconds.max(0) as u32) * 1_000;
     let ttl = if policy.expiration_seconds <= 0 {
         Ttl::Never
@@ -250,6 +243,7 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         ttl: Some(ttl),
         sender_id: message.client_id,
         fifo: None,
+        redrive,
     }
 }
 
@@ -306,44 +300,6 @@ pub fn send_error(
     }
 }
 
-/// The per-message dead-letter policy a message was sent with: (max receive count, dead-letter channel).
-pub fn dead_letter_policy(message: &Message) -> Option<(u32, Option<String>)> {
-    let attributes = &message.payload.attributes;
-    let count = attribute_text(attributes, ATTR_MAX_RECEIVE_COUNT)?
-        .parse::<u32>()
-        .ok()?;
-    Some((count, attribute_text(attributes, ATTR_MAX_RECEIVE_QUEUE)))
-}
-
-/// Whether a delivery broke its message's policy: KubeMQ moves a message whose receive count exceeds
-/// MaxReceiveCount (first delivery = 1).
-pub fn exceeds_policy(message: &Message) -> bool {
-    dead_letter_policy(message).is_some_and(|(max, _)| message.state.receive_count > max)
-}
-
-/// The copy of `message` sent to its dead-letter channel: same body, tags and id, the policy cleared,
-/// marked as rerouted from `source` (KubeMQ resets the count: the copy is a new message there).
-pub fn dead_letter_copy(message: &Message, source: &str, now: Millis) -> NewMessage {
-    let mut attributes = message.payload.attributes.clone();
-    attributes.remove(ATTR_MAX_RECEIVE_COUNT);
-    attributes.remove(ATTR_MAX_RECEIVE_QUEUE);
-    if !attributes.contains_key(ATTR_MESSAGE_ID) {
-        attributes.insert(
-            ATTR_MESSAGE_ID.to_string(),
-            string_attribute(message.message_id_string()),
-        );
-    }
-    attributes.insert(ATTR_REROUTED_FROM.to_string(), string_attribute(source));
-    NewMessage {
-        body: message.payload.body.clone(),
-        attributes,
-        delay_ms: Some(0),
-        ttl: Some(remaining_ttl(message.state.expires_at, now)),
-        sender_id: message.payload.sender_id.clone(),
-        fifo: None,
-    }
-}
-
 /// What is left of a message's life at `now`, for a copy (re-queue, dead letter) that must not outlive it.
 pub fn remaining_ttl(expires_at: Millis, now: Millis) -> Ttl {
     if expires_at == NEVER {
@@ -369,6 +325,7 @@ pub fn requeue_copy(message: &Message, now: Millis) -> NewMessage {
         ttl: Some(remaining_ttl(message.state.expires_at, now)),
         sender_id: message.payload.sender_id.clone(),
         fifo: None,
+        redrive: message.redrive.clone(),
     }
 }
 
@@ -386,18 +343,23 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
         };
         tags.insert(name.clone(), text);
     }
-    let rerouted_from = attribute_text(attributes, ATTR_REROUTED_FROM).or_else(|| {
-        message
-            .payload
-            .dead_letter_source
-            .as_ref()
-            .map(|key| key.name.clone())
-    });
-    let policy = dead_letter_policy(message).map(|(count, queue)| pb::QueueMessagePolicy {
-        max_receive_count: i32::try_from(count).unwrap_or(i32::MAX),
-        max_receive_queue: queue.unwrap_or_default(),
-        ..Default::default()
-    });
+    let rerouted_from = message
+        .payload
+        .dead_letter_source
+        .as_ref()
+        .map(|key| key.name.clone());
+    let policy = message
+        .redrive
+        .as_ref()
+        .map(|redrive| pb::QueueMessagePolicy {
+            max_receive_count: i32::try_from(redrive.max_receive_count).unwrap_or(i32::MAX),
+            max_receive_queue: redrive
+                .dead_letter_queue
+                .as_ref()
+                .map(|key| key.name.clone())
+                .unwrap_or_default(),
+            ..Default::default()
+        });
     pb::QueueMessage {
         message_id: attribute_text(attributes, ATTR_MESSAGE_ID)
             .unwrap_or_else(|| message.message_id_string()),
@@ -462,6 +424,51 @@ pub fn channel_list_json(queues: &[veil_core::QueueInfo], search: &str) -> Vec<u
         })
         .collect();
     serde_json::Value::Array(channels).to_string().into_bytes()
+}
+
+/// QueuesInfo over the channels whose name contains `filter` (all when empty): per channel its stored
+/// messages and body bytes, the sequence numbers of its oldest and newest stored message (0 when empty), its
+/// sends and deliveries so far, its visible backlog and the receivers waiting on it; then the totals.
+pub fn queues_info(
+    queues: &[veil_core::QueueInfo],
+    filter: &str,
+    subscribers: &HashMap<String, u64>,
+) -> pb::QueuesInfo {
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let channels: Vec<pb::QueueInfo> = queues
+        .iter()
+        .filter(|info| info.key.name.contains(filter))
+        .map(|info| {
+            let stats = &info.stats;
+            let (first, last) = stats.seq_range.map_or((0, 0), |(first, last)| {
+                (wire_sequence(first), wire_sequence(last))
+            });
+            pb::QueueInfo {
+                name: info.key.name.clone(),
+                messages: as_i64(stats.visible + stats.hidden + stats.delayed),
+                bytes: as_i64(stats.stored_bytes),
+                first_sequence: as_i64(first),
+                last_sequence: as_i64(last),
+                sent: as_i64(stats.counters.sends),
+                delivered: as_i64(stats.counters.deliveries),
+                waiting: as_i64(stats.visible),
+                subscribers: as_i64(subscribers.get(&info.key.name).copied().unwrap_or(0)),
+            }
+        })
+        .collect();
+    pb::QueuesInfo {
+        total_queue: i32::try_from(channels.len()).unwrap_or(i32::MAX),
+        sent: channels.iter().map(|c| c.sent).fold(0, i64::saturating_add),
+        delivered: channels
+            .iter()
+            .map(|c| c.delivered)
+            .fold(0, i64::saturating_add),
+        waiting: channels
+            .iter()
+            .map(|c| c.waiting)
+            .fold(0, i64::saturating_add),
+        queues: channels,
+    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
         },
         state,
         receipt: Some("r".into()),
+        redrive: new.redrive,
     }
 }
 
@@ -49,6 +50,7 @@ fn state(receive_count: u32) -> MessageState {
         first_received_at: if receive_count > 0 { 1_000 } else { 0 },
         receive_count,
         generation: receive_count,
+        body_bytes: 1,
     }
 }
 
@@ -144,11 +146,13 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     );
     assert_eq!(text(ATTR_MESSAGE_ID).as_deref(), Some("m-1"));
     assert_eq!(
-        text(ATTR_MAX_RECEIVE_COUNT).as_deref(),
-        Some("1024"),
-        "MaxReceiveCount 0 means the maximum"
+        new.redrive,
+        Some(MessageRedrivePolicy {
+            max_receive_count: 1024,
+            dead_letter_queue: Some(QueueKey::new(DEFAULT_NAMESPACE, "dead")),
+        }),
+        "MaxReceiveCount 0 means the maximum; the channel is in the shared namespace"
     );
-    assert_eq!(text(ATTR_MAX_RECEIVE_QUEUE).as_deref(), Some("dead"));
     assert_eq!(new.sender_id, "client");
 }
 
@@ -157,8 +161,10 @@ fn no_policy_is_stored_when_the_message_sets_none() {
     let mut message = wire("q", b"x");
     message.policy = policy(0, 0, 0, "");
     let new = to_new_message(message);
-    assert!(!new.attributes.contains_key(ATTR_MAX_RECEIVE_COUNT));
-    assert!(!exceeds_policy(&stored(new, 0, state(5_000))));
+    assert_eq!(new.redrive, None);
+    assert!(to_queue_message(&stored(new, 0, state(1)), "q")
+        .policy
+        .is_none());
 }
 
 #[test]
@@ -203,36 +209,37 @@ fn wire_sequence_counts_from_one() {
 }
 
 #[test]
-fn a_delivery_past_max_receive_count_exceeds_the_policy() {
+fn a_delivered_message_shows_its_policy() {
     let mut message = wire("q", b"x");
     message.policy = policy(0, 0, 2, "dead");
-    let new = to_new_message(message);
-    assert!(
-        !exceeds_policy(&stored(new.clone(), 0, state(2))),
-        "the second delivery is allowed"
-    );
-    assert!(exceeds_policy(&stored(new, 0, state(3))));
+    let rendered = to_queue_message(&stored(to_new_message(message), 0, state(1)), "q");
+    let shown = rendered.policy.unwrap_or_default();
+    assert_eq!(shown.max_receive_count, 2);
+    assert_eq!(shown.max_receive_queue, "dead");
 }
 
 #[test]
-fn a_dead_letter_copy_is_rerouted_with_the_policy_cleared() {
-    let mut message = wire("q", b"poison");
-    message.policy = policy(0, 0, 1, "dead");
-    message.tags.insert("kind".into(), "a".into());
-    let original = stored(to_new_message(message), 3, state(2));
-    let copy = dead_letter_copy(&original, "orders", 1_000);
-    let moved = stored(copy, 0, state(1));
-    let rendered = to_queue_message(&moved, "dead");
-    let attributes = rendered.attributes.clone().unwrap_or_default();
-    assert!(attributes.re_routed);
-    assert_eq!(attributes.re_routed_from_queue, "orders");
+fn a_policy_without_a_channel_drops_rather_than_moves() {
+    let mut message = wire("q", b"x");
+    message.policy = policy(0, 0, 3, "");
+    let redrive = to_new_message(message)
+        .redrive
+        .unwrap_or_else(|| panic!("a policy"));
+    assert_eq!(redrive.max_receive_count, 3);
+    assert_eq!(redrive.dead_letter_queue, None);
+}
+
+#[test]
+fn a_requeue_copy_keeps_the_policy_and_the_client_id() {
+    let mut message = wire("q", b"x");
+    message.policy = policy(0, 0, 2, "dead");
+    let original = stored(to_new_message(message), 0, state(1));
+    let copy = requeue_copy(&original, 1_000);
+    assert_eq!(copy.redrive, original.redrive);
     assert_eq!(
-        rendered.message_id, "m-1",
-        "same id in the dead-letter channel"
+        attribute_text(&copy.attributes, ATTR_MESSAGE_ID).as_deref(),
+        Some("m-1")
     );
-    assert_eq!(rendered.tags.get("kind").map(String::as_str), Some("a"));
-    assert!(rendered.policy.is_none());
-    assert!(!rendered.tags.keys().any(|k| k.starts_with(RESERVED_PREFIX)));
 }
 
 #[test]

@@ -37,6 +37,8 @@ struct Inner {
     shutdown: watch::Receiver<bool>,
     started_at_s: i64,
     started: std::time::Instant,
+    /// Held only to count a receive in or out; never across an await.
+    subscribers: Subscribers,
 }
 
 impl KubemqService {
@@ -49,6 +51,7 @@ impl KubemqService {
                 shutdown,
                 started_at_s,
                 started: std::time::Instant::now(),
+                subscribers: Subscribers::default(),
             }),
         }
     }
@@ -56,6 +59,44 @@ impl KubemqService {
 
 fn key(channel: &str) -> QueueKey {
     QueueKey::new(DEFAULT_NAMESPACE, channel)
+}
+
+/// What one receive got: the messages, and how many expired ones it skipped (KubeMQ's MessagesExpired).
+struct Polled {
+    held: Vec<Held>,
+    expired: u64,
+}
+
+/// Receivers waiting on each channel right now: QueuesInfo's `Subscribers`.
+type Subscribers = parking_lot::Mutex<HashMap<String, u64>>;
+
+/// One waiting receiver, counted while it lives.
+struct Subscription<'a> {
+    subscribers: &'a Subscribers,
+    channel: String,
+}
+
+impl<'a> Subscription<'a> {
+    fn new(subscribers: &'a Subscribers, channel: &str) -> Self {
+        let mut counts = subscribers.lock();
+        *counts.entry(channel.to_string()).or_default() += 1;
+        Self {
+            subscribers,
+            channel: channel.to_string(),
+        }
+    }
+}
+
+impl Drop for Subscription<'_> {
+    fn drop(&mut self) {
+        let mut counts = self.subscribers.lock();
+        if let Some(count) = counts.get_mut(&self.channel) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.channel);
+            }
+        }
+    }
 }
 
 /// A message received by a downstream transaction or a legacy stream, with the receipt that settles it.
@@ -111,65 +152,44 @@ impl Inner {
         Ok(convert::send_result(sent, &client_message_id, &channel))
     }
 
-    /// Receives with the given visibility and applies the per-message dead-letter policy: a delivery whose
-    /// receive count passed its MaxReceiveCount is moved (a copy to MaxReceiveQueue, then the original
-    /// deleted with its fresh receipt, so a crash in between duplicates rather than loses) or dropped.
+    /// Receives with the given visibility. Per-message dead-lettering happens inside the engine's receive,
+    /// atomically; what comes back is deliverable. Counts as a subscriber of the channel while it waits.
     async fn receive(
         &self,
         channel: &str,
         max: usize,
         visibility_ms: Millis,
         wait_ms: Millis,
-    ) -> Result<Vec<Held>, KubemqError> {
+    ) -> Result<Polled, KubemqError> {
         let key = self.ensure(channel).await?;
-        let deadline = self.engine.now().saturating_add(wait_ms);
-        loop {
-            let wait_ms = deadline.saturating_sub(self.engine.now());
-            let delivered = self
-                .engine
-                .receive(
-                    &key,
-                    ReceiveOptions {
-                        max_messages: max,
-                        visibility_ms: Some(visibility_ms),
-                        wait_ms: Some(wait_ms),
-                    },
-                )
-                .await?;
-            let mut held = Vec::with_capacity(delivered.len());
-            for message in delivered {
-                let Some(receipt) = message.receipt.clone() else {
-                    continue;
-                };
-                if convert::exceeds_policy(&message) {
-                    if let Some((_, Some(target))) = convert::dead_letter_policy(&message) {
-                        let target_key = self.ensure(&target).await?;
-                        self.engine
-                            .send(
-                                &target_key,
-                                vec![convert::dead_letter_copy(
-                                    &message,
-                                    channel,
-                                    self.engine.now(),
-                                )],
-                            )
-                            .await?;
-                    }
-                    self.engine
-                        .delete(&key, &receipt, ReceiptRule::Current)
-                        .await?;
-                    continue;
-                }
-                held.push(Held {
+        let _subscribed = Subscription::new(&self.subscribers, channel);
+        let received = self
+            .engine
+            .receive_detailed(
+                &key,
+                ReceiveOptions {
+                    max_messages: max,
+                    visibility_ms: Some(visibility_ms),
+                    wait_ms: Some(wait_ms),
+                },
+            )
+            .await?;
+        let held = received
+            .messages
+            .into_iter()
+            .filter_map(|message| {
+                let receipt = message.receipt.clone()?;
+                Some(Held {
                     channel: channel.to_string(),
                     message,
                     receipt,
-                });
-            }
-            if !held.is_empty() || wait_ms == 0 || self.engine.now() >= deadline {
-                return Ok(held);
-            }
-        }
+                })
+            })
+            .collect();
+        Ok(Polled {
+            held,
+            expired: received.expired,
+        })
     }
 
     async fn ack(&self, held: &Held) -> Result<(), KubemqError> {
@@ -295,7 +315,7 @@ impl Inner {
         let wait_ms = Millis::from(request.wait_timeout as u32);
         let received = self.receive(&request.channel, max, self.default_visibility_ms(), wait_ms);
         let held = tokio::select! {
-            held = received => held?,
+            polled = received => polled?.held,
             _ = cancel.wait_for(|stop| *stop) => Vec::new(),
         };
         let transaction_id = uuid::Uuid::new_v4().to_string();
@@ -521,7 +541,8 @@ impl Inner {
                 let visibility_ms = Millis::from(request.visibility_seconds as u32) * 1_000;
                 let mut held = self
                     .receive(&request.channel, 1, visibility_ms, wait_ms)
-                    .await?;
+                    .await?
+                    .held;
                 let held = held.pop().ok_or(KubemqError::NoNewMessages)?;
                 response.message = Some(convert::to_queue_message(&held.message, &held.channel));
                 *active = Some(held);
@@ -641,6 +662,22 @@ impl Kubemq for KubemqService {
         Ok(Response::new(response))
     }
 
+    async fn queues_info(
+        &self,
+        request: Request<pb::QueuesInfoRequest>,
+    ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
+        let request = request.into_inner();
+        let queues = self.inner.engine.list_queues(DEFAULT_NAMESPACE, "");
+        let info = {
+            let subscribers = self.inner.subscribers.lock();
+            convert::queues_info(&queues, &request.queue_name, &subscribers)
+        };
+        Ok(Response::new(pb::QueuesInfoResponse {
+            ref_request_id: request.request_id,
+            info: Some(info),
+        }))
+    }
+
     async fn send_queue_message(
         &self,
         request: Request<pb::QueueMessage>,
@@ -672,7 +709,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
         let request = request.into_inner();
         let inner = &self.inner;
-        let outcome: Result<Vec<pb::QueueMessage>, KubemqError> = async {
+        let outcome: Result<(Vec<pb::QueueMessage>, u64), KubemqError> = async {
             if request.client_id.is_empty() {
                 return Err(KubemqError::ClientIdMissing);
             }
@@ -688,13 +725,14 @@ impl Kubemq for KubemqService {
             if request.is_peak {
                 let key = inner.ensure(&request.channel).await?;
                 let peeked = inner.engine.peek(&key, max).await?;
-                return Ok(peeked
+                let messages = peeked
                     .iter()
                     .map(|m| convert::to_queue_message(m, &request.channel))
-                    .collect());
+                    .collect();
+                return Ok((messages, 0));
             }
             // A pull settles what it returns at once (KubeMQ's ReceiveQueueMessages has no ack).
-            let held = inner
+            let polled = inner
                 .receive(
                     &request.channel,
                     max,
@@ -702,12 +740,12 @@ impl Kubemq for KubemqService {
                     wait_ms,
                 )
                 .await?;
-            let mut messages = Vec::with_capacity(held.len());
-            for h in &held {
+            let mut messages = Vec::with_capacity(polled.held.len());
+            for h in &polled.held {
                 inner.ack(h).await?;
                 messages.push(convert::to_queue_message(&h.message, &h.channel));
             }
-            Ok(messages)
+            Ok((messages, polled.expired))
         }
         .await;
         let mut response = pb::ReceiveQueueMessagesResponse {
@@ -716,8 +754,9 @@ impl Kubemq for KubemqService {
             ..Default::default()
         };
         match outcome {
-            Ok(messages) => {
+            Ok((messages, expired)) => {
                 response.messages_received = i32::try_from(messages.len()).unwrap_or(i32::MAX);
+                response.messages_expired = i32::try_from(expired).unwrap_or(i32::MAX);
                 response.messages = messages;
             }
             Err(error) => {

@@ -694,6 +694,7 @@ impl Service {
                 ttl: None,
                 sender_id: context.sender_id.clone(),
                 fifo: None,
+                redrive: None,
             },
         })
     }

@@ -2,7 +2,8 @@
 //!
 //! Tables: `queues` (id → QueueRecord), `counters` (id → Counters), `states` ((queue, seq) → MessageState,
 //! small and rewritten by every receive), `payloads` ((queue, seq) → Payload, written once by a send) and
-//! `meta` (name → bytes). Splitting state from payload keeps a receive's write small and lets start-up rebuild
+//! `redrives` ((queue, seq) → MessageRedrivePolicy, only for messages sent with their own dead-letter rule) and
+//! `meta` (name → bytes, including the format version). Splitting state from payload keeps a receive's write small and lets start-up rebuild
 //! the engine's index by scanning `states` alone.
 
 use std::path::{Path, PathBuf};
@@ -11,12 +12,16 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    WriteTransaction,
+};
 use std::sync::Mutex;
 use tokio::sync::oneshot;
 use veil_core::store::{Commit, Snapshot};
 use veil_core::{
-    Counters, MessageState, Payload, QueueId, QueueRecord, Seq, Store, StoreError, StoreOp,
+    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueRecord, Seq, Store,
+    StoreError, StoreOp,
 };
 
 use crate::codec::{decode, encode};
@@ -25,8 +30,13 @@ const QUEUES: TableDefinition<u64, &[u8]> = TableDefinition::new("queues");
 const COUNTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("counters");
 const STATES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("states");
 const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("payloads");
+const REDRIVES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("redrives");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const NEXT_QUEUE_ID: &str = "next_queue_id";
+/// The layout of the records in this file. A data directory written with another layout is refused with a
+/// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
+const FORMAT_VERSION_KEY: &str = "format_version";
+const FORMAT_VERSION: u32 = 2;
 const DATABASE_FILE: &str = "veil.redb";
 /// Most operations one group commit applies; the rest wait for the next commit so that latency stays bounded.
 const GROUP_OPS_MAX: usize = 50_000;
@@ -106,8 +116,12 @@ impl RedbStore {
                 .map_err(redb_err!("opening table states"))?;
             txn.open_table(PAYLOADS)
                 .map_err(redb_err!("opening table payloads"))?;
-            txn.open_table(META)
+            txn.open_table(REDRIVES)
+                .map_err(redb_err!("opening table redrives"))?;
+            let mut meta = txn
+                .open_table(META)
                 .map_err(redb_err!("opening table meta"))?;
+            check_format_version(&mut meta, &path)?;
         }
         txn.commit().map_err(redb_err!("creating tables"))?;
         let db = Arc::new(db);
@@ -227,12 +241,49 @@ fn commit_group(
     txn.commit().map_err(redb_err!("committing"))
 }
 
+/// Stamps a new file with [`FORMAT_VERSION`]; refuses a file with another version, or with data but no
+/// version (written before versions were recorded).
+fn check_format_version(
+    meta: &mut redb::Table<&'static str, &'static [u8]>,
+    path: &Path,
+) -> Result<(), StoreError> {
+    let stored = meta
+        .get(FORMAT_VERSION_KEY)
+        .map_err(redb_err!("reading the format version"))?
+        .map(|guard| guard.value().to_vec());
+    match stored {
+        Some(bytes) if bytes == FORMAT_VERSION.to_be_bytes() => Ok(()),
+        Some(bytes) => Err(StoreError::Corrupt(format!(
+            "{} has storage format {:?}, this Veil reads format {FORMAT_VERSION}",
+            path.display(),
+            bytes
+        ))),
+        None if meta
+            .get(NEXT_QUEUE_ID)
+            .map_err(redb_err!("reading meta"))?
+            .is_some() =>
+        {
+            Err(StoreError::Corrupt(format!(
+                "{} was written by a development build of Veil before storage format {FORMAT_VERSION}; \
+                 move it away to start afresh",
+                path.display()
+            )))
+        }
+        None => {
+            meta.insert(FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes().as_slice())
+                .map_err(redb_err!("writing the format version"))?;
+            Ok(())
+        }
+    }
+}
+
 /// Every table of one write transaction, opened once per group commit rather than once per operation.
 struct Tables<'txn> {
     queues: redb::Table<'txn, u64, &'static [u8]>,
     counters: redb::Table<'txn, u64, &'static [u8]>,
     states: redb::Table<'txn, (u64, u64), &'static [u8]>,
     payloads: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    redrives: redb::Table<'txn, (u64, u64), &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
@@ -251,6 +302,9 @@ impl<'txn> Tables<'txn> {
             payloads: txn
                 .open_table(PAYLOADS)
                 .map_err(redb_err!("opening payloads"))?,
+            redrives: txn
+                .open_table(REDRIVES)
+                .map_err(redb_err!("opening redrives"))?,
             meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
         })
     }
@@ -261,8 +315,25 @@ impl<'txn> Tables<'txn> {
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing states"))?;
         self.payloads
-            .retain_in(range, |_, _| false)
+            .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing payloads"))?;
+        self.redrives
+            .retain_in(range, |_, _| false)
+            .map_err(redb_err!("removing redrives"))?;
+        Ok(())
+    }
+
+    /// Most messages have no redrive; an empty table answers without a lookup.
+    fn remove_redrive(&mut self, key: (u64, u64)) -> Result<(), StoreError> {
+        if !self
+            .redrives
+            .is_empty()
+            .map_err(redb_err!("checking redrives"))?
+        {
+            self.redrives
+                .remove(key)
+                .map_err(redb_err!("deleting a redrive"))?;
+        }
         Ok(())
     }
 
@@ -315,9 +386,15 @@ impl<'txn> Tables<'txn> {
                 seq,
                 payload,
                 state,
+                redrive,
             } => {
                 self.put_payload((queue, seq), &payload)?;
                 self.put_state((queue, seq), &state)?;
+                if let Some(policy) = redrive {
+                    self.redrives
+                        .insert((queue, seq), encode(&policy)?.as_slice())
+                        .map_err(redb_err!("writing a redrive"))?;
+                }
             }
             StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state)?,
             StoreOp::DeleteMessage { queue, seq } => {
@@ -327,6 +404,7 @@ impl<'txn> Tables<'txn> {
                 self.payloads
                     .remove((queue, seq))
                     .map_err(redb_err!("deleting a payload"))?;
+                self.remove_redrive((queue, seq))?;
             }
             StoreOp::PurgeQueue(queue) => self.remove_messages(queue)?,
             StoreOp::MoveMessage {
@@ -338,6 +416,7 @@ impl<'txn> Tables<'txn> {
                 self.states
                     .remove(from)
                     .map_err(redb_err!("deleting a moved state"))?;
+                self.remove_redrive(from)?;
                 if let Some(mut payload) = self.take_payload(from)? {
                     payload.dead_letter_source = Some(dead_letter_source);
                     self.put_payload(to, &payload)?;
@@ -417,6 +496,22 @@ impl Store for RedbStore {
             let (key, value) = entry.map_err(redb_err!("reading a state"))?;
             let (queue, seq) = key.value();
             each(queue, seq, decode(value.value(), "a message state")?);
+        }
+        Ok(())
+    }
+
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let redrives = txn
+            .open_table(REDRIVES)
+            .map_err(redb_err!("opening redrives"))?;
+        for entry in redrives.iter().map_err(redb_err!("scanning redrives"))? {
+            let (key, value) = entry.map_err(redb_err!("reading a redrive"))?;
+            let (queue, seq) = key.value();
+            each(queue, seq, decode(value.value(), "a message redrive")?);
         }
         Ok(())
     }
