@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use veil_core::{
-    Engine, ManualClock, NewMessage, QueueConfig, QueueKey, ReceiptKey, ReceiptRule,
-    ReceiveOptions, Store, DEFAULT_NAMESPACE,
+    Engine, ManualClock, MessageRedrivePolicy, NewMessage, QueueConfig, QueueKey, ReceiptKey,
+    ReceiptRule, ReceiveOptions, Store, DEFAULT_NAMESPACE,
 };
 use veil_store::{RedbStore, StoreOptions};
 
@@ -187,4 +187,102 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
     assert!(outcomes.iter().all(Result::is_ok));
     assert_eq!(store.commit_count() - before, 1, "five deletes, one commit");
     assert_eq!(engine.stats(&orders()).unwrap().visible, 5);
+}
+
+fn with_own_redrive(body: &str, dead_letter_queue: Option<QueueKey>) -> NewMessage {
+    NewMessage {
+        redrive: Some(MessageRedrivePolicy {
+            max_receive_count: 1,
+            dead_letter_queue,
+        }),
+        ..NewMessage::new(body.to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_MS);
+    let dead = QueueKey::new(DEFAULT_NAMESPACE, "dead");
+    {
+        let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+        let engine = engine_on(store.clone(), &clock);
+        engine
+            .create_queue(orders(), QueueConfig::default())
+            .await
+            .unwrap();
+        let sends = vec![
+            with_own_redrive("moves", Some(dead.clone())),
+            with_own_redrive("deleted", None),
+        ];
+        engine.send(&orders(), sends).await.unwrap();
+        let got = engine.receive(&orders(), receive_one(1_000)).await.unwrap();
+        assert_eq!(got[0].payload.body.as_ref(), b"moves");
+        let second = engine
+            .receive(&orders(), receive_one(60_000))
+            .await
+            .unwrap();
+        engine
+            .delete(
+                &orders(),
+                second[0].receipt.as_deref().unwrap(),
+                ReceiptRule::AnyIssued,
+            )
+            .await
+            .unwrap();
+        let mut redrives = 0;
+        store.load_redrives(&mut |_, _, _| redrives += 1).unwrap();
+        assert_eq!(redrives, 1, "the deleted message's redrive left with it");
+        store.close();
+    }
+    clock.advance(Duration::from_secs(2));
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let engine = engine_on(store.clone(), &clock);
+    let options = ReceiveOptions {
+        max_messages: 10,
+        visibility_ms: Some(60_000),
+        wait_ms: Some(0),
+    };
+    assert!(
+        engine.receive(&orders(), options).await.unwrap().is_empty(),
+        "after the restart the message's own rule still moves it"
+    );
+    let moved = engine.receive(&dead, options).await.unwrap();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].redrive, None);
+    assert_eq!(moved[0].payload.dead_letter_source, Some(orders()));
+    let mut redrives = 0;
+    store.load_redrives(&mut |_, _, _| redrives += 1).unwrap();
+    assert_eq!(redrives, 0, "the move cleared the rule on disk too");
+}
+
+#[test]
+fn a_data_directory_of_another_storage_format_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = redb::Database::create(dir.path().join("veil.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn
+                .open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
+                .unwrap();
+            meta.insert("next_queue_id", 5u64.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let error = match RedbStore::open(dir.path(), StoreOptions::default()) {
+        Ok(_) => panic!("a store without a format version must be refused"),
+        Err(error) => error.to_string(),
+    };
+    assert!(error.contains("storage format"), "{error}");
+}
+
+#[test]
+fn a_new_data_directory_opens_again_with_its_format_version() {
+    let dir = tempfile::tempdir().unwrap();
+    RedbStore::open(dir.path(), StoreOptions::default())
+        .unwrap()
+        .close();
+    RedbStore::open(dir.path(), StoreOptions::default()).unwrap();
 }
