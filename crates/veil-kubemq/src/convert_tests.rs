@@ -302,3 +302,48 @@ fn list_channels_reply_has_the_fields_the_sdks_decode_and_filters_by_search() {
         assert!(list[0]["incoming"].get(key).is_some(), "{key}");
     }
 }
+
+#[test]
+fn queues_info_filters_by_substring_and_sums_the_kept_channels() {
+    let queue = |name: &str, sends: u64, visible: u64, seq_range: Option<(u64, u64)>| {
+        veil_core::QueueInfo {
+            id: 1,
+            key: QueueKey::new(DEFAULT_NAMESPACE, name),
+            config: Default::default(),
+            created_at: 0,
+            modified_at: 0,
+            stats: veil_core::QueueStats {
+                visible,
+                hidden: 1,
+                stored_bytes: 10,
+                seq_range,
+                counters: veil_core::Counters {
+                    sends,
+                    deliveries: 1,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        }
+    };
+    let queues = [
+        queue("orders.eu", 5, 3, Some((0, 9))),
+        queue("orders.us", 2, 0, None),
+        queue("billing", 7, 7, Some((4, 4))),
+    ];
+    let subscribers = HashMap::from([("orders.us".to_string(), 2)]);
+    let info = queues_info(&queues, "orders", &subscribers);
+    assert_eq!(info.total_queue, 2);
+    assert_eq!((info.sent, info.delivered, info.waiting), (7, 2, 3));
+    let eu = &info.queues[0];
+    assert_eq!((eu.messages, eu.bytes), (4, 10));
+    assert_eq!(
+        (eu.first_sequence, eu.last_sequence),
+        (1, 10),
+        "wire sequences count from 1"
+    );
+    let us = &info.queues[1];
+    assert_eq!((us.first_sequence, us.last_sequence), (0, 0), "0 when empty");
+    assert_eq!(us.subscribers, 2);
+    assert_eq!(queues_info(&queues, "", &subscribers).total_queue, 3);
+}

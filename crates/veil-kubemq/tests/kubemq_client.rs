@@ -569,3 +569,137 @@ async fn active_offsets_shrink_as_messages_settle_and_the_transaction_completes(
     drop(responses);
     veil.stop().await;
 }
+
+// ----- QueuesInfo and MessagesExpired through Veil's own generated client -----
+
+async fn raw_client(
+    addr: SocketAddr,
+) -> pb::kubemq_client::KubemqClient<tonic::transport::Channel> {
+    pb::kubemq_client::KubemqClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receivers() {
+    let veil = Veil::start(Default::default()).await;
+    let client = veil.client("rust-info").await;
+    for body in ["a", "bb", "ccc"] {
+        client
+            .send_queue_message(message("rs.info.work", body))
+            .await
+            .expect("send");
+    }
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
+    let got = receiver
+        .poll(poll("rs.info.work", 1, 2))
+        .await
+        .expect("poll");
+    assert_eq!(got.messages.len(), 1, "one message held, unacked");
+
+    // A receiver waiting on an empty channel is its subscriber while it waits.
+    let mut waiting = raw_client(veil.addr).await;
+    let idle = tokio::spawn(async move {
+        waiting
+            .receive_queue_messages(pb::ReceiveQueueMessagesRequest {
+                client_id: "waiter".into(),
+                channel: "rs.info.idle".into(),
+                max_number_of_messages: 1,
+                wait_time_seconds: 2,
+                ..Default::default()
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut info_client = raw_client(veil.addr).await;
+    let response = info_client
+        .queues_info(pb::QueuesInfoRequest {
+            request_id: "r-1".into(),
+            queue_name: "rs.info".into(),
+        })
+        .await
+        .expect("queues info")
+        .into_inner();
+    assert_eq!(response.ref_request_id, "r-1");
+    let info = response.info.expect("info");
+    let work = info
+        .queues
+        .iter()
+        .find(|q| q.name == "rs.info.work")
+        .expect("the work channel is listed");
+    assert_eq!(work.messages, 3, "the held message is still stored");
+    assert_eq!(work.bytes, 6);
+    assert_eq!((work.first_sequence, work.last_sequence), (1, 3));
+    assert_eq!((work.sent, work.delivered, work.waiting), (3, 1, 2));
+    let idle_info = info
+        .queues
+        .iter()
+        .find(|q| q.name == "rs.info.idle")
+        .expect("the idle channel is listed");
+    assert_eq!(idle_info.subscribers, 1);
+    assert_eq!(work.subscribers, 0);
+    assert_eq!(
+        info.total_queue, 2,
+        "the filter keeps only matching channels"
+    );
+    assert_eq!((info.sent, info.delivered, info.waiting), (3, 1, 2));
+
+    idle.await.expect("join").expect("pull answers");
+    let after = info_client
+        .queues_info(pb::QueuesInfoRequest {
+            request_id: "r-2".into(),
+            queue_name: "rs.info.idle".into(),
+        })
+        .await
+        .expect("queues info")
+        .into_inner()
+        .info
+        .expect("info");
+    assert_eq!(after.queues[0].subscribers, 0, "the pull ended");
+    receiver.close().await.expect("close");
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_counts_the_expired_messages_it_skipped() {
+    let veil = Veil::start(Default::default()).await;
+    let mut client = raw_client(veil.addr).await;
+    for (body, expiration_seconds) in [("short", 1), ("long", 0)] {
+        let sent = client
+            .send_queue_message(pb::QueueMessage {
+                client_id: "rust-exp".into(),
+                channel: "rs.expiring".into(),
+                body: body.as_bytes().to_vec(),
+                policy: Some(pb::QueueMessagePolicy {
+                    expiration_seconds,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("send")
+            .into_inner();
+        assert!(!sent.is_error, "{}", sent.error);
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let pulled = client
+        .receive_queue_messages(pb::ReceiveQueueMessagesRequest {
+            client_id: "rust-exp".into(),
+            channel: "rs.expiring".into(),
+            max_number_of_messages: 10,
+            wait_time_seconds: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert!(!pulled.is_error, "{}", pulled.error);
+    assert_eq!(pulled.messages_received, 1);
+    assert_eq!(pulled.messages[0].body, b"long");
+    assert_eq!(pulled.messages_expired, 1);
+    veil.stop().await;
+}
