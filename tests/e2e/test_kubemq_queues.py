@@ -307,3 +307,97 @@ def test_a_wrong_token_is_refused(short_visibility_server):
         assert "auth" in str(raised.value).lower() or "unauthenticated" in str(raised.value).lower()
     finally:
         client.close()
+
+
+def test_a_message_policy_moves_it_after_a_kill_9_and_restart(make_server):
+    """The per-message MaxReceiveCount / MaxReceiveQueue is the engine's own durable state: a message received
+    once before a crash moves to its dead-letter channel on the first receive after the restart, once."""
+    server = make_server()
+    channel, dead = channel_name("kmq-crash"), channel_name("kmq-crash-dead")
+    client = kubemq_client(server, client_id="before-crash")
+    try:
+        result = client.send_queue_message(
+            QueueMessage(channel=channel, body=b"poison", max_receive_count=1, max_receive_queue=dead)
+        )
+        assert not result.is_error, result.error
+        client.send_queue_message(QueueMessage(channel=channel, body=b"healthy"))
+        first = receive(client, channel, wait=2).messages[0]
+        assert (first.body, first.receive_count) == (b"poison", 1)
+        first.nack()
+        time.sleep(0.3)  # the SDK sends the nack without waiting for a reply
+    finally:
+        client.close()
+    server.kill()
+    server.start()
+    client = kubemq_client(server, client_id="after-crash")
+    try:
+        left = receive(client, channel, max_messages=10, wait=1).messages
+        assert [m.body for m in left] == [b"healthy"], "the poison message moved instead of a second delivery"
+        for m in left:
+            m.ack()
+        moved = receive(client, dead, max_messages=10, wait=2).messages
+        assert [m.body for m in moved] == [b"poison"]
+        assert moved[0].is_re_routed and moved[0].re_route_from_queue == channel
+        assert moved[0].receive_count == 1, "a fresh message in the dead-letter channel"
+        moved[0].ack()
+    finally:
+        client.close()
+
+
+# QueuesInfo is not in the Python SDK 4.x; it is part of KubeMQ's proto (the Java SDK calls it). The test
+# builds the four messages from their field numbers and calls the RPC over grpcio, as any gRPC client would.
+def _queues_info_types():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    spec = {
+        "QueuesInfoRequest": [("RequestID", 1, F.TYPE_STRING, None), ("QueueName", 2, F.TYPE_STRING, None)],
+        "QueueInfo": [("Name", 1, F.TYPE_STRING, None)]
+        + [(name, n, F.TYPE_INT64, None) for n, name in enumerate(
+            ["Messages", "Bytes", "FirstSequence", "LastSequence", "Sent", "Delivered", "Waiting", "Subscribers"],
+            start=2)],
+        "QueuesInfo": [("TotalQueue", 1, F.TYPE_INT32, None), ("Sent", 2, F.TYPE_INT64, None),
+                       ("Delivered", 3, F.TYPE_INT64, None), ("Waiting", 4, F.TYPE_INT64, None),
+                       ("Queues", 5, F.TYPE_MESSAGE, ".veil_e2e.QueueInfo")],
+        "QueuesInfoResponse": [("RefRequestID", 1, F.TYPE_STRING, None),
+                               ("Info", 2, F.TYPE_MESSAGE, ".veil_e2e.QueuesInfo")],
+    }
+    # A package of its own, so that nothing clashes with the SDK's registered `kubemq` types; the wire only
+    # carries field numbers, and the method path names KubeMQ's service.
+    file = descriptor_pb2.FileDescriptorProto(name="veil_e2e_queues_info.proto", package="veil_e2e", syntax="proto3")
+    for message, fields in spec.items():
+        proto = file.message_type.add(name=message)
+        for name, number, kind, type_name in fields:
+            field = proto.field.add(name=name, number=number, type=kind,
+                                    label=F.LABEL_REPEATED if name == "Queues" else F.LABEL_OPTIONAL)
+            if type_name:
+                field.type_name = type_name
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"veil_e2e.{name}"))
+            for name in ("QueuesInfoRequest", "QueuesInfoResponse")}
+
+
+def test_queues_info_reports_each_channel_and_the_totals(kmq, server, channel):
+    import grpc
+
+    kmq.send_queue_messages_batch([QueueMessage(channel=channel, body=b"x" * size) for size in (10, 20, 30)])
+    held = receive(kmq, channel, wait=2).messages
+    assert len(held) == 1
+    types = _queues_info_types()
+    with grpc.insecure_channel(server.kubemq_address) as rpc:
+        call = rpc.unary_unary(
+            "/kubemq.kubemq/QueuesInfo",
+            request_serializer=types["QueuesInfoRequest"].SerializeToString,
+            response_deserializer=types["QueuesInfoResponse"].FromString,
+        )
+        response = call(types["QueuesInfoRequest"](RequestID="info-1", QueueName=channel), timeout=5)
+    assert response.RefRequestID == "info-1"
+    assert response.Info.TotalQueue == 1
+    [info] = response.Info.Queues
+    assert info.Name == channel
+    assert (info.Messages, info.Bytes) == (3, 60), "the held message is still stored"
+    assert (info.FirstSequence, info.LastSequence) == (1, 3)
+    assert (info.Sent, info.Delivered, info.Waiting) == (3, 1, 2)
+    assert (response.Info.Sent, response.Info.Delivered, response.Info.Waiting) == (3, 1, 2)
+    held[0].ack()
