@@ -2,7 +2,7 @@
 //! visible now, in time-next-visible order", "when does the next Hidden or Delayed message return" and "what
 //! has expired" without scanning. Time is passed in; the index never reads a clock. Bodies are not here.
 //!
-//! Per message the index holds one `MessageState` (40 bytes) in a [`SeqSlab`] chunk and one `(visible_at,
+//! Per message the index holds one `MessageState` (48 bytes) in a [`SeqSlab`] chunk and one `(visible_at,
 //! seq)` entry in `ready` or `pending`. Expiry is found through one `(expiry lower bound, chunk)` entry per
 //! chunk of `slab::CHUNK_LEN` sequence numbers, not one per message.
 

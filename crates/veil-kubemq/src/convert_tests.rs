@@ -343,7 +343,11 @@ fn queues_info_filters_by_substring_and_sums_the_kept_channels() {
         "wire sequences count from 1"
     );
     let us = &info.queues[1];
-    assert_eq!((us.first_sequence, us.last_sequence), (0, 0), "0 when empty");
+    assert_eq!(
+        (us.first_sequence, us.last_sequence),
+        (0, 0),
+        "0 when empty"
+    );
     assert_eq!(us.subscribers, 2);
     assert_eq!(queues_info(&queues, "", &subscribers).total_queue, 3);
 }
