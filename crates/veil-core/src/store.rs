@@ -16,6 +16,9 @@ pub enum StoreError {
     Io(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The data was written in a storage format this build does not read.
+    #[error("incompatible storage format: {0}")]
+    Incompatible(String),
     #[error("the store is closed")]
     Closed,
 }

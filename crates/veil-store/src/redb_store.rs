@@ -253,8 +253,8 @@ fn check_format_version(
         .map(|guard| guard.value().to_vec());
     match stored {
         Some(bytes) if bytes == FORMAT_VERSION.to_be_bytes() => Ok(()),
-        Some(bytes) => Err(StoreError::Corrupt(format!(
-            "{} has storage format {:?}, this Veil reads format {FORMAT_VERSION}",
+        Some(bytes) => Err(StoreError::Incompatible(format!(
+            "{} has storage format {:?}; this Veil reads format {FORMAT_VERSION}",
             path.display(),
             bytes
         ))),
@@ -263,7 +263,7 @@ fn check_format_version(
             .map_err(redb_err!("reading meta"))?
             .is_some() =>
         {
-            Err(StoreError::Corrupt(format!(
+            Err(StoreError::Incompatible(format!(
                 "{} was written by a development build of Veil before storage format {FORMAT_VERSION}; \
                  move it away to start afresh",
                 path.display()
