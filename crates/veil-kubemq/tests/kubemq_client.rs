@@ -1,6 +1,7 @@
-//! Integration tests through KubeMQ's own Rust client (`kubemq` on crates.io) as a second real client, plus
-//! the legacy StreamQueueMessage RPC (which that crate does not expose) through a tonic client generated from
-//! Veil's proto. The service runs in-process on 127.0.0.1 over the real redb store: starting the `veil`
+//! Integration tests through KubeMQ's own Rust client (`kubemq` on crates.io) as a second real client: its
+//! high-level client, and for the legacy StreamQueueMessage RPC (which that client does not wrap) the gRPC
+//! client the crate generated from KubeMQ's own proto. Raw downstream requests and QueuesInfo use a tonic
+//! client generated from Veil's proto. The service runs in-process on 127.0.0.1 over the real redb store: starting the `veil`
 //! binary would need it built by another package first, which `cargo test` does not guarantee.
 
 use std::net::SocketAddr;
@@ -234,16 +235,22 @@ async fn max_receive_count_dead_letters_to_max_receive_queue() {
     veil.stop().await;
 }
 
-// ----- StreamQueueMessage through Veil's own generated client -----
+// ----- StreamQueueMessage through the kubemq crate's gRPC client -----
+//
+// The crate's high-level client has no legacy StreamQueueMessage, but the crate ships KubeMQ's own generated
+// gRPC client (`kubemq::proto`, from KubeMQ's kubemq.proto): a second, independent encoding of the wire that
+// Veil's proto must agree with.
+
+use kubemq::proto::kubemq as kubemq_pb;
 
 struct LegacyStream {
-    requests: mpsc::Sender<pb::StreamQueueMessagesRequest>,
-    responses: tonic::Streaming<pb::StreamQueueMessagesResponse>,
+    requests: mpsc::Sender<kubemq_pb::StreamQueueMessagesRequest>,
+    responses: tonic::Streaming<kubemq_pb::StreamQueueMessagesResponse>,
 }
 
 impl LegacyStream {
     async fn open(addr: SocketAddr) -> LegacyStream {
-        let mut client = pb::kubemq_client::KubemqClient::connect(format!("http://{addr}"))
+        let mut client = kubemq_pb::kubemq_client::KubemqClient::connect(format!("http://{addr}"))
             .await
             .expect("connect");
         let (requests, rx) = mpsc::channel(8);
@@ -260,10 +267,10 @@ impl LegacyStream {
 
     async fn call(
         &mut self,
-        kind: pb::StreamRequestType,
+        kind: kubemq_pb::StreamRequestType,
         visibility_seconds: i32,
-    ) -> pb::StreamQueueMessagesResponse {
-        let request = pb::StreamQueueMessagesRequest {
+    ) -> kubemq_pb::StreamQueueMessagesResponse {
+        let request = kubemq_pb::StreamQueueMessagesRequest {
             request_id: uuid::Uuid::new_v4().to_string(),
             client_id: "legacy".into(),
             stream_request_type_data: kind as i32,
@@ -290,14 +297,16 @@ async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
         .await
         .expect("send");
     let mut stream = LegacyStream::open(veil.addr).await;
-    let received = stream.call(pb::StreamRequestType::ReceiveMessage, 1).await;
+    let received = stream
+        .call(kubemq_pb::StreamRequestType::ReceiveMessage, 1)
+        .await;
     assert!(!received.is_error, "{}", received.error);
     assert_eq!(
         received.message.map(|m| m.body),
         Some(b"long work".to_vec())
     );
     let modified = stream
-        .call(pb::StreamRequestType::ModifyVisibility, 3)
+        .call(kubemq_pb::StreamRequestType::ModifyVisibility, 3)
         .await;
     assert!(!modified.is_error, "{}", modified.error);
     // Past the original 1 s deadline the message is still hidden: the deadline was reset to 3 s.
@@ -307,7 +316,9 @@ async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
         .await
         .expect("peek");
     assert!(other.is_empty(), "still hidden after the original deadline");
-    let acked = stream.call(pb::StreamRequestType::AckMessage, 0).await;
+    let acked = stream
+        .call(kubemq_pb::StreamRequestType::AckMessage, 0)
+        .await;
     assert!(!acked.is_error, "{}", acked.error);
     veil.stop().await;
 }
@@ -321,7 +332,9 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
         .await
         .expect("send");
     let mut stream = LegacyStream::open(veil.addr).await;
-    let received = stream.call(pb::StreamRequestType::ReceiveMessage, 1).await;
+    let received = stream
+        .call(kubemq_pb::StreamRequestType::ReceiveMessage, 1)
+        .await;
     assert!(!received.is_error, "{}", received.error);
     let started = Instant::now();
     let mut receiver = client
@@ -336,7 +349,9 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
     );
     assert!(started.elapsed() < Duration::from_millis(2_500));
     // The stream's message is no longer its to settle.
-    let late = stream.call(pb::StreamRequestType::AckMessage, 0).await;
+    let late = stream
+        .call(kubemq_pb::StreamRequestType::AckMessage, 0)
+        .await;
     assert!(late.is_error);
     again.ack_all().await.expect("ack");
     receiver.close().await.expect("close");
