@@ -73,16 +73,21 @@ type Subscribers = parking_lot::Mutex<HashMap<String, u64>>;
 /// One waiting receiver, counted while it lives.
 struct Subscription<'a> {
     subscribers: &'a Subscribers,
-    channel: String,
+    channel: &'a str,
 }
 
 impl<'a> Subscription<'a> {
-    fn new(subscribers: &'a Subscribers, channel: &str) -> Self {
+    fn new(subscribers: &'a Subscribers, channel: &'a str) -> Self {
         let mut counts = subscribers.lock();
-        *counts.entry(channel.to_string()).or_default() += 1;
+        match counts.get_mut(channel) {
+            Some(count) => *count += 1,
+            None => {
+                counts.insert(channel.to_string(), 1);
+            }
+        }
         Self {
             subscribers,
-            channel: channel.to_string(),
+            channel,
         }
     }
 }
@@ -90,10 +95,10 @@ impl<'a> Subscription<'a> {
 impl Drop for Subscription<'_> {
     fn drop(&mut self) {
         let mut counts = self.subscribers.lock();
-        if let Some(count) = counts.get_mut(&self.channel) {
+        if let Some(count) = counts.get_mut(self.channel) {
             *count -= 1;
             if *count == 0 {
-                counts.remove(&self.channel);
+                counts.remove(self.channel);
             }
         }
     }
