@@ -278,11 +278,21 @@ fn a_data_directory_of_another_storage_format_is_refused_with_a_clear_error() {
     assert!(error.contains("storage format"), "{error}");
 }
 
-#[test]
-fn a_new_data_directory_opens_again_with_its_format_version() {
+#[tokio::test]
+async fn a_data_directory_written_by_this_build_opens_again() {
+    // Once a queue exists the file has data, so reopening it succeeds only if the first open stamped it with
+    // this build's format version (an unstamped file with data is refused, as above).
     let dir = tempfile::tempdir().unwrap();
-    RedbStore::open(dir.path(), StoreOptions::default())
-        .unwrap()
-        .close();
-    RedbStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let clock = ManualClock::new(START_MS);
+    {
+        let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+        let engine = engine_on(store.clone(), &clock);
+        engine
+            .create_queue(orders(), QueueConfig::default())
+            .await
+            .unwrap();
+        store.close();
+    }
+    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    assert!(engine_on(store, &clock).queue_exists(&orders()));
 }
