@@ -339,6 +339,15 @@ impl Engine {
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<SentMessage>> {
         let now = self.clock.now();
+        if messages
+            .iter()
+            .any(|m| m.redrive.as_ref().is_some_and(|p| p.max_receive_count == 0))
+        {
+            // 0 would dead-letter a message before its first delivery.
+            return Err(EngineError::InvalidArgument(
+                "a message's max receive count must be at least 1".into(),
+            ));
+        }
         // Digests and ids are computed before taking the lock: they need no shared state.
         let prepared: Vec<([u8; 16], [u8; 16])> = messages
             .iter()

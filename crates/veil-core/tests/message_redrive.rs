@@ -252,3 +252,18 @@ async fn a_receive_reports_the_expired_messages_it_removed() {
     let again = h.engine.receive_detailed(&key, options).await.unwrap();
     assert_eq!(again.expired, 0, "each expiry is reported once");
 }
+
+#[tokio::test]
+async fn a_message_policy_of_zero_receives_is_refused() {
+    let h = Harness::new();
+    let source = h.queue("orders").await;
+    let refused = h
+        .engine
+        .send(&source, vec![with_policy("x", 0, None)])
+        .await;
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    assert_eq!(h.stats(&source).counters.sends, 0);
+}
