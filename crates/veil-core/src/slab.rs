@@ -39,6 +39,22 @@ struct Chunk {
     states: [MessageState; CHUNK_LEN],
 }
 
+impl Chunk {
+    /// Keeps `expires_at_min` a lower bound once a state expiring at `expires_at` is stored in this chunk.
+    fn lower_expiry_bound(&mut self, number: u64, expires_at: Millis) -> ExpiryBound {
+        if expires_at >= self.expires_at_min {
+            return ExpiryBound::Unchanged;
+        }
+        let old = self.expires_at_min;
+        self.expires_at_min = expires_at;
+        ExpiryBound::Lowered {
+            chunk: number,
+            old,
+            new: expires_at,
+        }
+    }
+}
+
 /// What an insert or removal did to a chunk's expiry lower bound, for the caller's expiry set.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ExpiryBound {
@@ -91,17 +107,7 @@ impl SeqSlab {
         chunk.occupied |= 1 << slot;
         chunk.states[slot] = state;
         self.len += 1;
-        if state.expires_at < chunk.expires_at_min {
-            let old = chunk.expires_at_min;
-            chunk.expires_at_min = state.expires_at;
-            ExpiryBound::Lowered {
-                chunk: number,
-                old,
-                new: state.expires_at,
-            }
-        } else {
-            ExpiryBound::Unchanged
-        }
+        chunk.lower_expiry_bound(number, state.expires_at)
     }
 
     /// Overwrites the state of a seq that holds one, keeping the chunk's expiry bound valid.
@@ -114,17 +120,7 @@ impl SeqSlab {
             .filter(|c| c.occupied & (1 << slot) != 0);
         let chunk = chunk.unwrap_or_else(|| panic!("set of unknown seq {seq}"));
         chunk.states[slot] = state;
-        if state.expires_at < chunk.expires_at_min {
-            let old = chunk.expires_at_min;
-            chunk.expires_at_min = state.expires_at;
-            ExpiryBound::Lowered {
-                chunk: number,
-                old,
-                new: state.expires_at,
-            }
-        } else {
-            ExpiryBound::Unchanged
-        }
+        chunk.lower_expiry_bound(number, state.expires_at)
     }
 
     /// Removes a seq's state. The chunk's expiry bound is left as it is (a lower bound stays a lower bound);
