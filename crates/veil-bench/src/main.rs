@@ -283,21 +283,13 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
     })
     .await?;
     let workload = Workload {
-        queue: "smoke".into(),
         producers: 2,
         consumers: 2,
         batch: 5,
         body_size: 512,
         duration_s: Some(args.duration),
-        messages: None,
-        rate: None,
-        visibility_s: 30,
-        delete: true,
-        wait_s: 1,
-        drain: true,
         drain_timeout_s: 5.0,
-        lockstep: false,
-        empty_backoff_ms: 0,
+        ..Workload::baseline("smoke")
     }
     .checked()
     .map_err(BenchError::Workload)?;

@@ -60,6 +60,28 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The baseline every preset varies: one producer and one consumer, unbatched 1 KiB messages for 10 s,
+    /// 30 s visibility, 1 s long polls, deletes on, draining for up to 30 s.
+    pub fn baseline(queue: impl Into<String>) -> Self {
+        Self {
+            queue: queue.into(),
+            producers: 1,
+            consumers: 1,
+            batch: 1,
+            body_size: 1024,
+            duration_s: Some(10.0),
+            messages: None,
+            rate: None,
+            visibility_s: 30,
+            delete: true,
+            wait_s: 1,
+            drain: true,
+            drain_timeout_s: 30.0,
+            lockstep: false,
+            empty_backoff_ms: 0,
+        }
+    }
+
     /// A validated copy (batch clamped to 1–10, body at least the header).
     pub fn checked(mut self) -> Result<Self, String> {
         if !(1..=10).contains(&self.batch) {
@@ -901,21 +923,11 @@ mod tests {
     #[test]
     fn workload_validation() {
         let base = Workload {
-            queue: "q".into(),
-            producers: 1,
-            consumers: 1,
             batch: 10,
             body_size: 10,
             duration_s: Some(1.0),
-            messages: None,
-            rate: None,
-            visibility_s: 30,
-            delete: true,
-            wait_s: 1,
-            drain: true,
             drain_timeout_s: 5.0,
-            lockstep: false,
-            empty_backoff_ms: 0,
+            ..Workload::baseline("q")
         };
         assert_eq!(
             base.clone().checked().map(|w| w.body_size),

@@ -215,25 +215,6 @@ fn from_report(report: RunReport, cdf: Vec<[f64; 2]>) -> ScenarioRun {
     }
 }
 
-fn base_workload(queue: String) -> Workload {
-    Workload {
-        queue,
-        producers: 1,
-        consumers: 1,
-        batch: 1,
-        body_size: 1024,
-        duration_s: Some(10.0),
-        messages: None,
-        rate: None,
-        visibility_s: 30,
-        delete: true,
-        wait_s: 1,
-        drain: true,
-        drain_timeout_s: 30.0,
-        lockstep: false,
-        empty_backoff_ms: 0,
-    }
-}
 
 /// Scenario 1, Round trip: one producer, one consumer, unbatched, lockstep (each message sent, then received, then
 /// deleted before the next is sent), so each latency is the service time of an unloaded system.
@@ -243,7 +224,7 @@ async fn round_trip<T: Target>(target: &T, plan: &Plan) -> Result<ScenarioRun, B
         duration_s: Some(plan.duration_s),
         wait_s: 5,
         lockstep: true,
-        ..base_workload(run_queue("rt"))
+        ..Workload::baseline(run_queue("rt"))
     };
     target
         .prepare(&workload.queue, workload.visibility_s)
@@ -270,7 +251,7 @@ async fn throughput<T: Target>(
         rate,
         wait_s: if rate.is_some() { 0 } else { 1 },
         empty_backoff_ms: if rate.is_some() { 1 } else { 0 },
-        ..base_workload(run_queue(if rate.is_some() { "half" } else { "tp" }))
+        ..Workload::baseline(run_queue(if rate.is_some() { "half" } else { "tp" }))
     };
     target
         .prepare(&workload.queue, workload.visibility_s)
@@ -297,7 +278,7 @@ async fn ceiling<T: Target>(target: &T, plan: &Plan) -> Result<ScenarioRun, Benc
         body_size: 256,
         duration_s: Some(plan.duration_s),
         drain: false,
-        ..base_workload(run_queue("ceil"))
+        ..Workload::baseline(run_queue("ceil"))
     };
     target
         .prepare(&workload.queue, workload.visibility_s)
@@ -574,7 +555,7 @@ async fn preload(target: &SqsTarget, queue: &str, count: u64) -> Result<f64, Ben
         duration_s: None,
         messages: Some(count),
         drain: false,
-        ..base_workload(queue.to_owned())
+        ..Workload::baseline(queue.to_owned())
     };
     let report = run::run(target, workload).await;
     if report.counts.sent != count {
@@ -642,7 +623,7 @@ async fn op_cost(target: &SqsTarget, queue: &str, seconds: f64) -> RunReport {
         duration_s: Some(seconds),
         wait_s: 1,
         drain: false,
-        ..base_workload(queue.to_owned())
+        ..Workload::baseline(queue.to_owned())
     };
     run::run(target, workload).await
 }
