@@ -215,7 +215,6 @@ fn from_report(report: RunReport, cdf: Vec<[f64; 2]>) -> ScenarioRun {
     }
 }
 
-
 /// Scenario 1, Round trip: one producer, one consumer, unbatched, lockstep (each message sent, then received, then
 /// deleted before the next is sent), so each latency is the service time of an unloaded system.
 async fn round_trip<T: Target>(target: &T, plan: &Plan) -> Result<ScenarioRun, BenchError> {
