@@ -540,7 +540,7 @@ fn write_metadata(xml: &mut XmlWriter, metadata: &Metadata) {
 }
 
 fn write_messages(messages: &[QueueMessage]) -> String {
-    let mut xml = XmlWriter::new();
+    let mut xml = xml::writer();
     xml.open("QueueMessagesList");
     for m in messages {
         xml.open("QueueMessage");
@@ -566,7 +566,7 @@ fn write_messages(messages: &[QueueMessage]) -> String {
 }
 
 fn write_queue_list(list: &QueueList) -> String {
-    let mut xml = XmlWriter::new();
+    let mut xml = xml::writer();
     xml.open_with(
         "EnumerationResults",
         "ServiceEndpoint",
@@ -605,7 +605,7 @@ fn write_queue_list(list: &QueueList) -> String {
 
 /// The `<SignedIdentifiers>` document of a queue ACL (also what Veil stores).
 pub fn write_signed_identifiers(identifiers: &[SignedIdentifier]) -> String {
-    let mut xml = XmlWriter::new();
+    let mut xml = xml::writer();
     if identifiers.is_empty() {
         xml.empty("SignedIdentifiers");
         return xml.finish();
@@ -642,7 +642,7 @@ pub fn encode_output(output: &Output) -> HttpReply {
         Output::QueueList(list) => xml_reply(200, write_queue_list(list)),
         Output::Xml(document) => xml_reply(200, document.clone()),
         Output::ServiceStats { last_sync_time } => {
-            let mut xml = XmlWriter::new();
+            let mut xml = xml::writer();
             xml.open("StorageServiceStats").open("GeoReplication");
             xml.leaf("Status", "live");
             xml.leaf("LastSyncTime", &rfc1123(*last_sync_time));
@@ -709,7 +709,7 @@ pub fn encode_output(output: &Output) -> HttpReply {
 /// Encodes an error: `<Error><Code/><Message/>…details…</Error>` plus `x-ms-error-code`. The message ends
 /// with the request id and time, as Azure's do.
 pub fn encode_error(error: &AzureError, request_id: &str, now_iso: &str) -> HttpReply {
-    let mut xml = XmlWriter::new();
+    let mut xml = xml::writer();
     xml.open("Error");
     xml.leaf("Code", error.code.as_str());
     xml.leaf(

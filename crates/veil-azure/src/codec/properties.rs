@@ -3,7 +3,7 @@
 //! answers it back, and it does enforce the CORS rules for preflight requests. A Set replaces only the
 //! top-level sections it contains, as Azure does.
 
-use super::xml::{self, Element, XmlWriter};
+use super::xml::{self, Element};
 
 /// Sections of a document nobody has set yet.
 const DEFAULT_PROPERTIES: &str = "<StorageServiceProperties>\
@@ -31,7 +31,7 @@ pub fn merge(current: &Element, update: &Element) -> Element {
 }
 
 pub fn to_document(properties: &Element) -> String {
-    let mut out = XmlWriter::new();
+    let mut out = xml::writer();
     properties.write(&mut out);
     out.finish()
 }

@@ -1,11 +1,12 @@
 //! XML both ways, as small as Azure's bodies need. Reading builds a tree of elements (names without
 //! namespace prefixes, text with entities and character references resolved, CDATA kept verbatim);
-//! writing escapes text with quick-xml plus one rule: a carriage return is written as `&#xD;`, because XML
-//! parsers turn a literal CR into LF and a body written by another protocol must come back byte for byte.
+//! writing uses the writer shared with the SQS front-end (`veil-xml`) in Azure's style.
 
-use quick_xml::escape::{escape, resolve_predefined_entity};
+use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
 use quick_xml::Reader;
+use veil_xml::Style;
+pub use veil_xml::XmlWriter;
 
 /// Deepest nesting accepted; Azure's documents are at most four levels deep.
 const DEPTH_MAX: usize = 16;
@@ -157,76 +158,15 @@ pub fn parse(bytes: &[u8]) -> Result<Element, XmlError> {
     root.ok_or_else(|| XmlError("no root element".into()))
 }
 
-/// Builds one XML document into a string. Elements are closed by the caller in order.
-pub struct XmlWriter {
-    out: String,
-}
+/// The document shape of Azure's answers (lower-case encoding label, `<Name />`).
+const AZURE_XML: Style = Style {
+    declaration: "<?xml version=\"1.0\" encoding=\"utf-8\"?>",
+    empty_end: " />",
+};
 
-impl XmlWriter {
-    pub fn new() -> Self {
-        Self {
-            out: String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>"),
-        }
-    }
-
-    pub fn open(&mut self, name: &str) -> &mut Self {
-        self.out.push('<');
-        self.out.push_str(name);
-        self.out.push('>');
-        self
-    }
-
-    /// Opens an element with one attribute.
-    pub fn open_with(&mut self, name: &str, attribute: &str, value: &str) -> &mut Self {
-        self.out.push('<');
-        self.out.push_str(name);
-        self.out.push(' ');
-        self.out.push_str(attribute);
-        self.out.push_str("=\"");
-        self.out.push_str(&escape(value));
-        self.out.push_str("\">");
-        self
-    }
-
-    pub fn close(&mut self, name: &str) -> &mut Self {
-        self.out.push_str("</");
-        self.out.push_str(name);
-        self.out.push('>');
-        self
-    }
-
-    pub fn text(&mut self, text: &str) -> &mut Self {
-        let escaped = escape(text);
-        if escaped.contains('\r') {
-            self.out.push_str(&escaped.replace('\r', "&#xD;"));
-        } else {
-            self.out.push_str(&escaped);
-        }
-        self
-    }
-
-    /// `<name>text</name>`.
-    pub fn leaf(&mut self, name: &str, text: &str) -> &mut Self {
-        self.open(name).text(text).close(name)
-    }
-
-    /// `<name />`.
-    pub fn empty(&mut self, name: &str) -> &mut Self {
-        self.out.push('<');
-        self.out.push_str(name);
-        self.out.push_str(" />");
-        self
-    }
-
-    pub fn finish(self) -> String {
-        self.out
-    }
-}
-
-impl Default for XmlWriter {
-    fn default() -> Self {
-        Self::new()
-    }
+/// A writer for one Azure XML document.
+pub fn writer() -> XmlWriter {
+    XmlWriter::new(AZURE_XML)
 }
 
 #[cfg(test)]
@@ -254,7 +194,7 @@ mod tests {
 
     #[test]
     fn text_is_escaped_and_carriage_returns_survive_parsing() {
-        let mut xml = XmlWriter::new();
+        let mut xml = writer();
         xml.leaf("MessageText", "a<b>&\r\n");
         let out = xml.finish();
         assert!(
@@ -270,7 +210,7 @@ mod tests {
         let doc =
             parse(b"<Cors><CorsRule><AllowedOrigins>*</AllowedOrigins><Empty/></CorsRule></Cors>")
                 .unwrap();
-        let mut out = XmlWriter::new();
+        let mut out = writer();
         doc.write(&mut out);
         assert_eq!(parse(out.finish().as_bytes()).unwrap(), doc);
     }

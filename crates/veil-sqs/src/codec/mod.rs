@@ -4,7 +4,6 @@
 pub mod json;
 mod params;
 pub mod query;
-mod xml;
 
 #[cfg(test)]
 mod tests;

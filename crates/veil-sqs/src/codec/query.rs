@@ -10,10 +10,18 @@ use serde_json::{Map, Value};
 use veil_core::AttributeData;
 
 use super::params::{decode_action, Params};
-use super::xml::XmlWriter;
 use super::HttpReply;
 use crate::api::*;
 use crate::error::{ErrorCode, SqsError, SqsResult};
+use veil_xml::{Style, XmlWriter};
+
+/// The document shape of AWS's Query answers (upper-case encoding label, `<Detail/>`).
+const AWS_XML: Style = Style {
+    declaration: "<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
+    empty_end: "/>",
+};
+/// The namespace on the root element of every SQS Query answer.
+const SQS_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
 
 pub(crate) const CONTENT_TYPE: &str = "text/xml";
 
@@ -326,8 +334,8 @@ fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
 pub fn encode_output(action: ActionName, output: &Output, request_id: &str) -> HttpReply {
     let response = format!("{}Response", action.as_str());
     let result = format!("{}Result", action.as_str());
-    let mut xml = XmlWriter::new();
-    xml.open_root(&response);
+    let mut xml = XmlWriter::new(AWS_XML);
+    xml.open_with(&response, "xmlns", SQS_NAMESPACE);
     if *output == Output::Empty {
         // Actions without output have no Result element.
     } else {
@@ -349,8 +357,8 @@ pub fn encode_output(action: ActionName, output: &Output, request_id: &str) -> H
 
 /// `<ErrorResponse><Error><Type/><Code/><Message/><Detail/></Error><RequestId/></ErrorResponse>`.
 pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
-    let mut xml = XmlWriter::new();
-    xml.open_root("ErrorResponse")
+    let mut xml = XmlWriter::new(AWS_XML);
+    xml.open_with("ErrorResponse", "xmlns", SQS_NAMESPACE)
         .open("Error")
         .leaf("Type", error.code.fault())
         .leaf("Code", error.code.query_code())
