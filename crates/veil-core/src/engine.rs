@@ -679,35 +679,114 @@ impl Engine {
                 }
                 DeadLetterRoute::MessagePolicy(key) => {
                     let target = self.dead_letter_queue(state, source, key, now, ops);
-                    let arrived = MessageState {
-                        visible_at: now,
-                        first_received_at: 0,
-                        receive_count: 0,
-                        ..moved
-                    };
-                    (target, arrived)
+                    (target, fresh_arrival(moved, now))
                 }
             };
             let index = state.queues.get_mut(&source).expect("source is locked");
             index.counters.dead_letter_moves += 1;
-            let dlq = state
-                .queues
-                .get_mut(&target)
-                .expect("dead-letter target resolved under the same lock");
-            let to_seq = dlq.alloc_seq(ops);
-            if dlq.insert(to_seq, arrived, now) && !woken.contains(&target) {
+            let arrival = Arrival {
+                from: (source, seq),
+                target,
+                state: arrived,
+                dead_letter_source: Some(source_key.clone()),
+                redrive: None,
+            };
+            if Self::arrive(state, arrival, now, ops) && !woken.contains(&target) {
                 woken.push(target);
             }
-            ops.push(StoreOp::MoveMessage {
-                from: (source, seq),
-                to: (target, to_seq),
-                state: arrived,
-                dead_letter_source: source_key.clone(),
-            });
         }
         for target in woken {
             state.queues[&target].notify.notify_waiters();
         }
+    }
+
+    /// Puts a message already taken out of its source index into `target` under a new seq, and queues the
+    /// store move. Returns the wake-up hint of the insert.
+    fn arrive(state: &mut State, arrival: Arrival, now: Millis, ops: &mut Vec<StoreOp>) -> bool {
+        let target = state
+            .queues
+            .get_mut(&arrival.target)
+            .expect("move target resolved under the same lock");
+        let to_seq = target.alloc_seq(ops);
+        let wake = target.insert(to_seq, arrival.state, now);
+        if let Some(policy) = &arrival.redrive {
+            target.set_redrive(to_seq, policy.clone());
+        }
+        ops.push(StoreOp::MoveMessage {
+            from: arrival.from,
+            to: (arrival.target, to_seq),
+            state: arrival.state,
+            dead_letter_source: arrival.dead_letter_source,
+            redrive: arrival.redrive,
+        });
+        wake
+    }
+
+    /// Moves a message the caller holds (its current receipt) to `target` in one atomic, durable step, as a
+    /// fresh visible message there: same id, body, attributes and own redrive rule; receive count reset; its
+    /// expiry kept. Counted as a delete at the source and a send at the target. KubeMQ's re-queue.
+    pub async fn move_message(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        target: &QueueKey,
+    ) -> EngineResult<()> {
+        let now = self.clock.now();
+        let (result, commit) = {
+            let mut guard = self.state.lock();
+            let state = &mut *guard;
+            let id = state.queue_id(key)?;
+            let target_id = state.queue_id(target)?;
+            let mut ops = Vec::new();
+            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+            Self::advance(index, now, &mut ops);
+            let taken = self.take_held(index, receipt).map(|held| {
+                index.counters.deletes += 1;
+                (held, index.counters)
+            });
+            let result = taken.map(|((seq, moved, redrive), source_counters)| {
+                let arrival = Arrival {
+                    from: (id, seq),
+                    target: target_id,
+                    state: fresh_arrival(moved, now),
+                    dead_letter_source: None,
+                    redrive,
+                };
+                let wake = Self::arrive(state, arrival, now, &mut ops);
+                let target_index = state.queues.get_mut(&target_id).expect("locked");
+                target_index.counters.sends += 1;
+                if wake {
+                    target_index.notify.notify_waiters();
+                }
+                ops.push(StoreOp::PutCounters {
+                    queue: id,
+                    counters: source_counters,
+                });
+                ops.push(StoreOp::PutCounters {
+                    queue: target_id,
+                    counters: target_index.counters,
+                });
+            });
+            (result, self.submit(ops))
+        };
+        Self::durable(commit).await?;
+        result
+    }
+
+    /// Takes a held message out of the index if `receipt` is its current one; returns its seq, state and
+    /// own redrive rule.
+    fn take_held(
+        &self,
+        index: &mut QueueIndex,
+        receipt: &str,
+    ) -> EngineResult<(Seq, MessageState, Option<MessageRedrivePolicy>)> {
+        let receipt = self.decode_receipt(index.id(), receipt)?;
+        Self::current(index, &receipt)?;
+        let redrive = index.redrive(receipt.seq).cloned();
+        let moved = index
+            .remove(receipt.seq)
+            .expect("current() found the message");
+        Ok((receipt.seq, moved, redrive))
     }
 
     /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
@@ -1033,12 +1112,8 @@ impl Engine {
         Ok((visible_at, new_receipt))
     }
 
-    fn check_reschedule(
-        index: &QueueIndex,
-        receipt: &Receipt,
-        change: &VisibilityChange,
-        now: Millis,
-    ) -> EngineResult<MessageState> {
+    /// The message's state if `receipt` is its current one (issued by its latest receive or update).
+    fn current(index: &QueueIndex, receipt: &Receipt) -> EngineResult<MessageState> {
         let current = index
             .get(receipt.seq)
             .ok_or(EngineError::MessageNotAvailable)?;
@@ -1048,6 +1123,16 @@ impl Engine {
         if receipt.generation != current.generation {
             return Err(EngineError::MessageNotAvailable);
         }
+        Ok(current)
+    }
+
+    fn check_reschedule(
+        index: &QueueIndex,
+        receipt: &Receipt,
+        change: &VisibilityChange,
+        now: Millis,
+    ) -> EngineResult<MessageState> {
+        let current = Self::current(index, receipt)?;
         if change.visibility_ms > limits::VISIBILITY_TIMEOUT_MS_MAX {
             return Err(EngineError::InvalidArgument(format!(
                 "visibility of {} ms exceeds the engine's maximum of {} ms",
@@ -1118,6 +1203,27 @@ enum DeadLetterRoute {
     MessagePolicy(QueueKey),
     /// The message's own policy names no queue.
     Drop,
+}
+
+/// A message on its way into another queue (a dead-letter move or a re-queue).
+struct Arrival {
+    from: (QueueId, Seq),
+    target: QueueId,
+    state: MessageState,
+    /// Set for dead letters: the payload records where they came from.
+    dead_letter_source: Option<QueueKey>,
+    /// The message's own rule, kept by a re-queue.
+    redrive: Option<MessageRedrivePolicy>,
+}
+
+/// A moved message's state when it arrives as a fresh one: visible now, never received, its expiry kept.
+fn fresh_arrival(moved: MessageState, now: Millis) -> MessageState {
+    MessageState {
+        visible_at: now,
+        first_received_at: 0,
+        receive_count: 0,
+        ..moved
+    }
 }
 
 struct DeadLetter {

@@ -77,13 +77,19 @@ impl Inner {
                 to,
                 state,
                 dead_letter_source,
+                redrive,
             } => {
                 self.states.remove(&from);
                 self.redrives.remove(&from);
                 if let Some(mut payload) = self.payloads.remove(&from) {
-                    payload.dead_letter_source = Some(dead_letter_source);
+                    if dead_letter_source.is_some() {
+                        payload.dead_letter_source = dead_letter_source;
+                    }
                     self.payloads.insert(to, payload);
                     self.states.insert(to, state);
+                    if let Some(policy) = redrive {
+                        self.redrives.insert(to, policy);
+                    }
                 }
             }
             StoreOp::ReplaceBody {

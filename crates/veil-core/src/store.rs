@@ -53,13 +53,14 @@ pub enum StoreOp {
     },
     /// Removes every message of the queue, keeping the queue.
     PurgeQueue(QueueId),
-    /// Moves a message to another queue (dead-lettering), marking where it came from. The message's own
-    /// redrive policy, if any, does not move with it.
+    /// Moves a message to another queue (a dead-letter move or a re-queue). A dead letter's payload records
+    /// where it came from; the message's own redrive rule moves only when given here.
     MoveMessage {
         from: (QueueId, Seq),
         to: (QueueId, Seq),
         state: MessageState,
-        dead_letter_source: QueueKey,
+        dead_letter_source: Option<QueueKey>,
+        redrive: Option<MessageRedrivePolicy>,
     },
     ReplaceBody {
         queue: QueueId,

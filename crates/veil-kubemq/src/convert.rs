@@ -300,35 +300,6 @@ pub fn send_error(
     }
 }
 
-/// What is left of a message's life at `now`, for a copy (re-queue, dead letter) that must not outlive it.
-pub fn remaining_ttl(expires_at: Millis, now: Millis) -> Ttl {
-    if expires_at == NEVER {
-        Ttl::Never
-    } else {
-        Ttl::After(expires_at.saturating_sub(now).max(1))
-    }
-}
-
-/// The copy of `message` sent by a re-queue: same body, tags, metadata, policy and id, fresh counts.
-pub fn requeue_copy(message: &Message, now: Millis) -> NewMessage {
-    let mut attributes = message.payload.attributes.clone();
-    if !attributes.contains_key(ATTR_MESSAGE_ID) {
-        attributes.insert(
-            ATTR_MESSAGE_ID.to_string(),
-            string_attribute(message.message_id_string()),
-        );
-    }
-    NewMessage {
-        body: message.payload.body.clone(),
-        attributes,
-        delay_ms: Some(0),
-        ttl: Some(remaining_ttl(message.state.expires_at, now)),
-        sender_id: message.payload.sender_id.clone(),
-        fifo: None,
-        redrive: message.redrive.clone(),
-    }
-}
-
 /// A delivered or peeked message on the wire.
 pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
     let attributes = &message.payload.attributes;

@@ -230,19 +230,6 @@ fn a_policy_without_a_channel_drops_rather_than_moves() {
 }
 
 #[test]
-fn a_requeue_copy_keeps_the_policy_and_the_client_id() {
-    let mut message = wire("q", b"x");
-    message.policy = policy(0, 0, 2, "dead");
-    let original = stored(to_new_message(message), 0, state(1));
-    let copy = requeue_copy(&original, 1_000);
-    assert_eq!(copy.redrive, original.redrive);
-    assert_eq!(
-        attribute_text(&copy.attributes, ATTR_MESSAGE_ID).as_deref(),
-        Some("m-1")
-    );
-}
-
-#[test]
 fn an_engine_dead_letter_source_shows_as_rerouted() {
     let mut message = stored(to_new_message(wire("q", b"x")), 0, state(1));
     message.payload.dead_letter_source = Some(QueueKey::new("default", "orders"));
@@ -251,15 +238,6 @@ fn an_engine_dead_letter_source_shows_as_rerouted() {
         .unwrap_or_default();
     assert!(attributes.re_routed);
     assert_eq!(attributes.re_routed_from_queue, "orders");
-}
-
-#[test]
-fn a_requeued_copy_keeps_what_is_left_of_its_life() {
-    let mut original = stored(to_new_message(wire("q", b"x")), 0, state(1));
-    original.state.expires_at = 10_000;
-    assert_eq!(requeue_copy(&original, 4_000).ttl, Some(Ttl::After(6_000)));
-    original.state.expires_at = NEVER;
-    assert_eq!(requeue_copy(&original, 4_000).ttl, Some(Ttl::Never));
 }
 
 #[test]

@@ -219,17 +219,14 @@ impl Inner {
         Ok(())
     }
 
-    /// Re-queue: a copy to `channel`, then the original deleted (at-least-once: a crash between duplicates).
+    /// Re-queue: the held message moves to `channel` as a fresh message, in one engine step.
     async fn requeue(&self, held: &Held, channel: &str) -> Result<(), KubemqError> {
         convert::validate_channel(channel).map_err(|_| KubemqError::RequeueChannelInvalid)?;
         let target = self.ensure(channel).await?;
         self.engine
-            .send(
-                &target,
-                vec![convert::requeue_copy(&held.message, self.engine.now())],
-            )
+            .move_message(&key(&held.channel), &held.receipt, &target)
             .await?;
-        self.ack(held).await
+        Ok(())
     }
 
     fn check_wait_s(&self, wait_s: i32) -> Result<Millis, KubemqError> {

@@ -323,6 +323,17 @@ impl<'txn> Tables<'txn> {
         Ok(())
     }
 
+    fn put_redrive(
+        &mut self,
+        key: (u64, u64),
+        policy: &MessageRedrivePolicy,
+    ) -> Result<(), StoreError> {
+        self.redrives
+            .insert(key, encode(policy)?.as_slice())
+            .map_err(redb_err!("writing a redrive"))?;
+        Ok(())
+    }
+
     /// Most messages have no redrive; an empty table answers without a lookup.
     fn remove_redrive(&mut self, key: (u64, u64)) -> Result<(), StoreError> {
         if !self
@@ -391,9 +402,7 @@ impl<'txn> Tables<'txn> {
                 self.put_payload((queue, seq), &payload)?;
                 self.put_state((queue, seq), &state)?;
                 if let Some(policy) = redrive {
-                    self.redrives
-                        .insert((queue, seq), encode(&policy)?.as_slice())
-                        .map_err(redb_err!("writing a redrive"))?;
+                    self.put_redrive((queue, seq), &policy)?;
                 }
             }
             StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state)?,
@@ -412,15 +421,21 @@ impl<'txn> Tables<'txn> {
                 to,
                 state,
                 dead_letter_source,
+                redrive,
             } => {
                 self.states
                     .remove(from)
                     .map_err(redb_err!("deleting a moved state"))?;
                 self.remove_redrive(from)?;
                 if let Some(mut payload) = self.take_payload(from)? {
-                    payload.dead_letter_source = Some(dead_letter_source);
+                    if dead_letter_source.is_some() {
+                        payload.dead_letter_source = dead_letter_source;
+                    }
                     self.put_payload(to, &payload)?;
                     self.put_state(to, &state)?;
+                    if let Some(policy) = redrive {
+                        self.put_redrive(to, &policy)?;
+                    }
                 }
             }
             StoreOp::ReplaceBody {
