@@ -366,15 +366,7 @@ async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_mess
         .send_queue_message(message("rs.shutdown", "in flight"))
         .await
         .expect("send");
-    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
-        .await
-        .expect("connect");
-    let (requests, rx) = mpsc::channel(8);
-    let mut responses = raw
-        .queues_downstream(ReceiverStream::new(rx))
-        .await
-        .expect("stream")
-        .into_inner();
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(pb::QueuesDownstreamRequest {
             request_id: "get-1".into(),
@@ -425,15 +417,7 @@ async fn a_long_poll_does_not_hold_back_the_acks_behind_it_on_the_same_stream() 
         .send_queue_message(message("rs.busy", "work"))
         .await
         .expect("send");
-    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
-        .await
-        .expect("connect");
-    let (requests, rx) = mpsc::channel(8);
-    let mut responses = raw
-        .queues_downstream(ReceiverStream::new(rx))
-        .await
-        .expect("stream")
-        .into_inner();
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
     let get = |id: &str, channel: &str, wait_timeout: i32| pb::QueuesDownstreamRequest {
         request_id: id.into(),
         client_id: "raw".into(),
@@ -492,15 +476,7 @@ async fn active_offsets_shrink_as_messages_settle_and_the_transaction_completes(
             .await
             .expect("send");
     }
-    let mut raw = pb::kubemq_client::KubemqClient::connect(format!("http://{}", veil.addr))
-        .await
-        .expect("connect");
-    let (requests, rx) = mpsc::channel(8);
-    let mut responses = raw
-        .queues_downstream(ReceiverStream::new(rx))
-        .await
-        .expect("stream")
-        .into_inner();
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
     let request = |id: &str, kind: pb::QueuesDownstreamRequestType, tx: &str, range: Vec<i64>| {
         pb::QueuesDownstreamRequest {
             request_id: id.into(),
@@ -593,6 +569,23 @@ async fn raw_client(
     pb::kubemq_client::KubemqClient::connect(format!("http://{addr}"))
         .await
         .expect("connect")
+}
+
+/// A QueuesDownstream stream opened with Veil's generated client: where requests go, what comes back.
+async fn raw_downstream(
+    addr: SocketAddr,
+) -> (
+    mpsc::Sender<pb::QueuesDownstreamRequest>,
+    tonic::Streaming<pb::QueuesDownstreamResponse>,
+) {
+    let (requests, rx) = mpsc::channel(8);
+    let responses = raw_client(addr)
+        .await
+        .queues_downstream(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+    (requests, responses)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
