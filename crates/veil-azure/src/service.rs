@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{request::Parts, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::request::Parts;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
@@ -29,6 +29,7 @@ use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
 use crate::pop_receipt::{self, PopReceipt};
 use crate::time::rfc1123;
+use veil_http::{header_str, into_response};
 
 /// Key of a queue's ACL (its `SignedIdentifiers` document) in `QueueConfig::protocol_settings`.
 pub const ACL_SETTING: &str = "azure.acl";
@@ -112,30 +113,6 @@ pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
     Router::new().fallback(handle).with_state(service)
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-fn into_response(reply: HttpReply, common: Vec<(&'static str, String)>) -> Response {
-    let mut response = Response::new(Body::from(reply.body));
-    *response.status_mut() =
-        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = response.headers_mut();
-    let all = reply
-        .headers
-        .into_iter()
-        .chain(common.into_iter().map(|(n, v)| (n.to_string(), v)));
-    for (name, value) in all {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            headers.insert(name, value);
-        }
-    }
-    response
-}
-
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let now = service.engine.now();
@@ -160,7 +137,11 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
             codec::encode_error(&error, &request_id, &crate::time::iso8601(now))
         }
     };
-    into_response(reply, common)
+    let mut reply = reply;
+    reply
+        .headers
+        .extend(common.into_iter().map(|(name, value)| (name.into(), value)));
+    into_response(reply)
 }
 
 /// Maps the engine's errors that need no request detail.
@@ -263,6 +244,7 @@ impl Service {
         let poison = format!("{}{}", key.name, limits::POISON_QUEUE_SUFFIX);
         codec::validate_queue_name(&poison).ok()?;
         Some(RedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
             dead_letter_queue: QueueKey::new(key.namespace.clone(), poison),
             max_receive_count: default.max_dequeue_count,
         })
@@ -328,6 +310,7 @@ impl Service {
             ));
         }
         Ok(PolicyChange::Set(Some(RedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
             dead_letter_queue: QueueKey::new(key.namespace.clone(), poison_name),
             max_receive_count,
         })))

@@ -396,7 +396,6 @@ impl Engine {
                     attributes: message.attributes,
                     sent_at: now,
                     sender_id: message.sender_id,
-                    fifo: message.fifo,
                     dead_letter_source: None,
                 };
                 wake |= index.insert(seq, message_state, now);
@@ -804,7 +803,6 @@ impl Engine {
         }
         let config = QueueConfig {
             redrive_policy: None,
-            redrive_allow_policy: None,
             tags: Default::default(),
             metadata: Default::default(),
             protocol_settings: Default::default(),

@@ -43,12 +43,25 @@ impl std::fmt::Display for QueueKey {
     }
 }
 
+/// When a dead-letter rule moves a message that has used up its receives (docs/semantics.md, "Dead letters").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeadLetterTiming {
+    /// SQS and Azure's poison queues: the receive that would deliver the message once more moves it instead.
+    #[default]
+    OnReceive,
+    /// KubeMQ: as soon as the message is released with its receives used up — rejected (visibility 0), its
+    /// visibility lapsing, or its consumer going away — so a consumer of the dead-letter queue sees it at once.
+    /// A receive still moves such a message if it finds one (a release the engine had no chance to act on).
+    OnRelease,
+}
+
 /// Where a queue's messages go once they have been received too often.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RedrivePolicy {
     pub dead_letter_queue: QueueKey,
-    /// A receive that would deliver a message whose `receive_count` already equals this moves it instead.
+    /// A message whose `receive_count` has reached this is moved, at the moment `timing` says.
     pub max_receive_count: u32,
+    pub timing: DeadLetterTiming,
 }
 
 /// A message's own dead-letter rule (KubeMQ's per-message `MaxReceiveCount` / `MaxReceiveQueue`). It takes
@@ -60,6 +73,7 @@ pub struct MessageRedrivePolicy {
     pub max_receive_count: u32,
     /// Created with the source queue's settings if it does not exist when the move happens.
     pub dead_letter_queue: Option<QueueKey>,
+    pub timing: DeadLetterTiming,
 }
 
 /// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
@@ -72,13 +86,8 @@ pub struct QueueConfig {
     pub message_size_bytes_max: u32,
     pub receive_wait_ms: Millis,
     pub redrive_policy: Option<RedrivePolicy>,
-    /// Which queues may use this one as their dead-letter queue, as the protocol wrote it (SQS JSON).
-    pub redrive_allow_policy: Option<String>,
     /// At this many Hidden messages a receive fails with `OverLimit`.
     pub inflight_max: u32,
-    /// Reserved for FIFO queues (a later issue); always false today.
-    pub fifo: bool,
-    pub content_based_deduplication: bool,
     pub tags: BTreeMap<String, String>,
     /// Azure-style queue metadata.
     pub metadata: BTreeMap<String, String>,
@@ -97,10 +106,7 @@ impl Default for QueueConfig {
             message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_DEFAULT,
             receive_wait_ms: 0,
             redrive_policy: None,
-            redrive_allow_policy: None,
             inflight_max: limits::INFLIGHT_MESSAGES_DEFAULT,
-            fifo: false,
-            content_based_deduplication: false,
             tags: BTreeMap::new(),
             metadata: BTreeMap::new(),
             protocol_settings: BTreeMap::new(),
@@ -150,14 +156,6 @@ pub enum AttributeData {
 
 pub type Attributes = BTreeMap<String, AttributeValue>;
 
-/// Fields that only FIFO queues use; carried now so that the data model need not change later.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FifoFields {
-    pub group_id: String,
-    pub dedup_id: Option<String>,
-    pub sequence_number: u128,
-}
-
 /// The immutable part of a stored message (its body may be replaced by Azure's update).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payload {
@@ -168,7 +166,6 @@ pub struct Payload {
     pub attributes: Attributes,
     pub sent_at: Millis,
     pub sender_id: String,
-    pub fifo: Option<FifoFields>,
     /// Set when the message was moved here as a dead letter.
     pub dead_letter_source: Option<QueueKey>,
 }
@@ -206,7 +203,6 @@ pub struct NewMessage {
     /// `None` uses the queue's retention.
     pub ttl: Option<Ttl>,
     pub sender_id: String,
-    pub fifo: Option<FifoFields>,
     /// The message's own dead-letter rule, if any.
     pub redrive: Option<MessageRedrivePolicy>,
 }
@@ -245,7 +241,6 @@ impl NewMessage {
             delay_ms: None,
             ttl: None,
             sender_id: String::new(),
-            fifo: None,
             redrive: None,
         }
     }

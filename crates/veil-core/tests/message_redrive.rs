@@ -13,6 +13,7 @@ fn with_policy(
 ) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count,
             dead_letter_queue: dead_letter_queue.cloned(),
         }),
@@ -67,6 +68,7 @@ async fn a_message_policy_takes_precedence_over_the_queue_policy() {
             "source",
             QueueConfig {
                 redrive_policy: Some(RedrivePolicy {
+                    timing: veil_core::DeadLetterTiming::OnReceive,
                     dead_letter_queue: queue_dlq.clone(),
                     max_receive_count: 5,
                 }),

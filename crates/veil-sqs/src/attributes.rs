@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::limits as sqs_limits;
 use serde_json::{json, Value};
-use veil_core::limits::{sqs as sqs_limits, SECOND_MS};
+use veil_core::limits::SECOND_MS;
 use veil_core::{QueueConfig, QueueInfo, QueueKey, RedrivePolicy};
 
 use crate::error::{SqsError, SqsResult};
@@ -139,6 +140,7 @@ fn parse_redrive_policy(value: &str, names: &NamespaceMap) -> SqsResult<RedriveP
         .key_from_arn(target)
         .ok_or_else(|| redrive_policy_error(value, "Invalid deadLetterTargetArn."))?;
     Ok(RedrivePolicy {
+        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue,
         max_receive_count: count,
     })
@@ -271,11 +273,32 @@ pub fn apply(config: &mut QueueConfig, setting: &QueueSetting) {
         }
         QueueSetting::ReceiveMessageWaitTimeSeconds(s) => config.receive_wait_ms = s * SECOND_MS,
         QueueSetting::RedrivePolicy(policy) => config.redrive_policy = policy.clone(),
-        QueueSetting::RedriveAllowPolicy(policy) => {
-            config.redrive_allow_policy = policy.as_ref().map(|(json, _)| json.clone())
-        }
+        QueueSetting::RedriveAllowPolicy(policy) => match policy {
+            Some((json, _)) => {
+                config
+                    .protocol_settings
+                    .insert(REDRIVE_ALLOW_POLICY_SETTING.to_string(), json.clone());
+            }
+            None => {
+                config
+                    .protocol_settings
+                    .remove(REDRIVE_ALLOW_POLICY_SETTING);
+            }
+        },
         QueueSetting::NoChange => {}
     }
+}
+
+/// Where a queue's `RedriveAllowPolicy` is kept: the engine does not interpret it (only SQS checks it, when
+/// another queue names this one as its dead-letter queue), so it is a protocol setting of the queue.
+pub const REDRIVE_ALLOW_POLICY_SETTING: &str = "sqs.RedriveAllowPolicy";
+
+/// The queue's `RedriveAllowPolicy` as it was set, if any.
+pub fn redrive_allow_policy(config: &QueueConfig) -> Option<&str> {
+    config
+        .protocol_settings
+        .get(REDRIVE_ALLOW_POLICY_SETTING)
+        .map(String::as_str)
 }
 
 /// The configuration of a new SQS queue before its attributes are applied.
@@ -324,7 +347,7 @@ pub fn render(name: &str, info: &QueueInfo, names: &NamespaceMap, region: &str) 
             })
             .to_string()
         }
-        "RedriveAllowPolicy" => config.redrive_allow_policy.clone()?,
+        "RedriveAllowPolicy" => redrive_allow_policy(config)?.to_string(),
         "SqsManagedSseEnabled" => "false".to_string(),
         _ => return None,
     })
@@ -371,6 +394,7 @@ mod tests {
         assert_eq!(
             ok[0].1,
             QueueSetting::RedrivePolicy(Some(RedrivePolicy {
+                timing: veil_core::DeadLetterTiming::OnReceive,
                 dead_letter_queue: QueueKey::new(veil_core::DEFAULT_NAMESPACE, "dlq"),
                 max_receive_count: 5
             }))

@@ -1,14 +1,42 @@
-//! Limits of the SQS front-end that `veil_core::limits::sqs` does not name yet. Everything else comes from
-//! there; the two modules together are the single list of numbers the SQS protocol enforces.
+//! Every limit the SQS front-end enforces, named with its unit last, in one place (docs/semantics.md quotes
+//! them). The engine knows none of these: it takes durations and counts that this crate has validated.
 
-use veil_core::limits::sqs as core_sqs;
+use veil_core::limits::{HOUR_MS, SECOND_MS};
+use veil_core::Millis;
+
+pub const VISIBILITY_TIMEOUT_S_MAX: u64 = 43_200;
+pub const VISIBILITY_TIMEOUT_S_DEFAULT: u64 = 30;
+/// ChangeMessageVisibility may not push a message past this long after its receive.
+pub const VISIBILITY_TOTAL_MS_MAX: Millis = 12 * HOUR_MS;
+pub const DELAY_S_MAX: u64 = 900;
+pub const RETENTION_S_MIN: u64 = 60;
+pub const RETENTION_S_MAX: u64 = 1_209_600;
+pub const RETENTION_S_DEFAULT: u64 = 345_600;
+pub const MESSAGE_SIZE_BYTES_MIN: u64 = 1_024;
+pub const MESSAGE_SIZE_BYTES_MAX: u64 = 1_048_576;
+pub const RECEIVE_WAIT_S_MAX: u64 = 20;
+pub const RECEIVE_MESSAGES_MAX: u64 = 10;
+pub const BATCH_ENTRIES_MAX: usize = 10;
+pub const BATCH_ENTRY_ID_CHARS_MAX: usize = 80;
+pub const QUEUE_NAME_CHARS_MAX: usize = 80;
+pub const MESSAGE_ATTRIBUTES_MAX: usize = 10;
+pub const MESSAGE_ATTRIBUTE_NAME_CHARS_MAX: usize = 256;
+pub const MAX_RECEIVE_COUNT_MIN: u32 = 1;
+pub const MAX_RECEIVE_COUNT_MAX: u32 = 1_000;
+pub const REDRIVE_ALLOW_SOURCE_ARNS_MAX: usize = 10;
+pub const LIST_QUEUES_RESULTS_MAX: usize = 1_000;
+pub const TAGS_PER_QUEUE_MAX: usize = 50;
+/// One PurgeQueue per queue per 60 s.
+pub const PURGE_INTERVAL_MS_MIN: Millis = 60 * SECOND_MS;
+pub const DEFAULT_ACCOUNT_ID: &str = "000000000000";
+pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// The total of a SendMessageBatch (bodies and attributes) shares the single-message cap (protocols/sqs.md).
-pub const BATCH_REQUEST_BYTES_MAX: u64 = core_sqs::MESSAGE_SIZE_BYTES_MAX;
+pub const BATCH_REQUEST_BYTES_MAX: u64 = MESSAGE_SIZE_BYTES_MAX;
 /// Largest HTTP body accepted: a 1 MiB batch percent-encoded in a form can triple in size, plus overhead.
-pub const HTTP_BODY_BYTES_MAX: usize = 4 * core_sqs::MESSAGE_SIZE_BYTES_MAX as usize;
+pub const HTTP_BODY_BYTES_MAX: usize = 4 * MESSAGE_SIZE_BYTES_MAX as usize;
 /// ListDeadLetterSourceQueues pages like ListQueues.
-pub const LIST_DEAD_LETTER_SOURCES_RESULTS_MAX: usize = core_sqs::LIST_QUEUES_RESULTS_MAX;
+pub const LIST_DEAD_LETTER_SOURCES_RESULTS_MAX: usize = LIST_QUEUES_RESULTS_MAX;
 /// Tag keys and values (AWS: keys up to 128 characters, values up to 256).
 pub const TAG_KEY_CHARS_MAX: usize = 128;
 pub const TAG_VALUE_CHARS_MAX: usize = 256;

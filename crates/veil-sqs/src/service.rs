@@ -5,15 +5,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Body;
+use crate::limits as sqs_limits;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Router;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
-use veil_core::limits::{sqs as sqs_limits, SECOND_MS};
+use veil_core::limits::SECOND_MS;
 use veil_core::{
     AttributeData, AttributeValue, Attributes, CreateOutcome, Engine, EngineError, Message,
     NewMessage, QueueKey, ReceiptRule, ReceiveOptions, RedrivePolicy, VisibilityChange,
@@ -21,12 +21,13 @@ use veil_core::{
 
 use crate::api::*;
 use crate::attributes::{self, QueueSetting, RedrivePermission};
-use crate::codec::{self, HttpReply, HttpRequestParts};
+use crate::codec::{self, HttpRequestParts};
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::limits;
 use crate::md5::{hex, md5_of_attributes, md5_of_body};
 use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
 use crate::validate;
+use veil_http::{header_str, into_response};
 
 /// Engine attribute key under which the `AWSTraceHeader` system attribute is kept. User attribute names may
 /// not start with `AWS.`, so it never collides with one, and it is never shown as a user attribute.
@@ -90,27 +91,6 @@ struct RequestContext {
     path_queue: Option<QueueAddress>,
     /// Shown as the `SenderId` of sent messages: the access key, else the account.
     sender_id: String,
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-fn into_response(reply: HttpReply) -> Response {
-    let mut response = Response::new(Body::from(reply.body));
-    *response.status_mut() =
-        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(reply.content_type),
-    );
-    for (name, value) in reply.headers {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(name, value);
-        }
-    }
-    response
 }
 
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
@@ -516,7 +496,7 @@ impl Service {
             })?;
         let source_arn = self.arn(context, source);
         let permission =
-            RedrivePermission::from_stored(target.config.redrive_allow_policy.as_deref());
+            RedrivePermission::from_stored(attributes::redrive_allow_policy(&target.config));
         if !permission.allows(&source_arn) {
             return Err(SqsError::invalid_value(
                 "RedrivePolicy",
@@ -693,7 +673,6 @@ impl Service {
                 delay_ms,
                 ttl: None,
                 sender_id: context.sender_id.clone(),
-                fifo: None,
                 redrive: None,
             },
         })

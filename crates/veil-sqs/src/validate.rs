@@ -1,10 +1,10 @@
 //! SQS's input rules: queue names, batch entry ids, body characters, message attributes and numeric ranges,
-//! each answering with the error code and wording SQS uses. Limits come from `veil_core::limits::sqs` and
+//! each answering with the error code and wording SQS uses. Limits come from `crate::limits` and
 //! this crate's `limits`.
 
 use std::collections::{BTreeMap, HashSet};
 
-use veil_core::limits::sqs as sqs_limits;
+use crate::limits as sqs_limits;
 use veil_core::{AttributeData, AttributeValue, Attributes};
 
 use crate::api::MessageAttributeInput;

@@ -36,7 +36,7 @@ const NEXT_QUEUE_ID: &str = "next_queue_id";
 /// The layout of the records in this file. A data directory written with another layout is refused with a
 /// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
 const FORMAT_VERSION_KEY: &str = "format_version";
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 const DATABASE_FILE: &str = "veil.redb";
 /// Most operations one group commit applies; the rest wait for the next commit so that latency stays bounded.
 const GROUP_OPS_MAX: usize = 50_000;

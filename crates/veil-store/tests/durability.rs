@@ -192,6 +192,7 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
 fn with_own_redrive(body: &str, dead_letter_queue: Option<QueueKey>) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count: 1,
             dead_letter_queue,
         }),

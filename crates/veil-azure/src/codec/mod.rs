@@ -34,13 +34,7 @@ pub struct HttpRequestParts<'a> {
     pub body: &'a [u8],
 }
 
-/// An encoded answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpReply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
+pub use veil_http::HttpReply;
 
 /// Where a request points: the account and the path segments below it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -653,9 +647,9 @@ pub fn encode_output(output: &Output) -> HttpReply {
             metadata,
             approximate_count,
         } => {
-            let mut headers: Vec<(String, String)> = metadata
+            let mut headers: Vec<(std::borrow::Cow<'static, str>, String)> = metadata
                 .iter()
-                .map(|(k, v)| (format!("{META_PREFIX}{k}"), v.clone()))
+                .map(|(k, v)| (format!("{META_PREFIX}{k}").into(), v.clone()))
                 .collect();
             headers.push((
                 "x-ms-approximate-messages-count".into(),

@@ -180,29 +180,21 @@ pub fn encode_output(action: ActionName, output: &Output) -> Value {
 }
 
 pub(crate) fn reply(output_body: &Value, request_id: &str) -> HttpReply {
-    HttpReply {
-        status: 200,
-        content_type: CONTENT_TYPE,
-        headers: vec![("x-amzn-RequestId", request_id.to_string())],
-        body: output_body.to_string().into_bytes(),
-    }
+    HttpReply::new(200, output_body.to_string().into_bytes())
+        .with_header("content-type", CONTENT_TYPE)
+        .with_header("x-amzn-RequestId", request_id)
 }
 
 /// An error answer: `__type` + `message`, and the Query code in `x-amzn-query-error` for SDKs that map it.
 pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
-    let mut headers = vec![("x-amzn-RequestId", request_id.to_string())];
+    let body = json!({ "__type": error.code.json_type(), "message": error.message });
+    let reply = HttpReply::new(error.code.status(), body.to_string().into_bytes())
+        .with_header("content-type", CONTENT_TYPE)
+        .with_header("x-amzn-RequestId", request_id);
     if error.code.has_query_code() {
-        headers.push((
-            "x-amzn-query-error",
-            format!("{};{}", error.code.query_code(), error.code.fault()),
-        ));
-    }
-    HttpReply {
-        status: error.code.status(),
-        content_type: CONTENT_TYPE,
-        headers,
-        body: json!({ "__type": error.code.json_type(), "message": error.message })
-            .to_string()
-            .into_bytes(),
+        let code = format!("{};{}", error.code.query_code(), error.code.fault());
+        reply.with_header("x-amzn-query-error", code)
+    } else {
+        reply
     }
 }

@@ -22,14 +22,7 @@ pub struct HttpRequestParts<'a> {
     pub body: &'a [u8],
 }
 
-/// An encoded answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpReply {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
-}
+pub use veil_http::HttpReply;
 
 /// JSON when `X-Amz-Target` is present, Query otherwise.
 pub fn protocol_of(target: Option<&str>) -> Protocol {

@@ -347,12 +347,9 @@ pub fn encode_output(action: ActionName, output: &Output, request_id: &str) -> H
         .leaf("RequestId", request_id)
         .close("ResponseMetadata")
         .close(&response);
-    HttpReply {
-        status: 200,
-        content_type: CONTENT_TYPE,
-        headers: vec![("x-amzn-RequestId", request_id.to_string())],
-        body: xml.finish().into_bytes(),
-    }
+    HttpReply::new(200, xml.finish().into_bytes())
+        .with_header("content-type", CONTENT_TYPE)
+        .with_header("x-amzn-RequestId", request_id)
 }
 
 /// `<ErrorResponse><Error><Type/><Code/><Message/><Detail/></Error><RequestId/></ErrorResponse>`.
@@ -367,10 +364,7 @@ pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
         .close("Error")
         .leaf("RequestId", request_id)
         .close("ErrorResponse");
-    HttpReply {
-        status: error.code.status(),
-        content_type: CONTENT_TYPE,
-        headers: vec![("x-amzn-RequestId", request_id.to_string())],
-        body: xml.finish().into_bytes(),
-    }
+    HttpReply::new(error.code.status(), xml.finish().into_bytes())
+        .with_header("content-type", CONTENT_TYPE)
+        .with_header("x-amzn-RequestId", request_id)
 }

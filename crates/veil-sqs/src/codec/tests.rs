@@ -382,14 +382,15 @@ fn not_implemented_actions_decode_to_a_clear_marker() {
 fn json_error_has_type_query_header_and_request_id() {
     let reply = encode_error(Protocol::Json, &SqsError::queue_does_not_exist(), "req-1");
     assert_eq!(reply.status, 400);
-    assert_eq!(reply.content_type, "application/x-amz-json-1.0");
-    assert!(reply.headers.contains(&(
-        "x-amzn-query-error",
-        "AWS.SimpleQueueService.NonExistentQueue;Sender".into()
-    )));
-    assert!(reply
-        .headers
-        .contains(&("x-amzn-RequestId", "req-1".into())));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/x-amz-json-1.0")
+    );
+    assert_eq!(
+        reply.header("x-amzn-query-error"),
+        Some("AWS.SimpleQueueService.NonExistentQueue;Sender")
+    );
+    assert_eq!(reply.header("x-amzn-RequestId"), Some("req-1"));
     let body: Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(body["__type"], "com.amazonaws.sqs#QueueDoesNotExist");
     assert_eq!(body["message"], "The specified queue does not exist.");
