@@ -82,6 +82,8 @@ pub enum KubemqError {
     RequeueChannelInvalid,
     #[error("Error 400: invalid request type")]
     RequestTypeInvalid,
+    #[error("Error 404: no responder for this channel")]
+    NoResponder,
     #[error("Error 404: transaction {0} not found")]
     TransactionNotFound(String),
     #[error("Error 404: sequence {0} is not an active offset of this transaction")]
@@ -220,6 +222,7 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
     let redrive =
         (policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty()).then(|| {
             MessageRedrivePolicy {
+                timing: veil_core::DeadLetterTiming::OnRelease,
                 // KubeMQ: MaxReceiveCount 0 with a MaxReceiveQueue means the maximum.
                 max_receive_count: if policy.max_receive_count == 0 {
                     limits::MAX_RECEIVE_COUNT as u32
@@ -242,7 +245,6 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         delay_ms: Some(delay_ms),
         ttl: Some(ttl),
         sender_id: message.client_id,
-        fifo: None,
         redrive,
     }
 }

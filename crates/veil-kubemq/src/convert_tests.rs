@@ -33,7 +33,6 @@ fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
             attributes: new.attributes,
             sent_at: state.sent_at,
             sender_id: new.sender_id,
-            fifo: None,
             dead_letter_source: None,
         },
         state,
@@ -148,6 +147,7 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     assert_eq!(
         new.redrive,
         Some(MessageRedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnRelease,
             max_receive_count: 1024,
             dead_letter_queue: Some(QueueKey::new(DEFAULT_NAMESPACE, "dead")),
         }),

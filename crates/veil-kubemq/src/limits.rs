@@ -19,6 +19,13 @@ pub const MAX_INFLIGHT: u32 = 2_048;
 pub const MESSAGE_SIZE_BYTES_MAX: u32 = 4 * 1_024 * 1_024;
 /// ModifyVisibility may not push a deadline further than this after the receive (SPEC §2: 12 h).
 pub const VISIBILITY_TOTAL_MS_MAX: Millis = 43_200 * 1_000;
+/// The KubeMQ release whose queues protocol Veil implements (kubemq-community v2.4.0): what Ping reports as
+/// the server version, so that SDKs checking a tested server range accept it.
+pub const KUBEMQ_PROTOCOL_VERSION: &str = "2.4.0";
+/// What Ping reports as the host.
+pub const PING_HOST: &str = "veil";
+/// KubeMQ raises a downstream Get's wait below one second to one second.
+pub const DOWNSTREAM_WAIT_MS_MIN: Millis = 1_000;
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:50000";
 /// The channel the SDKs send channel-management queries to.
 pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";

@@ -1,0 +1,105 @@
+//! Channel administration and server information: Ping, channel create / list / delete (which the SDKs send
+//! as `SendRequest` queries to KubeMQ's internal requests channel) and QueuesInfo.
+
+use veil_core::{EngineError, DEFAULT_NAMESPACE};
+
+use super::{key, Inner};
+use crate::convert::{self, KubemqError};
+use crate::limits;
+use crate::pb;
+
+/// Ping names the KubeMQ release whose protocol Veil serves, with Veil's own version as semver build
+/// metadata: SDKs compare the leading `x.y.z` with the server range they were tested against (the Python
+/// SDK 4.x warns below 2.4.0), and build metadata takes no part in that comparison.
+pub(super) fn ping(inner: &Inner) -> pb::PingResult {
+    pb::PingResult {
+        host: limits::PING_HOST.to_string(),
+        version: ping_version(),
+        server_start_time: inner.started_at_s,
+        server_up_time_seconds: i64::try_from(inner.started.elapsed().as_secs())
+            .unwrap_or(i64::MAX),
+    }
+}
+
+/// `<KubeMQ protocol version>+veil.<Veil's version>`.
+pub fn ping_version() -> String {
+    format!(
+        "{}+veil.{}",
+        limits::KUBEMQ_PROTOCOL_VERSION,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The channel-management queries the SDKs send, by the request's Metadata.
+enum ChannelRequest {
+    Create,
+    Delete,
+    List,
+}
+
+impl ChannelRequest {
+    fn parse(metadata: &str) -> Result<Self, KubemqError> {
+        match metadata {
+            "create-channel" => Ok(Self::Create),
+            "delete-channel" => Ok(Self::Delete),
+            "list-channels" => Ok(Self::List),
+            _ => Err(KubemqError::RequestTypeInvalid),
+        }
+    }
+}
+
+impl Inner {
+    pub(super) async fn send_request(&self, request: pb::Request) -> pb::Response {
+        let mut response = pb::Response {
+            client_id: request.client_id.clone(),
+            request_id: request.request_id.clone(),
+            timestamp: convert::nanos(self.engine.now()),
+            ..Default::default()
+        };
+        match self.channel_request(&request).await {
+            Ok(body) => {
+                response.executed = true;
+                response.body = body;
+            }
+            Err(error) => response.error = error.to_string(),
+        }
+        response
+    }
+
+    /// Runs one channel query; the reply body is the channel list for `list-channels`, empty otherwise.
+    async fn channel_request(&self, request: &pb::Request) -> Result<Vec<u8>, KubemqError> {
+        if request.channel != limits::CLUSTER_REQUESTS_CHANNEL {
+            return Err(KubemqError::NoResponder);
+        }
+        let tag = |name: &str| request.tags.get(name).map(String::as_str).unwrap_or("");
+        let channel = tag("channel");
+        match ChannelRequest::parse(&request.metadata)? {
+            ChannelRequest::Create => {
+                convert::validate_channel(channel)?;
+                self.ensure(channel).await?;
+                Ok(Vec::new())
+            }
+            ChannelRequest::Delete => match self.engine.delete_queue(&key(channel)).await {
+                // Deleting a channel that is not there is no error in KubeMQ.
+                Ok(()) | Err(EngineError::QueueNotFound(_)) => Ok(Vec::new()),
+                Err(error) => Err(error.into()),
+            },
+            ChannelRequest::List => {
+                let queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+                Ok(convert::channel_list_json(&queues, tag("channel_search")))
+            }
+        }
+    }
+
+    pub(super) fn queues_info(&self, request: pb::QueuesInfoRequest) -> pb::QueuesInfoResponse {
+        let queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+        let info = {
+            let subscribers = self.subscribers.lock();
+            convert::queues_info(&queues, &request.queue_name, &subscribers)
+        };
+        pb::QueuesInfoResponse {
+            ref_request_id: request.request_id,
+            info: Some(info),
+        }
+    }
+}

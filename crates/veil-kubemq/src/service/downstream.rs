@@ -1,0 +1,370 @@
+//! `QueuesDownstream`: transactions on one bidirectional stream. A `Get` is a collecting engine receive with
+//! the server-side visibility timeout (`DefaultVisibilitySeconds`) and opens a transaction that holds the
+//! receipts by wire sequence; ack = delete with the current receipt, nack / close / stream end = visibility
+//! 0, re-queue = the engine's `move_message`.
+//!
+//! Requests other than `Get` are applied one at a time in the order they arrive, each finished (durable)
+//! before the next is read, so a settlement sent before a later request has taken effect when that request
+//! runs — as in KubeMQ, whose stream handler also works through its requests in order. A `Get` runs beside
+//! them: a long poll must not hold back the acks of earlier transactions.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch, Mutex};
+use tonic::{Status, Streaming};
+use veil_core::Millis;
+
+use super::{next_or_shutdown, Collect, Held, Inner};
+use crate::convert::{self, KubemqError};
+use crate::limits;
+use crate::pb;
+use crate::pb::QueuesDownstreamRequestType as T;
+
+type Replies = mpsc::Sender<Result<pb::QueuesDownstreamResponse, Status>>;
+
+struct Transaction {
+    /// Unsettled messages by wire sequence.
+    active: BTreeMap<u64, Held>,
+}
+
+/// One stream's transactions.
+#[derive(Default)]
+struct Downstream {
+    open: HashMap<String, Transaction>,
+    /// Recently completed transaction ids, so that TransactionStatus can still answer "complete"; bounded
+    /// by `limits::COMPLETED_TRANSACTIONS_KEPT`.
+    completed: VecDeque<String>,
+    /// The stream ended: a Get that finishes now releases what it received instead of opening a transaction.
+    closed: bool,
+}
+
+impl Downstream {
+    fn complete_if_done(&mut self, id: &str) {
+        if self.open.get(id).is_some_and(|t| t.active.is_empty()) {
+            self.open.remove(id);
+            self.completed.push_back(id.to_string());
+            while self.completed.len() > limits::COMPLETED_TRANSACTIONS_KEPT {
+                self.completed.pop_front();
+            }
+        }
+    }
+}
+
+/// The stream's state is shared by the request loop and the Gets running beside it. An async mutex, because
+/// settling awaits the engine while holding it: that is what keeps settlements in arrival order.
+type Shared = Arc<Mutex<Downstream>>;
+
+/// How a settle request treats its messages.
+#[derive(Clone, Copy)]
+enum Settle<'a> {
+    Ack,
+    Nack,
+    Requeue(&'a str),
+}
+
+/// Which messages of a transaction a settle request names.
+#[derive(Clone, Copy)]
+enum Which {
+    All,
+    Range,
+}
+
+fn downstream_error(
+    request: &pb::QueuesDownstreamRequest,
+    error: KubemqError,
+) -> pb::QueuesDownstreamResponse {
+    pb::QueuesDownstreamResponse {
+        transaction_id: request.ref_transaction_id.clone(),
+        ref_request_id: request.request_id.clone(),
+        request_type_data: request.request_type_data,
+        is_error: true,
+        error: error.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Serves one stream until the client ends it or the server stops; then releases every unsettled message,
+/// makes Gets still polling give up (releasing what they got) and, on a server stop, says `CloseByServer`.
+pub(super) async fn serve(
+    inner: Arc<Inner>,
+    mut inbound: Streaming<pb::QueuesDownstreamRequest>,
+    tx: Replies,
+) {
+    let mut shutdown = inner.shutdown.clone();
+    let state: Shared = Arc::default();
+    // Turns true when the stream is over, so that Gets still collecting stop.
+    let (cancel, cancelled) = watch::channel(false);
+    let mut gets = tokio::task::JoinSet::new();
+    while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
+        if request.request_type_data == T::Get as i32 {
+            let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
+            gets.spawn(spawned_get(inner, state, cancelled.clone(), request, tx));
+            continue;
+        }
+        let response = inner.request(&mut *state.lock().await, request).await;
+        let Some(response) = response else { continue };
+        if tx.send(Ok(response)).await.is_err() {
+            break;
+        }
+    }
+    {
+        let mut state = state.lock().await;
+        state.closed = true;
+        inner.release_all(&mut state).await;
+    }
+    cancel.send_replace(true);
+    while gets.join_next().await.is_some() {}
+    if *shutdown.borrow() {
+        let closing = pb::QueuesDownstreamResponse {
+            request_type_data: T::CloseByServer as i32,
+            ..Default::default()
+        };
+        let _ = tx.send(Ok(closing)).await;
+    }
+}
+
+async fn spawned_get(
+    inner: Arc<Inner>,
+    state: Shared,
+    cancelled: watch::Receiver<bool>,
+    request: pb::QueuesDownstreamRequest,
+    tx: Replies,
+) {
+    let response = inner
+        .get(&state, cancelled, &request)
+        .await
+        .unwrap_or_else(|error| downstream_error(&request, error));
+    // The client may be gone; its messages were then released by the stream's end.
+    let _ = tx.send(Ok(response)).await;
+}
+
+impl Inner {
+    /// KubeMQ's Get rules: a client id, a valid channel, 1..=max items, and a wait in milliseconds that is
+    /// raised to one second when shorter.
+    fn check_get(&self, request: &pb::QueuesDownstreamRequest) -> Result<Collect, KubemqError> {
+        if request.client_id.is_empty() {
+            return Err(KubemqError::ClientIdMissing);
+        }
+        convert::validate_channel(&request.channel)?;
+        let max = self.check_max_items(request.max_items)?;
+        let max_wait_ms = i64::from(self.settings.max_wait_timeout_s) * 1_000;
+        if request.wait_timeout < 0 || i64::from(request.wait_timeout) > max_wait_ms {
+            return Err(KubemqError::WaitOutOfRange {
+                max_s: self.settings.max_wait_timeout_s,
+            });
+        }
+        let wait_ms = Millis::from(request.wait_timeout.unsigned_abs());
+        Ok(Collect {
+            max,
+            visibility_ms: self.default_visibility_ms(),
+            wait_ms: wait_ms.max(limits::DOWNSTREAM_WAIT_MS_MIN),
+        })
+    }
+
+    /// A Get collects, then takes the stream's state only to record its transaction.
+    async fn get(
+        &self,
+        state: &Mutex<Downstream>,
+        mut cancelled: watch::Receiver<bool>,
+        request: &pb::QueuesDownstreamRequest,
+    ) -> Result<pb::QueuesDownstreamResponse, KubemqError> {
+        let collect = self.check_get(request)?;
+        let stream_over = async {
+            let _ = cancelled.wait_for(|over| *over).await;
+        };
+        let held = self
+            .receive_until(&request.channel, collect, stream_over)
+            .await?
+            .held;
+        let mut response = pb::QueuesDownstreamResponse {
+            transaction_id: uuid::Uuid::new_v4().to_string(),
+            ref_request_id: request.request_id.clone(),
+            request_type_data: request.request_type_data,
+            messages: held
+                .iter()
+                .map(|h| convert::to_queue_message(&h.message, &h.channel))
+                .collect(),
+            ..Default::default()
+        };
+        if request.auto_ack {
+            for h in &held {
+                self.ack(h).await?;
+            }
+            response.transaction_complete = true;
+            return Ok(response);
+        }
+        self.open_transaction(state, &mut response, held).await;
+        Ok(response)
+    }
+
+    /// Records the transaction of a Get that returned `held` (or releases them if the stream is over).
+    async fn open_transaction(
+        &self,
+        state: &Mutex<Downstream>,
+        response: &mut pb::QueuesDownstreamResponse,
+        held: Vec<Held>,
+    ) {
+        response.active_offsets = held
+            .iter()
+            .map(|h| i64::try_from(convert::wire_sequence(h.message.seq)).unwrap_or(i64::MAX))
+            .collect();
+        if held.is_empty() {
+            response.transaction_complete = true;
+            return;
+        }
+        let mut state = state.lock().await;
+        if state.closed {
+            for h in &held {
+                // Already settled elsewhere or lapsed: nothing to release.
+                let _ = self.nack(h).await;
+            }
+            return;
+        }
+        let active = held
+            .into_iter()
+            .map(|h| (convert::wire_sequence(h.message.seq), h))
+            .collect();
+        state
+            .open
+            .insert(response.transaction_id.clone(), Transaction { active });
+    }
+
+    /// One non-Get request. Acks, nacks, re-queues and closes are answered only when they fail.
+    async fn request(
+        &self,
+        state: &mut Downstream,
+        request: pb::QueuesDownstreamRequest,
+    ) -> Option<pb::QueuesDownstreamResponse> {
+        let kind = T::try_from(request.request_type_data).unwrap_or(T::PollRequestTypeUnknown);
+        let channel = request.re_queue_channel.as_str();
+        let outcome = match kind {
+            T::AckAll => self.settle(state, &request, Which::All, Settle::Ack).await,
+            T::AckRange => {
+                self.settle(state, &request, Which::Range, Settle::Ack)
+                    .await
+            }
+            T::NAckAll => self.settle(state, &request, Which::All, Settle::Nack).await,
+            T::NAckRange => {
+                self.settle(state, &request, Which::Range, Settle::Nack)
+                    .await
+            }
+            T::ReQueueAll => {
+                let action = Settle::Requeue(channel);
+                self.settle(state, &request, Which::All, action).await
+            }
+            T::ReQueueRange => {
+                let action = Settle::Requeue(channel);
+                self.settle(state, &request, Which::Range, action).await
+            }
+            T::ActiveOffsets | T::TransactionStatus => return Some(status(state, &request)),
+            T::CloseByClient => {
+                self.release_all(state).await;
+                Ok(())
+            }
+            // Gets are dispatched by the stream loop, concurrently; CloseByServer is the server's to send.
+            T::Get | T::PollRequestTypeUnknown | T::CloseByServer => {
+                Err(KubemqError::RequestTypeInvalid)
+            }
+        };
+        outcome.err().map(|error| downstream_error(&request, error))
+    }
+
+    /// Settles the messages of a transaction that `which` names with `action`. A range naming a sequence
+    /// that is not active settles nothing.
+    async fn settle(
+        &self,
+        state: &mut Downstream,
+        request: &pb::QueuesDownstreamRequest,
+        which: Which,
+        action: Settle<'_>,
+    ) -> Result<(), KubemqError> {
+        let id = request.ref_transaction_id.as_str();
+        let transaction = state
+            .open
+            .get_mut(id)
+            .ok_or_else(|| KubemqError::TransactionNotFound(id.to_string()))?;
+        let sequences = named_sequences(transaction, request, which)?;
+        let mut first_error = None;
+        for sequence in sequences {
+            let Some(held) = transaction.active.remove(&sequence) else {
+                continue;
+            };
+            if let Err(error) = self.apply(&held, action).await {
+                first_error.get_or_insert(error);
+            }
+        }
+        state.complete_if_done(id);
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn apply(&self, held: &Held, action: Settle<'_>) -> Result<(), KubemqError> {
+        match action {
+            Settle::Ack => self.ack(held).await,
+            Settle::Nack => self.nack(held).await,
+            Settle::Requeue(channel) => self.requeue(held, channel).await,
+        }
+    }
+
+    /// Returns every unsettled message of the stream's transactions to the queue at once.
+    async fn release_all(&self, state: &mut Downstream) {
+        for (_, transaction) in state.open.drain() {
+            for held in transaction.active.values() {
+                // A message whose deadline already passed may be held elsewhere now: nothing to release.
+                let _ = self.nack(held).await;
+            }
+        }
+    }
+}
+
+/// The wire sequences a settle request names, each checked to be active in the transaction.
+fn named_sequences(
+    transaction: &Transaction,
+    request: &pb::QueuesDownstreamRequest,
+    which: Which,
+) -> Result<Vec<u64>, KubemqError> {
+    if let Which::All = which {
+        return Ok(transaction.active.keys().copied().collect());
+    }
+    request
+        .sequence_range
+        .iter()
+        .map(|&sequence| {
+            let sequence = u64::try_from(sequence).unwrap_or(0);
+            if transaction.active.contains_key(&sequence) {
+                Ok(sequence)
+            } else {
+                Err(KubemqError::SequenceNotActive(sequence))
+            }
+        })
+        .collect()
+}
+
+/// ActiveOffsets / TransactionStatus: the transaction's unsettled sequences, or complete once all settled.
+fn status(
+    state: &Downstream,
+    request: &pb::QueuesDownstreamRequest,
+) -> pb::QueuesDownstreamResponse {
+    let id = &request.ref_transaction_id;
+    let (offsets, complete) = match state.open.get(id) {
+        Some(t) => (
+            t.active
+                .keys()
+                .map(|&s| i64::try_from(s).unwrap_or(i64::MAX))
+                .collect(),
+            false,
+        ),
+        None if state.completed.contains(id) => (Vec::new(), true),
+        None => {
+            return downstream_error(request, KubemqError::TransactionNotFound(id.clone()));
+        }
+    };
+    pb::QueuesDownstreamResponse {
+        transaction_id: id.clone(),
+        ref_request_id: request.request_id.clone(),
+        request_type_data: request.request_type_data,
+        active_offsets: offsets,
+        transaction_complete: complete,
+        ..Default::default()
+    }
+}

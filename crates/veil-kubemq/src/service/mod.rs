@@ -1,0 +1,354 @@
+//! The tonic service. The [`Kubemq`] impl below only dispatches: each RPC's handler lives in the file of its
+//! resource (`send`, `pull`, `downstream`, `stream`, `channels`), and every handler decodes through
+//! [`crate::convert`], calls the engine and answers in-band (`IsError` / `Error`) as KubeMQ does. What they
+//! share is here: [`Inner`], the request context (engine, settings, shutdown signal, subscriber counts), and
+//! the few engine steps every handler uses (create on first use, receive, ack, nack, re-queue).
+//!
+//! Downstream transactions and legacy stream messages hold the engine's receipts; the engine's visibility
+//! deadline is the server-side visibility timeout, so a consumer that hangs loses its messages to the next
+//! poll, and a closed stream releases them at once (visibility 0). Authentication is not here: `lib.rs`
+//! checks the token in an interceptor before any handler runs.
+
+mod channels;
+mod downstream;
+mod pull;
+mod send;
+mod stream;
+mod subscribers;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_core::Stream;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+use veil_core::{
+    CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule, ReceiveOptions,
+    VisibilityChange, DEFAULT_NAMESPACE,
+};
+
+use crate::convert::{self, KubemqError, Settings};
+use crate::limits;
+use crate::pb;
+use crate::pb::kubemq_server::Kubemq;
+use subscribers::{Subscribers, Subscription};
+
+type Reply<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// Responses a stream may have queued before the client reads them; a slow reader then holds back its own
+/// stream's task only.
+const STREAM_BUFFER: usize = 64;
+
+pub struct KubemqService {
+    inner: Arc<Inner>,
+}
+
+/// What every handler works with.
+struct Inner {
+    engine: Arc<Engine>,
+    settings: Settings,
+    /// Turns true when the server stops: stream loops stop reading and answer `CloseByServer`.
+    shutdown: watch::Receiver<bool>,
+    started_at_s: i64,
+    /// Ping's uptime is shown on the wire only, so it may come from the process's monotonic clock.
+    started: std::time::Instant,
+    /// Receives waiting on each channel (QueuesInfo's `Subscribers`); its lock is held only to count a
+    /// receive in or out, never across an await.
+    subscribers: Subscribers,
+}
+
+impl KubemqService {
+    pub fn new(engine: Arc<Engine>, settings: Settings, shutdown: watch::Receiver<bool>) -> Self {
+        let started_at_s = i64::try_from(engine.now() / 1_000).unwrap_or(0);
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                settings,
+                shutdown,
+                started_at_s,
+                started: std::time::Instant::now(),
+                subscribers: Subscribers::default(),
+            }),
+        }
+    }
+}
+
+/// KubeMQ channels live in Veil's default namespace, shared with the SQS default account.
+fn key(channel: &str) -> QueueKey {
+    QueueKey::new(DEFAULT_NAMESPACE, channel)
+}
+
+/// What one collecting receive got: the messages, and how many expired ones it skipped (KubeMQ's
+/// MessagesExpired).
+struct Polled {
+    held: Vec<Held>,
+    expired: u64,
+}
+
+/// A message received by a pull, a downstream transaction or a legacy stream, with the receipt that
+/// settles it.
+struct Held {
+    channel: String,
+    message: Message,
+    receipt: String,
+}
+
+/// How a receive collects: KubeMQ answers a pull when `max` messages are in hand or the wait is over,
+/// whichever comes first — not at the first message (docs/semantics.md; see [`Inner::receive`]).
+struct Collect {
+    max: usize,
+    visibility_ms: Millis,
+    wait_ms: Millis,
+}
+
+impl Inner {
+    /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
+    async fn ensure(&self, channel: &str) -> Result<QueueKey, KubemqError> {
+        let key = key(channel);
+        if self.engine.queue_exists(&key) {
+            return Ok(key);
+        }
+        let config = QueueConfig {
+            visibility_timeout_ms: self.default_visibility_ms(),
+            retention_ms: None,
+            message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_MAX,
+            inflight_max: self.settings.max_inflight,
+            ..QueueConfig::default()
+        };
+        // A concurrent first use may create it first; either outcome is the channel we want.
+        match self.engine.create_queue(key.clone(), config).await? {
+            CreateOutcome::Created(_) | CreateOutcome::Existing(_) => Ok(key),
+        }
+    }
+
+    /// Receives until `collect.max` messages are held or the wait is over (an empty engine receive means the
+    /// wait ended, or the engine is shutting down). Per-message dead-lettering happens inside each engine
+    /// receive, atomically; what comes back is deliverable. Counts as a subscriber of the channel while it
+    /// waits. The wait's deadline is read from the engine's clock, so tests drive it with a manual clock.
+    ///
+    /// Dropping the future between engine receives leaves what it held hidden until its visibility lapses,
+    /// so callers that can be cancelled use [`Inner::receive_until`].
+    async fn receive(&self, channel: &str, collect: Collect) -> Result<Polled, KubemqError> {
+        let never = std::future::pending::<()>();
+        self.receive_until(channel, collect, never).await
+    }
+
+    /// [`Inner::receive`] that also stops collecting when `cancelled` completes, keeping what it holds.
+    async fn receive_until(
+        &self,
+        channel: &str,
+        collect: Collect,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<Polled, KubemqError> {
+        let key = self.ensure(channel).await?;
+        let _subscribed = Subscription::new(&self.subscribers, channel);
+        let deadline = self.engine.now().saturating_add(collect.wait_ms);
+        let mut polled = Polled {
+            held: Vec::new(),
+            expired: 0,
+        };
+        tokio::pin!(cancelled);
+        while polled.held.len() < collect.max {
+            let options = ReceiveOptions {
+                max_messages: collect.max - polled.held.len(),
+                visibility_ms: Some(collect.visibility_ms),
+                wait_ms: Some(deadline.saturating_sub(self.engine.now())),
+            };
+            let received = tokio::select! {
+                received = self.engine.receive_detailed(&key, options) => received?,
+                () = &mut cancelled => break,
+            };
+            polled.expired += received.expired;
+            if received.messages.is_empty() {
+                break;
+            }
+            polled
+                .held
+                .extend(received.messages.into_iter().filter_map(|message| {
+                    let receipt = message.receipt.clone()?;
+                    Some(Held {
+                        channel: channel.to_string(),
+                        message,
+                        receipt,
+                    })
+                }));
+        }
+        Ok(polled)
+    }
+
+    async fn ack(&self, held: &Held) -> Result<(), KubemqError> {
+        self.engine
+            .delete(&key(&held.channel), &held.receipt, ReceiptRule::Current)
+            .await?;
+        Ok(())
+    }
+
+    async fn set_visibility(&self, held: &Held, visibility_ms: Millis) -> Result<(), KubemqError> {
+        let change = VisibilityChange {
+            visibility_ms,
+            since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
+            not_past_expiry: false,
+        };
+        self.engine
+            .change_visibility(&key(&held.channel), &held.receipt, change)
+            .await?;
+        Ok(())
+    }
+
+    /// Nack: the message is visible again at once, its receive count kept for the next delivery.
+    async fn nack(&self, held: &Held) -> Result<(), KubemqError> {
+        self.set_visibility(held, 0).await
+    }
+
+    /// Re-queue: the held message moves to `channel` as a fresh message, in one engine step.
+    async fn requeue(&self, held: &Held, channel: &str) -> Result<(), KubemqError> {
+        convert::validate_channel(channel).map_err(|_| KubemqError::RequeueChannelInvalid)?;
+        let target = self.ensure(channel).await?;
+        self.engine
+            .move_message(&key(&held.channel), &held.receipt, &target)
+            .await?;
+        Ok(())
+    }
+
+    fn check_wait_s(&self, wait_s: i32) -> Result<Millis, KubemqError> {
+        if !(0..=self.settings.max_wait_timeout_s).contains(&wait_s) {
+            return Err(KubemqError::WaitOutOfRange {
+                max_s: self.settings.max_wait_timeout_s,
+            });
+        }
+        Ok(Millis::from(wait_s.unsigned_abs()) * 1_000)
+    }
+
+    fn check_max_items(&self, max: i32) -> Result<usize, KubemqError> {
+        if !(1..=self.settings.max_number_of_messages).contains(&max) {
+            return Err(KubemqError::MaxItemsOutOfRange {
+                max: self.settings.max_number_of_messages,
+            });
+        }
+        Ok(max.unsigned_abs() as usize)
+    }
+
+    fn default_visibility_ms(&self) -> Millis {
+        Millis::from(self.settings.default_visibility_s.max(0).unsigned_abs()) * 1_000
+    }
+}
+
+/// Reads requests until the client ends the stream or the server shuts down.
+async fn next_or_shutdown<T>(
+    inbound: &mut Streaming<T>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<T> {
+    if *shutdown.borrow() {
+        return None;
+    }
+    tokio::select! {
+        item = inbound.next() => item.and_then(Result::ok),
+        _ = shutdown.wait_for(|stop| *stop) => None,
+    }
+}
+
+/// The reply half of a bidirectional stream: its task sends into the first, tonic reads the second.
+fn reply_stream<T: Send + 'static>() -> (mpsc::Sender<Result<T, Status>>, Reply<T>) {
+    let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+    (tx, Box::pin(ReceiverStream::new(rx)))
+}
+
+#[tonic::async_trait]
+impl Kubemq for KubemqService {
+    async fn ping(&self, _request: Request<pb::Empty>) -> Result<Response<pb::PingResult>, Status> {
+        Ok(Response::new(channels::ping(&self.inner)))
+    }
+
+    async fn send_request(
+        &self,
+        request: Request<pb::Request>,
+    ) -> Result<Response<pb::Response>, Status> {
+        let response = self.inner.send_request(request.into_inner()).await;
+        Ok(Response::new(response))
+    }
+
+    async fn queues_info(
+        &self,
+        request: Request<pb::QueuesInfoRequest>,
+    ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
+        Ok(Response::new(self.inner.queues_info(request.into_inner())))
+    }
+
+    async fn send_queue_message(
+        &self,
+        request: Request<pb::QueueMessage>,
+    ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
+        let result = self.inner.send_one(request.into_inner()).await;
+        Ok(Response::new(result))
+    }
+
+    async fn send_queue_messages_batch(
+        &self,
+        request: Request<pb::QueueMessagesBatchRequest>,
+    ) -> Result<Response<pb::QueueMessagesBatchResponse>, Status> {
+        let response = self.inner.send_batch(request.into_inner()).await;
+        Ok(Response::new(response))
+    }
+
+    async fn receive_queue_messages(
+        &self,
+        request: Request<pb::ReceiveQueueMessagesRequest>,
+    ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
+        let response = self
+            .inner
+            .receive_queue_messages(request.into_inner())
+            .await;
+        Ok(Response::new(response))
+    }
+
+    async fn ack_all_queue_messages(
+        &self,
+        request: Request<pb::AckAllQueueMessagesRequest>,
+    ) -> Result<Response<pb::AckAllQueueMessagesResponse>, Status> {
+        let response = self.inner.ack_all(request.into_inner()).await;
+        Ok(Response::new(response))
+    }
+
+    type StreamQueueMessageStream = Reply<pb::StreamQueueMessagesResponse>;
+
+    async fn stream_queue_message(
+        &self,
+        request: Request<Streaming<pb::StreamQueueMessagesRequest>>,
+    ) -> Result<Response<Self::StreamQueueMessageStream>, Status> {
+        let (tx, reply) = reply_stream();
+        tokio::spawn(stream::serve(self.inner.clone(), request.into_inner(), tx));
+        Ok(Response::new(reply))
+    }
+
+    type QueuesDownstreamStream = Reply<pb::QueuesDownstreamResponse>;
+
+    async fn queues_downstream(
+        &self,
+        request: Request<Streaming<pb::QueuesDownstreamRequest>>,
+    ) -> Result<Response<Self::QueuesDownstreamStream>, Status> {
+        let (tx, reply) = reply_stream();
+        tokio::spawn(downstream::serve(
+            self.inner.clone(),
+            request.into_inner(),
+            tx,
+        ));
+        Ok(Response::new(reply))
+    }
+
+    type QueuesUpstreamStream = Reply<pb::QueuesUpstreamResponse>;
+
+    async fn queues_upstream(
+        &self,
+        request: Request<Streaming<pb::QueuesUpstreamRequest>>,
+    ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
+        let (tx, reply) = reply_stream();
+        tokio::spawn(send::serve_upstream(
+            self.inner.clone(),
+            request.into_inner(),
+            tx,
+        ));
+        Ok(Response::new(reply))
+    }
+}

@@ -1,0 +1,125 @@
+//! The unary receive RPCs: `ReceiveQueueMessages` (a pull, which settles what it returns, or a peek, which
+//! changes nothing) and `AckAllQueueMessages` (purge).
+//!
+//! A pull answers when `MaxNumberOfMessages` messages are in hand or `WaitTimeSeconds` is over, whichever
+//! comes first, as KubeMQ's does; a pull that names no wait waits `DefaultWaitTimeoutSeconds`
+//! (docs/semantics.md). A peek looks once and answers at once.
+
+use crate::convert::{self, KubemqError};
+use crate::pb;
+
+use super::{Collect, Inner};
+
+/// What a pull or peek found: the messages and the expired ones it removed on the way.
+struct Pulled {
+    messages: Vec<pb::QueueMessage>,
+    expired: u64,
+}
+
+impl Inner {
+    pub(super) async fn receive_queue_messages(
+        &self,
+        request: pb::ReceiveQueueMessagesRequest,
+    ) -> pb::ReceiveQueueMessagesResponse {
+        let outcome = self.pull_or_peek(&request).await;
+        let mut response = pb::ReceiveQueueMessagesResponse {
+            request_id: request.request_id,
+            is_peak: request.is_peak,
+            ..Default::default()
+        };
+        match outcome {
+            Ok(pulled) => {
+                response.messages_received =
+                    i32::try_from(pulled.messages.len()).unwrap_or(i32::MAX);
+                response.messages_expired = i32::try_from(pulled.expired).unwrap_or(i32::MAX);
+                response.messages = pulled.messages;
+            }
+            Err(error) => {
+                response.is_error = true;
+                response.error = error.to_string();
+            }
+        }
+        response
+    }
+
+    /// KubeMQ's checks in its order (client id, channel, max, wait), then the peek or the pull.
+    async fn pull_or_peek(
+        &self,
+        request: &pb::ReceiveQueueMessagesRequest,
+    ) -> Result<Pulled, KubemqError> {
+        if request.client_id.is_empty() {
+            return Err(KubemqError::ClientIdMissing);
+        }
+        convert::validate_channel(&request.channel)?;
+        let max = self.check_max_items(request.max_number_of_messages)?;
+        let wait_s = if request.wait_time_seconds == 0 {
+            self.settings.default_wait_timeout_s
+        } else {
+            request.wait_time_seconds
+        };
+        let wait_ms = self.check_wait_s(wait_s)?;
+        if request.is_peak {
+            return self.peek(&request.channel, max).await;
+        }
+        self.pull(&request.channel, max, wait_ms).await
+    }
+
+    async fn peek(&self, channel: &str, max: usize) -> Result<Pulled, KubemqError> {
+        let key = self.ensure(channel).await?;
+        let peeked = self.engine.peek(&key, max).await?;
+        let messages = peeked
+            .iter()
+            .map(|m| convert::to_queue_message(m, channel))
+            .collect();
+        Ok(Pulled {
+            messages,
+            expired: 0,
+        })
+    }
+
+    /// ReceiveQueueMessages has no ack of its own: the pull settles what it returns. The messages stay
+    /// hidden (the server-side visibility) while the pull collects, so a pull whose client goes away before
+    /// the answer loses nothing: they come back when that visibility lapses.
+    async fn pull(&self, channel: &str, max: usize, wait_ms: u64) -> Result<Pulled, KubemqError> {
+        let collect = Collect {
+            max,
+            visibility_ms: self.default_visibility_ms(),
+            wait_ms,
+        };
+        let polled = self.receive(channel, collect).await?;
+        let mut messages = Vec::with_capacity(polled.held.len());
+        for held in &polled.held {
+            self.ack(held).await?;
+            messages.push(convert::to_queue_message(&held.message, &held.channel));
+        }
+        Ok(Pulled {
+            messages,
+            expired: polled.expired,
+        })
+    }
+
+    pub(super) async fn ack_all(
+        &self,
+        request: pb::AckAllQueueMessagesRequest,
+    ) -> pb::AckAllQueueMessagesResponse {
+        let outcome = self.purge(&request.channel).await;
+        let mut response = pb::AckAllQueueMessagesResponse {
+            request_id: request.request_id,
+            ..Default::default()
+        };
+        match outcome {
+            Ok(count) => response.affected_messages = count,
+            Err(error) => {
+                response.is_error = true;
+                response.error = error.to_string();
+            }
+        }
+        response
+    }
+
+    async fn purge(&self, channel: &str) -> Result<u64, KubemqError> {
+        convert::validate_channel(channel)?;
+        let key = self.ensure(channel).await?;
+        Ok(self.engine.purge(&key, None).await?)
+    }
+}

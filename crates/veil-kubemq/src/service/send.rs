@@ -1,0 +1,78 @@
+//! Sending: the unary send, the batch and the upstream stream. Each message is validated with KubeMQ's rules
+//! and sent on its own, so one bad message in a batch is its own in-band error and the others go through,
+//! as in KubeMQ.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
+
+use super::{next_or_shutdown, Inner};
+use crate::convert::{self, KubemqError};
+use crate::pb;
+
+impl Inner {
+    pub(super) async fn send_one(&self, message: pb::QueueMessage) -> pb::SendQueueMessageResult {
+        let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
+        match self.try_send(message).await {
+            Ok(result) => result,
+            Err(error) => convert::send_error(&error, &client_message_id, &channel),
+        }
+    }
+
+    pub(super) async fn try_send(
+        &self,
+        message: pb::QueueMessage,
+    ) -> Result<pb::SendQueueMessageResult, KubemqError> {
+        convert::validate_message(&message, &self.settings)?;
+        let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
+        let key = self.ensure(&channel).await?;
+        let sent = self
+            .engine
+            .send(&key, vec![convert::to_new_message(message)])
+            .await?;
+        let sent = sent
+            .first()
+            .ok_or_else(|| KubemqError::Internal("send returned nothing".into()))?;
+        Ok(convert::send_result(sent, &client_message_id, &channel))
+    }
+
+    pub(super) async fn send_batch(
+        &self,
+        batch: pb::QueueMessagesBatchRequest,
+    ) -> pb::QueueMessagesBatchResponse {
+        let results = self.send_each(batch.messages).await;
+        pb::QueueMessagesBatchResponse {
+            batch_id: batch.batch_id,
+            have_errors: results.iter().any(|r| r.is_error),
+            results,
+        }
+    }
+
+    async fn send_each(&self, messages: Vec<pb::QueueMessage>) -> Vec<pb::SendQueueMessageResult> {
+        let mut results = Vec::with_capacity(messages.len());
+        for message in messages {
+            results.push(self.send_one(message).await);
+        }
+        results
+    }
+}
+
+/// The upstream stream: one answer per request, with one result per message, in request order.
+pub(super) async fn serve_upstream(
+    inner: Arc<Inner>,
+    mut inbound: Streaming<pb::QueuesUpstreamRequest>,
+    tx: mpsc::Sender<Result<pb::QueuesUpstreamResponse, Status>>,
+) {
+    let mut shutdown = inner.shutdown.clone();
+    while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
+        let response = pb::QueuesUpstreamResponse {
+            ref_request_id: request.request_id,
+            results: inner.send_each(request.messages).await,
+            ..Default::default()
+        };
+        if tx.send(Ok(response)).await.is_err() {
+            break;
+        }
+    }
+}

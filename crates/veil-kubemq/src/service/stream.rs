@@ -1,0 +1,153 @@
+//! The legacy `StreamQueueMessage`: one active message per stream. `ReceiveMessage` takes one message with
+//! the request's `VisibilitySeconds`; `AckMessage`, `RejectMessage` (visible again at once), `ModifyVisibility`
+//! (a new deadline, at most 12 h after the receive), `ResendMessage` (re-queue to another channel) and
+//! `SendModifiedMessage` (send a replacement, then ack) act on it. A stream that ends releases its message.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
+use veil_core::Millis;
+
+use super::{next_or_shutdown, Collect, Held, Inner};
+use crate::convert::{self, KubemqError};
+use crate::pb;
+use crate::pb::StreamRequestType as T;
+
+type Replies = mpsc::Sender<Result<pb::StreamQueueMessagesResponse, Status>>;
+
+fn stream_error(
+    request: &pb::StreamQueueMessagesRequest,
+    error: KubemqError,
+) -> pb::StreamQueueMessagesResponse {
+    pb::StreamQueueMessagesResponse {
+        request_id: request.request_id.clone(),
+        stream_request_type_data: request.stream_request_type_data,
+        is_error: true,
+        error: error.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Serves one stream, one request at a time, until the client ends it or the server stops.
+pub(super) async fn serve(
+    inner: Arc<Inner>,
+    mut inbound: Streaming<pb::StreamQueueMessagesRequest>,
+    tx: Replies,
+) {
+    let mut shutdown = inner.shutdown.clone();
+    let mut active: Option<Held> = None;
+    while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
+        let response = inner
+            .stream_request(&mut active, &request)
+            .await
+            .unwrap_or_else(|error| stream_error(&request, error));
+        if tx.send(Ok(response)).await.is_err() {
+            break;
+        }
+    }
+    if let Some(held) = active.take() {
+        // Already lapsed and taken by another receiver: nothing to release.
+        let _ = inner.nack(&held).await;
+    }
+}
+
+impl Inner {
+    async fn stream_request(
+        &self,
+        active: &mut Option<Held>,
+        request: &pb::StreamQueueMessagesRequest,
+    ) -> Result<pb::StreamQueueMessagesResponse, KubemqError> {
+        let kind = T::try_from(request.stream_request_type_data).unwrap_or(T::Unknown);
+        let mut response = pb::StreamQueueMessagesResponse {
+            request_id: request.request_id.clone(),
+            stream_request_type_data: request.stream_request_type_data,
+            ..Default::default()
+        };
+        match kind {
+            T::ReceiveMessage => {
+                if active.is_some() {
+                    return Err(KubemqError::MessageAlreadyActive);
+                }
+                let held = self.receive_one(request).await?;
+                response.message = Some(convert::to_queue_message(&held.message, &held.channel));
+                *active = Some(held);
+            }
+            T::ModifyVisibility => {
+                let held = active.as_ref().ok_or(KubemqError::NoActiveMessage)?;
+                self.modify_visibility(held, request.visibility_seconds)
+                    .await?;
+            }
+            T::AckMessage | T::RejectMessage | T::ResendMessage | T::SendModifiedMessage => {
+                let held = active.as_ref().ok_or(KubemqError::NoActiveMessage)?;
+                self.finish(held, kind, request).await?;
+                *active = None;
+            }
+            T::Unknown => return Err(KubemqError::RequestTypeInvalid),
+        }
+        Ok(response)
+    }
+
+    /// ReceiveMessage: KubeMQ's checks (client id, channel, visibility, wait), then one message or
+    /// "no new messages" when the wait ends empty.
+    async fn receive_one(
+        &self,
+        request: &pb::StreamQueueMessagesRequest,
+    ) -> Result<Held, KubemqError> {
+        if request.client_id.is_empty() {
+            return Err(KubemqError::ClientIdMissing);
+        }
+        convert::validate_channel(&request.channel)?;
+        let visibility_ms = self.check_visibility_s(request.visibility_seconds)?;
+        let collect = Collect {
+            max: 1,
+            visibility_ms,
+            wait_ms: self.check_wait_s(request.wait_time_seconds)?,
+        };
+        let mut held = self.receive(&request.channel, collect).await?.held;
+        held.pop().ok_or(KubemqError::NoNewMessages)
+    }
+
+    async fn modify_visibility(&self, held: &Held, seconds: i32) -> Result<(), KubemqError> {
+        let visibility_ms = self.check_visibility_s(seconds)?;
+        self.set_visibility(held, visibility_ms).await
+    }
+
+    /// The requests that settle the active message.
+    async fn finish(
+        &self,
+        held: &Held,
+        kind: T,
+        request: &pb::StreamQueueMessagesRequest,
+    ) -> Result<(), KubemqError> {
+        match kind {
+            T::AckMessage => self.ack(held).await,
+            T::RejectMessage => self.nack(held).await,
+            T::ResendMessage => self.requeue(held, &request.channel).await,
+            _ => self.send_modified(held, request).await,
+        }
+    }
+
+    /// SendModifiedMessage: the replacement is sent first, so a failed send leaves the original held.
+    async fn send_modified(
+        &self,
+        held: &Held,
+        request: &pb::StreamQueueMessagesRequest,
+    ) -> Result<(), KubemqError> {
+        let modified = request
+            .modified_message
+            .clone()
+            .ok_or(KubemqError::MessageEmpty)?;
+        self.try_send(modified).await?;
+        self.ack(held).await
+    }
+
+    fn check_visibility_s(&self, seconds: i32) -> Result<Millis, KubemqError> {
+        if !(1..=self.settings.max_visibility_s).contains(&seconds) {
+            return Err(KubemqError::VisibilityOutOfRange {
+                max: self.settings.max_visibility_s,
+            });
+        }
+        Ok(Millis::from(seconds.unsigned_abs()) * 1_000)
+    }
+}
