@@ -9,6 +9,7 @@ use veil_core::*;
 async fn with_dead_letter_queue(h: &Harness, max_receive_count: u32) -> (QueueKey, QueueKey) {
     let dlq = h.queue("dlq").await;
     let policy = RedrivePolicy {
+        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue: dlq.clone(),
         max_receive_count,
     };
@@ -72,6 +73,7 @@ async fn dead_letter_retention_counts_from_the_original_send() {
         )
         .await;
     let policy = RedrivePolicy {
+        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue: dlq.clone(),
         max_receive_count: 1,
     };
@@ -127,7 +129,10 @@ async fn dead_letter_state_survives_a_restart() {
     h.send(&source, "a").await;
     h.receive_one(&source, 1).await;
     h.advance_s(1);
-    h.receive(&source, 1, None).await;
+    assert!(
+        h.receive(&source, 1, None).await.is_empty(),
+        "the second receive moves the message"
+    );
     h.restart();
     assert_eq!(h.stats(&source).counters.dead_letter_moves, 1);
     let moved = h.receive_one(&dlq, 30).await;

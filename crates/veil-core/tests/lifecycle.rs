@@ -257,13 +257,21 @@ async fn change_visibility_past_twelve_hours_from_the_receive_is_an_error_not_a_
         "the original 60 s deadline passed long ago"
     );
     let exact = h.receive_one(&q, 60).await.receipt.unwrap();
-    assert!(
-        h.engine
-            .change_visibility(&q, &exact, sqs_change(43_200))
-            .await
-            .is_ok(),
-        "exactly 12 h is allowed"
+    let received_at = h.clock.now();
+    let visible_at = h
+        .engine
+        .change_visibility(&q, &exact, sqs_change(43_200))
+        .await
+        .expect("exactly 12 h is allowed");
+    assert_eq!(
+        visible_at,
+        received_at + 43_200_000,
+        "and applied unclamped"
     );
+    h.advance_s(43_199);
+    assert_eq!(h.stats(&q).hidden, 1);
+    h.advance_s(1);
+    assert_eq!(h.stats(&q).visible, 1);
 }
 
 #[tokio::test]
@@ -464,7 +472,7 @@ async fn purge_deletes_every_message() {
     let stats = h.stats(&q);
     assert_eq!((stats.visible, stats.hidden, stats.delayed), (0, 0, 0));
     assert_eq!(h.store.message_count(), 0);
-    assert!(h.engine.last_purge_at(&q).unwrap().is_some());
+    assert_eq!(h.engine.last_purge_at(&q).unwrap(), Some(START_MS));
 }
 
 #[tokio::test]
