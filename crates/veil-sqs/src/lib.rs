@@ -3,7 +3,7 @@
 //!
 //! The crate has two layers. [`codec`] is pure: it turns HTTP request parts into a typed [`api::SqsRequest`]
 //! and typed outputs or [`error::SqsError`]s back into status, headers and body. [`service`] is thin: one
-//! axum handler that decodes, resolves the namespace (SPEC §7), calls the [`veil_core::Engine`] — the only
+//! axum handler that decodes, resolves the namespace ([`namespace`]), calls the [`veil_core::Engine`] — the only
 //! place that decides visibility — and encodes.
 
 pub mod api;

@@ -1,0 +1,204 @@
+//! The three batch actions: SendMessageBatch, DeleteMessageBatch and ChangeMessageVisibilityBatch. An entry
+//! that fails its own checks is reported in `Failed` while the others proceed; a problem with the request
+//! as a whole (repeated ids, too many entries, too many bytes, a missing queue) fails all of it. Each batch
+//! is one engine call, so its entries share one commit (ARCHITECTURE.md, group commit).
+
+use veil_core::{NewMessage, QueueKey, ReceiptRule, VisibilityChange};
+
+use super::messages::{visibility_change, PreparedMessage};
+use super::{engine_error, receipt_error, RequestContext, Service};
+use crate::api::{
+    BatchFailure, ChangeMessageVisibilityBatchEntry, ChangeMessageVisibilityBatchInput,
+    DeleteMessageBatchInput, Output, SendMessageBatchEntry, SendMessageBatchInput,
+    SentMessageResult,
+};
+use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::limits;
+use crate::md5::hex;
+use crate::validate;
+
+impl Service {
+    pub(super) async fn send_message_batch(
+        &self,
+        context: &RequestContext,
+        input: SendMessageBatchInput,
+    ) -> SqsResult<Output> {
+        validate::batch_entry_ids(
+            "SendMessageBatchRequestEntry",
+            input.entries.iter().map(|entry| entry.id.as_str()),
+        )?;
+        let key = self.queue_key(context, &input.target)?;
+        let size_max_bytes = u64::from(self.engine.message_size_limit(&key).map_err(engine_error)?);
+        check_batch_size(&input.entries)?;
+        let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
+        let mut failed = Vec::new();
+        for entry in input.entries {
+            match self.prepare_message(context, entry.message, size_max_bytes) {
+                Ok(prepared) => accepted.push((entry.id, prepared)),
+                Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
+            }
+        }
+        let successful = self.send_accepted(&key, accepted).await?;
+        Ok(Output::SendMessageBatch { successful, failed })
+    }
+
+    /// Sends the entries that passed their checks in one engine call and reports each as SQS does.
+    async fn send_accepted(
+        &self,
+        key: &QueueKey,
+        accepted: Vec<(String, PreparedMessage)>,
+    ) -> SqsResult<Vec<SentMessageResult>> {
+        if accepted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, prepared): (Vec<String>, Vec<PreparedMessage>) = accepted.into_iter().unzip();
+        let (messages, digests): (Vec<NewMessage>, Vec<_>) = prepared
+            .into_iter()
+            .map(|p| (p.message, (p.md5_of_attributes, p.md5_of_system_attributes)))
+            .unzip();
+        let sent = self
+            .engine
+            .send(key, messages)
+            .await
+            .map_err(engine_error)?;
+        Ok(ids
+            .into_iter()
+            .zip(sent)
+            .zip(digests)
+            .map(
+                |((id, sent), (md5_attributes, md5_system))| SentMessageResult {
+                    id,
+                    message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
+                    md5_of_message_body: hex(&sent.body_md5),
+                    md5_of_message_attributes: md5_attributes,
+                    md5_of_message_system_attributes: md5_system,
+                },
+            )
+            .collect())
+    }
+
+    pub(super) async fn delete_message_batch(
+        &self,
+        context: &RequestContext,
+        input: DeleteMessageBatchInput,
+    ) -> SqsResult<Output> {
+        validate::batch_entry_ids(
+            "DeleteMessageBatchRequestEntry",
+            input.entries.iter().map(|entry| entry.id.as_str()),
+        )?;
+        let key = self.queue_key(context, &input.target)?;
+        self.require_queue(&key)?;
+        let handles: Vec<&str> = input
+            .entries
+            .iter()
+            .map(|entry| entry.receipt_handle.as_str())
+            .collect();
+        let outcomes = self
+            .engine
+            .delete_batch(&key, &handles, ReceiptRule::AnyIssued)
+            .await
+            .map_err(engine_error)?;
+        let mut successful = Vec::new();
+        let mut failed = Vec::new();
+        for (entry, outcome) in input.entries.iter().zip(outcomes) {
+            match outcome {
+                Ok(_) => successful.push(entry.id.clone()),
+                Err(error) => failed.push(BatchFailure::from_error(
+                    &entry.id,
+                    &receipt_error(error, &entry.receipt_handle, None),
+                )),
+            }
+        }
+        Ok(Output::BatchIds { successful, failed })
+    }
+
+    pub(super) async fn change_message_visibility_batch(
+        &self,
+        context: &RequestContext,
+        input: ChangeMessageVisibilityBatchInput,
+    ) -> SqsResult<Output> {
+        validate::batch_entry_ids(
+            "ChangeMessageVisibilityBatchRequestEntry",
+            input.entries.iter().map(|entry| entry.id.as_str()),
+        )?;
+        let key = self.queue_key(context, &input.target)?;
+        // A missing queue is reported before any entry's own problem.
+        self.require_queue(&key)?;
+        let mut failed = Vec::new();
+        let mut valid = Vec::new();
+        for entry in &input.entries {
+            match visibility_change(entry.visibility_timeout) {
+                Ok((seconds, change)) => valid.push((entry, seconds, change)),
+                Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
+            }
+        }
+        let successful = self.change_valid(&key, &valid, &mut failed).await?;
+        // Failures are reported in request order, as SQS does.
+        let order = |id: &str| input.entries.iter().position(|entry| entry.id == id);
+        failed.sort_by_key(|failure| order(&failure.id));
+        Ok(Output::BatchIds { successful, failed })
+    }
+
+    /// Applies the entries whose timeout passed its checks in one engine call; returns the ids that
+    /// succeeded and adds the others to `failed`.
+    async fn change_valid(
+        &self,
+        key: &QueueKey,
+        valid: &[(&ChangeMessageVisibilityBatchEntry, u64, VisibilityChange)],
+        failed: &mut Vec<BatchFailure>,
+    ) -> SqsResult<Vec<String>> {
+        let changes: Vec<(&str, VisibilityChange)> = valid
+            .iter()
+            .map(|(entry, _, change)| (entry.receipt_handle.as_str(), *change))
+            .collect();
+        let results = self
+            .engine
+            .change_visibility_batch(key, &changes)
+            .await
+            .map_err(engine_error)?;
+        let mut successful = Vec::new();
+        for ((entry, seconds, _), result) in valid.iter().zip(results) {
+            match result {
+                Ok(_) => successful.push(entry.id.clone()),
+                Err(error) => failed.push(BatchFailure::from_error(
+                    &entry.id,
+                    &receipt_error(error, &entry.receipt_handle, Some(*seconds)),
+                )),
+            }
+        }
+        Ok(successful)
+    }
+}
+
+/// The whole batch (bodies and attributes) may not pass the single-message cap, whatever the queue's own
+/// limit (`limits::BATCH_REQUEST_BYTES_MAX`).
+fn check_batch_size(entries: &[SendMessageBatchEntry]) -> SqsResult<()> {
+    let total_bytes: u64 = entries.iter().map(entry_bytes).sum();
+    if total_bytes > limits::BATCH_REQUEST_BYTES_MAX {
+        return Err(SqsError::new(
+            ErrorCode::BatchRequestTooLong,
+            format!(
+                "Batch requests cannot be longer than {} bytes. You have sent {total_bytes} bytes.",
+                limits::BATCH_REQUEST_BYTES_MAX
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One entry's share of the batch total: its body and each attribute's name, type and value.
+fn entry_bytes(entry: &SendMessageBatchEntry) -> u64 {
+    let body = entry.message.body.as_deref().map_or(0, str::len) as u64;
+    let attributes: u64 = entry
+        .message
+        .message_attributes
+        .iter()
+        .map(|(name, value)| {
+            (name.len()
+                + value.data_type.as_deref().map_or(0, str::len)
+                + value.string_value.as_deref().map_or(0, str::len)
+                + value.binary_value.as_ref().map_or(0, Vec::len)) as u64
+        })
+        .sum();
+    body + attributes
+}

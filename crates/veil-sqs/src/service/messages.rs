@@ -1,0 +1,335 @@
+//! The single-message actions: SendMessage, ReceiveMessage, DeleteMessage and ChangeMessageVisibility, and
+//! what the batch actions share with them — building a message to send and the visibility change. The
+//! engine decides visibility (ARCHITECTURE.md); these handlers validate SQS's limits and pass durations.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use veil_core::limits::SECOND_MS;
+use veil_core::{
+    AttributeData, AttributeValue, Attributes, Message, MessageState, NewMessage, Payload,
+    ReceiptRule, ReceiveOptions, VisibilityChange,
+};
+
+use super::{engine_error, receipt_error, RequestContext, Service};
+use crate::api::{
+    ChangeMessageVisibilityInput, DeleteMessageInput, MessageInput, Output, ReceiveMessageInput,
+    ReceivedMessage, SendMessageInput, SentMessageResult,
+};
+use crate::error::{SqsError, SqsResult};
+use crate::limits;
+use crate::md5::{hex, md5_of_attributes, md5_of_body};
+use crate::validate;
+
+/// Engine attribute key under which the `AWSTraceHeader` system attribute is kept. User attribute names may
+/// not start with `AWS.`, so it never collides with one, and it is never shown as a user attribute.
+const TRACE_HEADER_KEY: &str = "AWS.SQS.AWSTraceHeader";
+/// Engine attribute keys with this prefix belong to SQS itself, not to the user.
+const RESERVED_ATTRIBUTE_PREFIX: &str = "AWS.";
+
+/// A message ready to send, with the digests its answer reports.
+pub(super) struct PreparedMessage {
+    pub(super) message: NewMessage,
+    pub(super) md5_of_attributes: Option<String>,
+    pub(super) md5_of_system_attributes: Option<String>,
+}
+
+impl Service {
+    pub(super) async fn send_message(
+        &self,
+        context: &RequestContext,
+        input: SendMessageInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        let size_max_bytes = self.engine.message_size_limit(&key).map_err(engine_error)?;
+        let prepared = self.prepare_message(context, input.message, u64::from(size_max_bytes))?;
+        let sent = self
+            .engine
+            .send(&key, vec![prepared.message])
+            .await
+            .map_err(engine_error)?;
+        let (message_id, md5_of_message_body) = sent
+            .first()
+            .map(|sent| {
+                let id = uuid::Uuid::from_bytes(sent.message_id).to_string();
+                (id, hex(&sent.body_md5))
+            })
+            .ok_or_else(|| SqsError::internal("the engine returned no sent message"))?;
+        Ok(Output::SendMessage(SentMessageResult {
+            id: String::new(),
+            message_id,
+            md5_of_message_body,
+            md5_of_message_attributes: prepared.md5_of_attributes,
+            md5_of_message_system_attributes: prepared.md5_of_system_attributes,
+        }))
+    }
+
+    /// Checks one message (body, delay, attributes, size against the queue's limit) and builds it.
+    pub(super) fn prepare_message(
+        &self,
+        context: &RequestContext,
+        input: MessageInput,
+        size_max_bytes: u64,
+    ) -> SqsResult<PreparedMessage> {
+        let body = input
+            .body
+            .filter(|body| !body.is_empty())
+            .ok_or_else(|| SqsError::missing("MessageBody"))?;
+        validate::message_contents(&body)?;
+        let delay_ms = input
+            .delay_seconds
+            .map(|s| validate::in_range("DelaySeconds", s, 0, limits::DELAY_S_MAX))
+            .transpose()?
+            .map(|s| s * SECOND_MS);
+        if let Some(id) = &input.deduplication_id {
+            return Err(SqsError::invalid_value(
+                "MessageDeduplicationId",
+                id,
+                "The request includes a parameter that is not valid for this queue type.",
+            ));
+        }
+        let (mut attributes, attributes_bytes) =
+            validate::message_attributes(&input.message_attributes)?;
+        let trace_header = validate::system_attributes(&input.system_attributes)?;
+        if body.len() as u64 + attributes_bytes > size_max_bytes {
+            return Err(validate::message_too_long(size_max_bytes));
+        }
+        let md5_of_attributes = md5_of_attributes(&attributes);
+        let md5_of_system_attributes = trace_header
+            .as_ref()
+            .and_then(|value| md5_of_attributes_of(validate::TRACE_HEADER, value.clone()));
+        if let Some(value) = trace_header {
+            attributes.insert(TRACE_HEADER_KEY.to_string(), value);
+        }
+        Ok(PreparedMessage {
+            md5_of_attributes,
+            md5_of_system_attributes,
+            message: NewMessage {
+                body: Bytes::from(body),
+                attributes,
+                delay_ms,
+                ttl: None,
+                sender_id: context.sender_id.clone(),
+                redrive: None,
+            },
+        })
+    }
+
+    pub(super) async fn receive_message(
+        &self,
+        context: &RequestContext,
+        input: ReceiveMessageInput,
+    ) -> SqsResult<Output> {
+        // The parameters are checked before the queue is looked up, as SQS does.
+        let options = receive_options(&input)?;
+        let key = self.queue_key(context, &input.target)?;
+        let messages = self
+            .engine
+            .receive(&key, options)
+            .await
+            .map_err(engine_error)?;
+        Ok(Output::ReceiveMessage(
+            messages
+                .into_iter()
+                .map(|message| self.render_message(context, &input, message))
+                .collect(),
+        ))
+    }
+
+    /// A delivered message as SQS shows it: the body as UTF-8, the requested system attributes, and the
+    /// requested user attributes with their digest.
+    fn render_message(
+        &self,
+        context: &RequestContext,
+        input: &ReceiveMessageInput,
+        message: Message,
+    ) -> ReceivedMessage {
+        let message_id = message.message_id_string();
+        let Message {
+            payload,
+            state,
+            receipt,
+            ..
+        } = message;
+        let (body, md5_of_message_body) = shown_body(&payload);
+        let system =
+            self.system_attributes(context, &input.system_attribute_names, &payload, &state);
+        let message_attributes: Attributes = payload
+            .attributes
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with(RESERVED_ATTRIBUTE_PREFIX))
+            .filter(|(name, _)| message_attribute_selected(&input.message_attribute_names, name))
+            .collect();
+        ReceivedMessage {
+            message_id,
+            receipt_handle: receipt.unwrap_or_default(),
+            md5_of_body: md5_of_message_body,
+            body,
+            attributes: system,
+            md5_of_message_attributes: md5_of_attributes(&message_attributes),
+            message_attributes,
+        }
+    }
+
+    /// The system attributes a receive asked for (`All` or by name), in SQS's order; those a message does not
+    /// have (a source ARN, a trace header) are left out.
+    fn system_attributes(
+        &self,
+        context: &RequestContext,
+        names: &[String],
+        payload: &Payload,
+        state: &MessageState,
+    ) -> Vec<(String, String)> {
+        let wants = |attribute: &str| names.iter().any(|n| n == "All" || n == attribute);
+        let mut system = Vec::new();
+        if wants("SenderId") {
+            system.push(("SenderId".to_string(), payload.sender_id.clone()));
+        }
+        if wants("SentTimestamp") {
+            system.push(("SentTimestamp".to_string(), payload.sent_at.to_string()));
+        }
+        if wants("ApproximateReceiveCount") {
+            system.push((
+                "ApproximateReceiveCount".to_string(),
+                state.receive_count.to_string(),
+            ));
+        }
+        if wants("ApproximateFirstReceiveTimestamp") {
+            system.push((
+                "ApproximateFirstReceiveTimestamp".to_string(),
+                state.first_received_at.to_string(),
+            ));
+        }
+        if wants("DeadLetterQueueSourceArn") {
+            if let Some(source) = &payload.dead_letter_source {
+                system.push((
+                    "DeadLetterQueueSourceArn".to_string(),
+                    self.arn(context, source),
+                ));
+            }
+        }
+        if wants(validate::TRACE_HEADER) {
+            if let Some(AttributeValue {
+                value: AttributeData::String(trace),
+                ..
+            }) = payload.attributes.get(TRACE_HEADER_KEY)
+            {
+                system.push((validate::TRACE_HEADER.to_string(), trace.clone()));
+            }
+        }
+        system
+    }
+
+    pub(super) async fn delete_message(
+        &self,
+        context: &RequestContext,
+        input: DeleteMessageInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        self.engine
+            .delete(&key, &input.receipt_handle, ReceiptRule::AnyIssued)
+            .await
+            .map_err(|e| receipt_error(e, &input.receipt_handle, None))?;
+        Ok(Output::Empty)
+    }
+
+    pub(super) async fn change_message_visibility(
+        &self,
+        context: &RequestContext,
+        input: ChangeMessageVisibilityInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        let (seconds, change) = visibility_change(Some(input.visibility_timeout))?;
+        self.engine
+            .change_visibility(&key, &input.receipt_handle, change)
+            .await
+            .map_err(|e| receipt_error(e, &input.receipt_handle, Some(seconds)))?;
+        Ok(Output::Empty)
+    }
+}
+
+/// ReceiveMessage's parameters checked against SQS's ranges and turned into the engine's options.
+fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
+    let max_messages = match input.max_number_of_messages {
+        None => 1,
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=limits::RECEIVE_MESSAGES_MAX as usize).contains(n))
+            .ok_or_else(|| {
+                SqsError::invalid_value(
+                    "MaxNumberOfMessages",
+                    n,
+                    &format!(
+                        "Must be between 1 and {}, if provided.",
+                        limits::RECEIVE_MESSAGES_MAX
+                    ),
+                )
+            })?,
+    };
+    let visibility_ms = input
+        .visibility_timeout
+        .map(|s| validate::in_range("VisibilityTimeout", s, 0, limits::VISIBILITY_TIMEOUT_S_MAX))
+        .transpose()?
+        .map(|s| s * SECOND_MS);
+    let wait_ms = input
+        .wait_time_seconds
+        .map(|s| validate::in_range("WaitTimeSeconds", s, 0, limits::RECEIVE_WAIT_S_MAX))
+        .transpose()?
+        .map(|s| s * SECOND_MS);
+    Ok(ReceiveOptions {
+        max_messages,
+        visibility_ms,
+        wait_ms,
+    })
+}
+
+/// The body as SQS shows it, with its digest. The stored digest is of the bytes; a body that is not UTF-8
+/// (sent by another protocol) is shown lossily, and its digest must then be of what is shown for the
+/// client's check to pass.
+fn shown_body(payload: &Payload) -> (String, String) {
+    match String::from_utf8_lossy(&payload.body) {
+        Cow::Borrowed(text) => (text.to_owned(), hex(&payload.body_md5)),
+        Cow::Owned(shown) => {
+            let digest = md5_of_body(shown.as_bytes());
+            (shown, digest)
+        }
+    }
+}
+
+/// Whether a ReceiveMessage `MessageAttributeNames` filter selects `name`: `All`, `.*`, the exact name, or
+/// `prefix.*` for names under `prefix.`.
+fn message_attribute_selected(filters: &[String], name: &str) -> bool {
+    filters.iter().any(|filter| {
+        filter == "All"
+            || filter == ".*"
+            || filter == name
+            || filter
+                .strip_suffix('*')
+                .filter(|prefix| prefix.ends_with('.'))
+                .is_some_and(|prefix| name.starts_with(prefix))
+    })
+}
+
+/// Validates a VisibilityTimeout and turns it into the engine's change (12 h cap from the receive).
+pub(super) fn visibility_change(
+    visibility_timeout: Option<i64>,
+) -> SqsResult<(u64, VisibilityChange)> {
+    let seconds = visibility_timeout.ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
+    let seconds = validate::in_range(
+        "VisibilityTimeout",
+        seconds,
+        0,
+        limits::VISIBILITY_TIMEOUT_S_MAX,
+    )?;
+    let change = VisibilityChange {
+        visibility_ms: seconds * SECOND_MS,
+        since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
+        not_past_expiry: false,
+    };
+    Ok((seconds, change))
+}
+
+/// The digest of a single attribute map entry (used for `MD5OfMessageSystemAttributes`).
+fn md5_of_attributes_of(name: &str, value: AttributeValue) -> Option<String> {
+    md5_of_attributes(&Attributes::from([(name.to_string(), value)]))
+}

@@ -1,0 +1,321 @@
+//! The thin HTTP service: one axum handler for every request. It reads the body, authenticates the caller,
+//! decodes with the codec, works out the namespace (`namespace.rs`; ARCHITECTURE.md, veil-sqs), dispatches the action to its handler — which
+//! calls the engine, the only place that decides visibility (ARCHITECTURE.md) — and encodes the answer in the
+//! protocol the request used. Each request gets a fresh uuid as its request id.
+//!
+//! This file holds what every action shares: routing, the request context, the authentication hook, the
+//! mapping of `EngineError` to `SqsError` and the dispatch. The handlers live by resource: [`queues`],
+//! [`tags`], [`messages`], [`batch`], and the actions Veil refuses in [`refused`].
+
+mod batch;
+mod messages;
+mod queues;
+mod refused;
+mod tags;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::Router;
+use veil_core::limits::SECOND_MS;
+use veil_core::{Engine, EngineError, QueueKey};
+
+use crate::api::{Action, Output, QueueTarget};
+use crate::codec::{self, HttpRequestParts};
+use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::limits;
+use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
+use crate::validate;
+use veil_http::{header_str, into_response};
+
+/// The SQS front-end's settings.
+#[derive(Clone, Debug)]
+pub struct SqsConfig {
+    /// The account of queue URLs when the request names none; with `default_region` it is Veil's default
+    /// namespace.
+    pub account_id: String,
+    /// The region of requests without a SigV4 `Authorization` header.
+    pub default_region: String,
+    /// In-flight limit of new queues (SQS OverLimit).
+    pub inflight_max_default: u32,
+}
+
+impl Default for SqsConfig {
+    fn default() -> Self {
+        Self {
+            account_id: limits::DEFAULT_ACCOUNT_ID.to_string(),
+            default_region: limits::DEFAULT_REGION.to_string(),
+            inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
+        }
+    }
+}
+
+/// What every request handler shares; built once by [`router`].
+struct Service {
+    engine: Arc<Engine>,
+    config: SqsConfig,
+    /// Derived from `config` once, so that each request does not rebuild it.
+    names: NamespaceMap,
+}
+
+/// The SQS service: every method and path goes to one handler.
+pub fn router(engine: Arc<Engine>, config: SqsConfig) -> Router {
+    let names = NamespaceMap {
+        default_account: config.account_id.clone(),
+        default_region: config.default_region.clone(),
+    };
+    let service = Arc::new(Service {
+        engine,
+        config,
+        names,
+    });
+    Router::new()
+        .fallback(handle)
+        .with_state(service)
+        .layer(DefaultBodyLimit::max(limits::HTTP_BODY_BYTES_MAX))
+}
+
+/// Who sent a request, as far as its credential tells.
+struct Caller {
+    /// The SigV4 access key, when the request carries an `Authorization` header.
+    access_key: Option<String>,
+    /// The region of the credential scope, else the configured default region.
+    region: String,
+}
+
+/// Who is asking and where: everything about a request that is not its action.
+struct RequestContext {
+    /// The `Host` header, used to render queue URLs.
+    host: String,
+    region: String,
+    /// The account the request path names, else the default account.
+    account: String,
+    /// The queue the request path names (`/<account>/<queue>`), used when there is no `QueueUrl`.
+    path_queue: Option<QueueAddress>,
+    /// Shown as the `SenderId` of sent messages: the access key, else the account.
+    sender_id: String,
+}
+
+async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let (parts, body) = request.into_parts();
+    let target = header_str(&parts.headers, "x-amz-target");
+    let protocol = codec::protocol_of(target);
+    let body = match axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX).await {
+        Ok(body) => body,
+        Err(error) => {
+            let error = SqsError::new(
+                ErrorCode::InvalidParameterValue,
+                format!("The request body could not be read: {error}"),
+            );
+            return into_response(codec::encode_error(protocol, &error, &request_id));
+        }
+    };
+    let caller = match service.authenticate(&parts.headers) {
+        Ok(caller) => caller,
+        Err(error) => return into_response(codec::encode_error(protocol, &error, &request_id)),
+    };
+    let (protocol, decoded) = codec::decode(&HttpRequestParts {
+        method: parts.method.as_str(),
+        query: parts.uri.query(),
+        target,
+        body: &body,
+    });
+    let context = service.context(caller, &parts.headers, parts.uri.path());
+    let reply = match decoded {
+        Ok(request) => {
+            let action = request.action.name();
+            match service.dispatch(&context, request.action).await {
+                Ok(output) => codec::encode_output(protocol, action, &output, &request_id),
+                Err(error) => {
+                    tracing::debug!(action = action.as_str(), %error, "sqs request failed");
+                    codec::encode_error(protocol, &error, &request_id)
+                }
+            }
+        }
+        Err(error) => {
+            tracing::debug!(%error, "sqs request rejected");
+            codec::encode_error(protocol, &error, &request_id)
+        }
+    };
+    into_response(reply)
+}
+
+/// Maps the engine's errors that need no request detail.
+fn engine_error(error: EngineError) -> SqsError {
+    match error {
+        EngineError::QueueNotFound(_) => SqsError::queue_does_not_exist(),
+        EngineError::OverLimit { inflight, limit } => SqsError::new(
+            ErrorCode::OverLimit,
+            format!("Too many messages in flight ({inflight}; the limit is {limit})."),
+        ),
+        EngineError::MessageTooLarge { max_bytes, .. } => {
+            validate::message_too_long(u64::from(max_bytes))
+        }
+        EngineError::InvalidArgument(reason) => {
+            SqsError::new(ErrorCode::InvalidParameterValue, reason)
+        }
+        EngineError::ReceiptInvalid => SqsError::new(
+            ErrorCode::ReceiptHandleIsInvalid,
+            "The input receipt handle is not a valid receipt handle.",
+        ),
+        EngineError::MessageNotAvailable => SqsError::new(
+            ErrorCode::InvalidParameterValue,
+            "Message does not exist or is not available for visibility timeout change.",
+        ),
+        EngineError::VisibilityPastLimit { max_ms, .. } => SqsError::new(
+            ErrorCode::InvalidParameterValue,
+            format!(
+                "Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
+                max_ms / SECOND_MS
+            ),
+        ),
+        EngineError::VisibilityPastExpiry => SqsError::new(
+            ErrorCode::InvalidParameterValue,
+            "The visibility timeout would pass the message's expiry.",
+        ),
+        EngineError::PurgeTooSoon { interval_ms, .. } => SqsError::new(
+            ErrorCode::PurgeQueueInProgress,
+            format!(
+                "Only one PurgeQueue operation is allowed every {} seconds.",
+                interval_ms / SECOND_MS
+            ),
+        ),
+        EngineError::Store(error) => SqsError::internal(error),
+    }
+}
+
+/// Maps the errors of operations on a receipt handle, quoting the handle as SQS does.
+fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> SqsError {
+    match error {
+        EngineError::ReceiptInvalid => SqsError::receipt_handle_invalid(handle),
+        EngineError::MessageNotAvailable => SqsError::invalid_value(
+            "ReceiptHandle",
+            handle,
+            "Message does not exist or is not available for visibility timeout change.",
+        ),
+        EngineError::VisibilityPastLimit { max_ms, .. } => SqsError::invalid_value(
+            "VisibilityTimeout",
+            visibility.unwrap_or_default(),
+            &format!(
+                "Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
+                max_ms / SECOND_MS
+            ),
+        ),
+        other => engine_error(other),
+    }
+}
+
+impl Service {
+    /// The authentication hook. SigV4 signature verification plugs in here (and will need the body's
+    /// digest as well); until then every request is admitted and only its credential scope is read: the
+    /// access key and the region, which selects the namespace (`namespace.rs`).
+    fn authenticate(&self, headers: &HeaderMap) -> SqsResult<Caller> {
+        let credential =
+            header_str(headers, "authorization").and_then(namespace::parse_authorization);
+        Ok(match credential {
+            Some(credential) => Caller {
+                access_key: Some(credential.access_key),
+                region: credential.region,
+            },
+            None => Caller {
+                access_key: None,
+                region: self.config.default_region.clone(),
+            },
+        })
+    }
+
+    fn context(&self, caller: Caller, headers: &HeaderMap, path: &str) -> RequestContext {
+        let path_queue = namespace::parse_queue_path(path);
+        let account = path_queue
+            .as_ref()
+            .and_then(|address| address.account.clone())
+            .unwrap_or_else(|| self.config.account_id.clone());
+        RequestContext {
+            host: header_str(headers, "host")
+                .unwrap_or("localhost")
+                .to_string(),
+            region: caller.region,
+            sender_id: caller.access_key.unwrap_or_else(|| account.clone()),
+            account,
+            path_queue,
+        }
+    }
+
+    /// Hands each decoded action to its handler.
+    async fn dispatch(&self, context: &RequestContext, action: Action) -> SqsResult<Output> {
+        match action {
+            Action::CreateQueue(input) => self.create_queue(context, input).await,
+            Action::DeleteQueue(target) => self.delete_queue(context, &target).await,
+            Action::GetQueueUrl(input) => self.get_queue_url(context, input),
+            Action::ListQueues(input) => self.list_queues(context, input),
+            Action::GetQueueAttributes(input) => self.get_queue_attributes(context, input),
+            Action::SetQueueAttributes(input) => self.set_queue_attributes(context, input).await,
+            Action::PurgeQueue(target) => self.purge_queue(context, &target).await,
+            Action::ListDeadLetterSourceQueues(input) => {
+                self.list_dead_letter_source_queues(context, input)
+            }
+            Action::TagQueue(input) => self.tag_queue(context, input).await,
+            Action::UntagQueue(input) => self.untag_queue(context, input).await,
+            Action::ListQueueTags(target) => self.list_queue_tags(context, &target),
+            Action::SendMessage(input) => self.send_message(context, input).await,
+            Action::ReceiveMessage(input) => self.receive_message(context, input).await,
+            Action::DeleteMessage(input) => self.delete_message(context, input).await,
+            Action::ChangeMessageVisibility(input) => {
+                self.change_message_visibility(context, input).await
+            }
+            Action::SendMessageBatch(input) => self.send_message_batch(context, input).await,
+            Action::DeleteMessageBatch(input) => self.delete_message_batch(context, input).await,
+            Action::ChangeMessageVisibilityBatch(input) => {
+                self.change_message_visibility_batch(context, input).await
+            }
+            Action::Unsupported(name) => refused::unsupported(name),
+        }
+    }
+
+    fn namespace(&self, context: &RequestContext, account: &str) -> String {
+        self.names.namespace(&AccountRegion {
+            account: account.to_string(),
+            region: context.region.clone(),
+        })
+    }
+
+    /// The queue a request is about: its `QueueUrl`, else the request path.
+    fn queue_key(&self, context: &RequestContext, target: &QueueTarget) -> SqsResult<QueueKey> {
+        let address = match &target.queue_url {
+            Some(url) => namespace::parse_queue_url(url)?,
+            None => context
+                .path_queue
+                .clone()
+                .ok_or_else(|| SqsError::missing("QueueUrl"))?,
+        };
+        let account = address
+            .account
+            .unwrap_or_else(|| self.config.account_id.clone());
+        Ok(QueueKey::new(
+            self.namespace(context, &account),
+            address.name,
+        ))
+    }
+
+    fn require_queue(&self, key: &QueueKey) -> SqsResult<()> {
+        if self.engine.queue_exists(key) {
+            Ok(())
+        } else {
+            Err(SqsError::queue_does_not_exist())
+        }
+    }
+
+    fn url(&self, context: &RequestContext, key: &QueueKey) -> String {
+        self.names.queue_url(key, &context.host, &context.region)
+    }
+
+    fn arn(&self, context: &RequestContext, key: &QueueKey) -> String {
+        self.names.queue_arn(key, &context.region)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+//! The queue actions: create, delete, look up and list queues, read and change their attributes, purge them
+//! and list a dead-letter queue's sources. Queue settings travel as SQS attribute strings; `attributes.rs`
+//! parses and renders them, this file applies them through the engine.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use veil_core::limits::SECOND_MS;
+use veil_core::{CreateOutcome, EngineError, QueueInfo, QueueKey, RedrivePolicy};
+
+use super::{engine_error, tags, RequestContext, Service};
+use crate::api::{
+    CreateQueueInput, GetQueueAttributesInput, GetQueueUrlInput, ListDeadLetterSourceQueuesInput,
+    ListQueuesInput, Output, QueueTarget, SetQueueAttributesInput,
+};
+use crate::attributes::{self, QueueSetting, RedrivePermission};
+use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::limits;
+use crate::validate;
+
+impl Service {
+    pub(super) async fn create_queue(
+        &self,
+        context: &RequestContext,
+        input: CreateQueueInput,
+    ) -> SqsResult<Output> {
+        validate::queue_name(&input.queue_name)?;
+        tags::validate_tags(&input.tags)?;
+        if input.tags.len() > limits::TAGS_PER_QUEUE_MAX {
+            return Err(SqsError::new(
+                ErrorCode::InvalidParameterValue,
+                tags::too_many_tags_message(),
+            ));
+        }
+        let key = QueueKey::new(self.namespace(context, &context.account), input.queue_name);
+        let settings = self.parse_settings(context, &key, &input.attributes)?;
+        let mut config = attributes::default_config(self.config.inflight_max_default);
+        for (_, setting) in &settings {
+            attributes::apply(&mut config, setting);
+        }
+        config.tags = input.tags;
+        match self
+            .engine
+            .create_queue(key.clone(), config)
+            .await
+            .map_err(engine_error)?
+        {
+            CreateOutcome::Created(_) => {}
+            CreateOutcome::Existing(existing) => same_settings(&existing, &settings)?,
+        }
+        Ok(Output::QueueUrl(self.url(context, &key)))
+    }
+
+    pub(super) async fn delete_queue(
+        &self,
+        context: &RequestContext,
+        target: &QueueTarget,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, target)?;
+        self.engine.delete_queue(&key).await.map_err(engine_error)?;
+        Ok(Output::Empty)
+    }
+
+    pub(super) fn get_queue_url(
+        &self,
+        context: &RequestContext,
+        input: GetQueueUrlInput,
+    ) -> SqsResult<Output> {
+        // A name no queue could have is simply not found: SQS does not say why.
+        validate::queue_name(&input.queue_name).map_err(|_| SqsError::queue_does_not_exist())?;
+        let account = input
+            .queue_owner_account_id
+            .unwrap_or_else(|| context.account.clone());
+        let key = QueueKey::new(self.namespace(context, &account), input.queue_name);
+        self.require_queue(&key)?;
+        Ok(Output::QueueUrl(self.url(context, &key)))
+    }
+
+    pub(super) fn list_queues(
+        &self,
+        context: &RequestContext,
+        input: ListQueuesInput,
+    ) -> SqsResult<Output> {
+        let namespace = self.namespace(context, &context.account);
+        let prefix = input.queue_name_prefix.unwrap_or_default();
+        let keys = self
+            .engine
+            .list_queues(&namespace, &prefix)
+            .into_iter()
+            .map(|info| info.key)
+            .collect();
+        let (page, next_token) = paginate(
+            keys,
+            input.max_results,
+            input.next_token.as_deref(),
+            limits::LIST_QUEUES_RESULTS_MAX,
+        )?;
+        Ok(Output::QueueUrls {
+            urls: page.iter().map(|key| self.url(context, key)).collect(),
+            next_token,
+        })
+    }
+
+    pub(super) fn get_queue_attributes(
+        &self,
+        context: &RequestContext,
+        input: GetQueueAttributesInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        let info = self.engine.queue_info(&key).map_err(engine_error)?;
+        let mut wanted: Vec<&str> = Vec::new();
+        for name in &input.attribute_names {
+            if !attributes::is_known_attribute(name) {
+                return Err(SqsError::unknown_attribute(name));
+            }
+            if name == "All" {
+                wanted.extend(attributes::ALL_ATTRIBUTES);
+            } else {
+                wanted.push(name);
+            }
+        }
+        let mut rendered: Vec<(String, String)> = Vec::new();
+        for name in wanted {
+            if rendered.iter().any(|(seen, _)| seen == name) {
+                continue;
+            }
+            if let Some(value) = attributes::render(name, &info, &self.names, &context.region) {
+                rendered.push((name.to_string(), value));
+            }
+        }
+        Ok(Output::QueueAttributes(rendered))
+    }
+
+    pub(super) async fn set_queue_attributes(
+        &self,
+        context: &RequestContext,
+        input: SetQueueAttributesInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        // A missing queue is reported before any attribute problem.
+        self.require_queue(&key)?;
+        let settings = self.parse_settings(context, &key, &input.attributes)?;
+        self.engine
+            .update_queue_config(&key, move |config| {
+                for (_, setting) in &settings {
+                    attributes::apply(config, setting);
+                }
+                Ok(())
+            })
+            .await
+            .map_err(engine_error)?;
+        Ok(Output::Empty)
+    }
+
+    pub(super) async fn purge_queue(
+        &self,
+        context: &RequestContext,
+        target: &QueueTarget,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, target)?;
+        match self
+            .engine
+            .purge(&key, Some(limits::PURGE_INTERVAL_MS_MIN))
+            .await
+        {
+            Ok(_) => Ok(Output::Empty),
+            // SQS names the queue in this message, which the generic mapping cannot.
+            Err(EngineError::PurgeTooSoon { .. }) => Err(SqsError::new(
+                ErrorCode::PurgeQueueInProgress,
+                format!(
+                    "Only one PurgeQueue operation on {} is allowed every {} seconds.",
+                    key.name,
+                    limits::PURGE_INTERVAL_MS_MIN / SECOND_MS
+                ),
+            )),
+            Err(error) => Err(engine_error(error)),
+        }
+    }
+
+    pub(super) fn list_dead_letter_source_queues(
+        &self,
+        context: &RequestContext,
+        input: ListDeadLetterSourceQueuesInput,
+    ) -> SqsResult<Output> {
+        let key = self.queue_key(context, &input.target)?;
+        let sources = self
+            .engine
+            .dead_letter_sources(&key)
+            .map_err(engine_error)?;
+        let (page, next_token) = paginate(
+            sources,
+            input.max_results,
+            input.next_token.as_deref(),
+            limits::LIST_DEAD_LETTER_SOURCES_RESULTS_MAX,
+        )?;
+        Ok(Output::QueueUrls {
+            urls: page.iter().map(|key| self.url(context, key)).collect(),
+            next_token,
+        })
+    }
+
+    /// Parses queue attributes into settings, checking each redrive policy's target.
+    fn parse_settings(
+        &self,
+        context: &RequestContext,
+        source: &QueueKey,
+        attributes: &BTreeMap<String, String>,
+    ) -> SqsResult<Vec<(String, QueueSetting)>> {
+        let settings = attributes::parse_settings(attributes, &self.names)?;
+        for (_, setting) in &settings {
+            if let QueueSetting::RedrivePolicy(Some(policy)) = setting {
+                self.check_dead_letter_target(context, source, policy)?;
+            }
+        }
+        Ok(settings)
+    }
+
+    /// A redrive policy may name only an existing queue whose RedriveAllowPolicy admits the source.
+    fn check_dead_letter_target(
+        &self,
+        context: &RequestContext,
+        source: &QueueKey,
+        policy: &RedrivePolicy,
+    ) -> SqsResult<()> {
+        let shown = || {
+            serde_json::json!({
+                "deadLetterTargetArn": self.arn(context, &policy.dead_letter_queue),
+                "maxReceiveCount": policy.max_receive_count,
+            })
+            .to_string()
+        };
+        let target = self
+            .engine
+            .queue_info(&policy.dead_letter_queue)
+            .map_err(|_| {
+                SqsError::invalid_value(
+                    "RedrivePolicy",
+                    shown(),
+                    "Dead letter target does not exist.",
+                )
+            })?;
+        let source_arn = self.arn(context, source);
+        let permission =
+            RedrivePermission::from_stored(attributes::redrive_allow_policy(&target.config));
+        if !permission.allows(&source_arn) {
+            return Err(SqsError::invalid_value(
+                "RedrivePolicy",
+                shown(),
+                &format!(
+                    "Queue {} does not allow {source_arn} to use it as a dead-letter queue (RedriveAllowPolicy).",
+                    self.arn(context, &policy.dead_letter_queue)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// CreateQueue on an existing queue is idempotent only when every given attribute already has the given
+/// value.
+fn same_settings(existing: &QueueInfo, settings: &[(String, QueueSetting)]) -> SqsResult<()> {
+    for (name, setting) in settings {
+        let mut candidate = existing.config.clone();
+        attributes::apply(&mut candidate, setting);
+        if candidate != existing.config {
+            return Err(SqsError::new(
+                ErrorCode::QueueNameExists,
+                format!(
+                    "A queue already exists with the same name and a different value for attribute {name}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Opaque page tokens: the last name of the previous page, base64url.
+fn encode_token(last_name: &str) -> String {
+    URL_SAFE_NO_PAD.encode(last_name.as_bytes())
+}
+
+fn decode_token(token: &str) -> SqsResult<String> {
+    URL_SAFE_NO_PAD
+        .decode(token.as_bytes())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| SqsError::invalid_value("NextToken", token, "Invalid NextToken."))
+}
+
+/// One page of names (sorted), starting after `next_token`. Without `max_results` SQS returns up to its
+/// maximum and no token.
+fn paginate(
+    sorted: Vec<QueueKey>,
+    max_results: Option<i64>,
+    next_token: Option<&str>,
+    results_max: usize,
+) -> SqsResult<(Vec<QueueKey>, Option<String>)> {
+    let page_size = match max_results {
+        None => results_max,
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=results_max).contains(n))
+            .ok_or_else(|| {
+                SqsError::invalid_value(
+                    "MaxResults",
+                    n,
+                    &format!("MaxResults must be an integer between 1 and {results_max}."),
+                )
+            })?,
+    };
+    let after = next_token.map(decode_token).transpose()?;
+    let mut remaining = sorted
+        .into_iter()
+        .filter(|key| after.as_ref().is_none_or(|after| key.name > *after));
+    let page: Vec<QueueKey> = remaining.by_ref().take(page_size).collect();
+    let more = remaining.next().is_some();
+    let token = (max_results.is_some() && more)
+        .then(|| page.last().map(|key| encode_token(&key.name)))
+        .flatten();
+    Ok((page, token))
+}
