@@ -154,6 +154,75 @@ impl Engine {
         Ok(())
     }
 
+    /// The skeleton every operation on one queue shares: take the lock, find the queue, bring it up to `now`
+    /// (due messages, expiry, dead letters released), run `op`, move what `op` released, and submit the store
+    /// changes while still holding the lock (ADR 0002), so that the store sees them in the order memory did.
+    /// The caller awaits the returned commit after the lock is gone.
+    fn on_queue<R>(
+        &self,
+        key: &QueueKey,
+        now: Millis,
+        op: impl FnOnce(&mut Locked<'_>) -> R,
+    ) -> EngineResult<(R, Option<Commit>)> {
+        let mut guard = self.state.lock();
+        let id = guard.queue_id(key)?;
+        let mut locked = Locked {
+            state: &mut guard,
+            id,
+            now,
+            ops: Vec::new(),
+            expired: 0,
+        };
+        locked.expired = locked.advance();
+        self.release_dead_letters(&mut locked);
+        let result = op(&mut locked);
+        self.release_dead_letters(&mut locked);
+        Ok((result, self.submit(locked.ops)))
+    }
+
+    /// Moves the messages released with their receives used up under an `OnRelease` rule (KubeMQ), so that a
+    /// consumer of the dead-letter queue sees them at once. One whose target is gone stays visible; the next
+    /// receive applies the rule again.
+    fn release_dead_letters(&self, locked: &mut Locked<'_>) {
+        let (id, now) = (locked.id, locked.now);
+        let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
+        let index = locked.index();
+        let released = index.take_released();
+        if released.is_empty() {
+            return;
+        }
+        let mut moves = Vec::new();
+        for seq in released {
+            let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
+                continue; // deleted, or received again, since it was released
+            };
+            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+                index.remove(seq);
+                moves.push(DeadLetter {
+                    seq,
+                    state: current,
+                    route,
+                });
+            }
+        }
+        if moves.is_empty() {
+            return;
+        }
+        self.dead_letter(locked.state, id, moves, now, &mut locked.ops);
+        let counters = locked.index().counters;
+        locked.ops.push(StoreOp::PutCounters {
+            queue: id,
+            counters,
+        });
+    }
+
+    /// The target and threshold of a queue's redrive policy, if its dead-letter queue exists and is another.
+    fn queue_dead_letter(state: &State, id: QueueId) -> Option<(QueueId, u32)> {
+        let policy = state.queues[&id].record.config.redrive_policy.as_ref()?;
+        let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
+        (target != id).then_some((target, policy.max_receive_count))
+    }
+
     // ----- queue administration -----
 
     pub async fn create_queue(
@@ -199,14 +268,9 @@ impl Engine {
 
     pub fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
         let now = self.clock.now();
-        let mut state = self.state.lock();
-        let id = state.queue_id(key)?;
-        let mut ops = Vec::new();
-        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-        Self::advance(index, now, &mut ops);
-        let info = Self::info(index, now);
+        let (info, commit) = self.on_queue(key, now, |locked| Self::info(locked.index(), now))?;
         // Expiry removals need no wait: they are not a success returned to anyone.
-        drop(self.submit(ops));
+        drop(commit);
         Ok(info)
     }
 
@@ -323,10 +387,20 @@ impl Engine {
     /// periodically so that expired messages leave the store even on queues nobody reads.
     pub fn sweep(&self) {
         let now = self.clock.now();
-        let mut state = self.state.lock();
+        let mut guard = self.state.lock();
+        let ids: Vec<QueueId> = guard.queues.keys().copied().collect();
         let mut ops = Vec::new();
-        for index in state.queues.values_mut() {
-            Self::advance(index, now, &mut ops);
+        for id in ids {
+            let mut locked = Locked {
+                state: &mut guard,
+                id,
+                now,
+                ops,
+                expired: 0,
+            };
+            locked.advance();
+            self.release_dead_letters(&mut locked);
+            ops = locked.ops;
         }
         drop(self.submit(ops));
     }
@@ -353,83 +427,90 @@ impl Engine {
             .iter()
             .map(|m| (body_md5(&m.body), uuid::Uuid::new_v4().into_bytes()))
             .collect();
-        let (sent, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let config = &index.record.config;
-            if let Some(too_large) = messages
-                .iter()
-                .find(|m| m.size_bytes() > config.message_size_bytes_max as usize)
-            {
-                return Err(EngineError::MessageTooLarge {
-                    size_bytes: too_large.size_bytes(),
-                    max_bytes: config.message_size_bytes_max,
-                });
-            }
-            let (delay_ms, retention_ms) = (config.delay_ms, config.retention_ms);
-            let mut ops = Vec::with_capacity(messages.len() + 2);
-            Self::advance(index, now, &mut ops);
-            let mut sent = Vec::with_capacity(messages.len());
-            let mut wake = false;
-            for (message, (digest, message_id)) in messages.into_iter().zip(prepared) {
-                let seq = index.alloc_seq(&mut ops);
-                let visible_at = now.saturating_add(message.delay_ms.unwrap_or(delay_ms));
-                let expires_at = match message.ttl {
-                    Some(Ttl::Never) => NEVER,
-                    Some(Ttl::After(ms)) => now.saturating_add(ms),
-                    None => retention_ms.map_or(NEVER, |ms| now.saturating_add(ms)),
-                };
-                let message_state = MessageState {
-                    sent_at: now,
-                    visible_at,
-                    expires_at,
-                    first_received_at: 0,
-                    receive_count: 0,
-                    generation: 0,
-                    body_bytes: body_bytes(&message.body),
-                };
-                let payload = Payload {
-                    message_id,
-                    body: message.body,
-                    body_md5: digest,
-                    attributes: message.attributes,
-                    sent_at: now,
-                    sender_id: message.sender_id,
-                    dead_letter_source: None,
-                };
-                wake |= index.insert(seq, message_state, now);
-                if let Some(policy) = &message.redrive {
-                    index.set_redrive(seq, policy.clone());
-                }
-                sent.push(SentMessage {
-                    message_id: payload.message_id,
-                    body_md5: payload.body_md5,
-                    queue: id,
-                    seq,
-                    sent_at: now,
-                    visible_at,
-                    expires_at,
-                });
-                ops.push(StoreOp::PutMessage {
-                    queue: id,
-                    seq,
-                    payload,
-                    state: message_state,
-                    redrive: message.redrive,
-                });
-                index.counters.sends += 1;
-            }
-            ops.push(StoreOp::PutCounters {
-                queue: id,
-                counters: index.counters,
-            });
-            if wake {
-                index.notify.notify_waiters();
-            }
-            (sent, self.submit(ops))
-        };
+        let (sent, commit) = self.on_queue(key, now, |locked| {
+            Self::store_messages(locked, messages, prepared)
+        })?;
         Self::durable(commit).await?;
+        sent
+    }
+
+    /// Adds new messages to a locked queue: the part of `send` that needs the lock.
+    fn store_messages(
+        locked: &mut Locked<'_>,
+        messages: Vec<NewMessage>,
+        prepared: Vec<([u8; 16], [u8; 16])>,
+    ) -> EngineResult<Vec<SentMessage>> {
+        let (id, now) = (locked.id, locked.now);
+        let (index, ops) = locked.parts();
+        let config = &index.record.config;
+        if let Some(too_large) = messages
+            .iter()
+            .find(|m| m.size_bytes() > config.message_size_bytes_max as usize)
+        {
+            return Err(EngineError::MessageTooLarge {
+                size_bytes: too_large.size_bytes(),
+                max_bytes: config.message_size_bytes_max,
+            });
+        }
+        let (delay_ms, retention_ms) = (config.delay_ms, config.retention_ms);
+        ops.reserve(messages.len() + 2);
+        let mut sent = Vec::with_capacity(messages.len());
+        let mut wake = false;
+        for (message, (digest, message_id)) in messages.into_iter().zip(prepared) {
+            let seq = index.alloc_seq(ops);
+            let visible_at = now.saturating_add(message.delay_ms.unwrap_or(delay_ms));
+            let expires_at = match message.ttl {
+                Some(Ttl::Never) => NEVER,
+                Some(Ttl::After(ms)) => now.saturating_add(ms),
+                None => retention_ms.map_or(NEVER, |ms| now.saturating_add(ms)),
+            };
+            let message_state = MessageState {
+                sent_at: now,
+                visible_at,
+                expires_at,
+                first_received_at: 0,
+                receive_count: 0,
+                generation: 0,
+                body_bytes: body_bytes(&message.body),
+            };
+            let payload = Payload {
+                message_id,
+                body: message.body,
+                body_md5: digest,
+                attributes: message.attributes,
+                sent_at: now,
+                sender_id: message.sender_id,
+                dead_letter_source: None,
+            };
+            wake |= index.insert(seq, message_state, now);
+            if let Some(policy) = &message.redrive {
+                index.set_redrive(seq, policy.clone());
+            }
+            sent.push(SentMessage {
+                message_id: payload.message_id,
+                body_md5: payload.body_md5,
+                queue: id,
+                seq,
+                sent_at: now,
+                visible_at,
+                expires_at,
+            });
+            ops.push(StoreOp::PutMessage {
+                queue: id,
+                seq,
+                payload,
+                state: message_state,
+                redrive: message.redrive,
+            });
+            index.counters.sends += 1;
+        }
+        ops.push(StoreOp::PutCounters {
+            queue: id,
+            counters: index.counters,
+        });
+        if wake {
+            index.notify.notify_waiters();
+        }
         Ok(sent)
     }
 
@@ -508,30 +589,36 @@ impl Engine {
         visibility_ms: Option<Millis>,
         now: Millis,
     ) -> EngineResult<ReceiveAttempt> {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
-        let id = state.queue_id(key)?;
-        let mut ops = Vec::new();
-        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-        let expired = Self::advance(index, now, &mut ops);
+        let (attempt, commit) = self.on_queue(key, now, |locked| {
+            self.deliver(locked, max_messages, visibility_ms)
+        })?;
+        let mut attempt = attempt?;
+        attempt.commit = commit;
+        Ok(attempt)
+    }
+
+    /// The part of a receive that needs the lock: hands out up to `max_messages` visible messages of the
+    /// locked queue with new receipts, and moves those that have been received too often instead.
+    fn deliver(
+        &self,
+        locked: &mut Locked<'_>,
+        max_messages: usize,
+        visibility_ms: Option<Millis>,
+    ) -> EngineResult<ReceiveAttempt> {
+        let (id, now, expired) = (locked.id, locked.now, locked.expired);
+        let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
+        let (index, ops) = locked.parts();
         let config = &index.record.config;
         let visibility_ms = visibility_ms
             .unwrap_or(config.visibility_timeout_ms)
             .min(limits::VISIBILITY_TIMEOUT_MS_MAX);
         let inflight_max = u64::from(config.inflight_max);
         if index.hidden() >= inflight_max {
-            let error = EngineError::OverLimit {
+            return Err(EngineError::OverLimit {
                 inflight: index.hidden(),
                 limit: config.inflight_max,
-            };
-            drop(self.submit(ops));
-            return Err(error);
+            });
         }
-        let queue_dead_letter = config.redrive_policy.as_ref().and_then(|policy| {
-            let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
-            (target != id).then_some((target, policy.max_receive_count))
-        });
-
         let mut delivered: Vec<Delivery> = Vec::new();
         let mut moves: Vec<DeadLetter> = Vec::new();
         let mut dead_letters_left = false;
@@ -561,48 +648,17 @@ impl Engine {
                 }
                 continue;
             }
-            let next = MessageState {
-                visible_at: now.saturating_add(visibility_ms),
-                first_received_at: if current.first_received_at == 0 {
-                    now
-                } else {
-                    current.first_received_at
-                },
-                receive_count: current.receive_count + 1,
-                generation: current.generation + 1,
-                ..current
-            };
-            assert!(
-                next.receive_count > current.receive_count,
-                "receive count only grows"
-            );
-            index.replace(seq, next, now);
-            index.counters.deliveries += 1;
-            ops.push(StoreOp::PutState {
-                queue: id,
-                seq,
-                state: next,
-            });
-            let receipt = self.receipts.encode(&Receipt {
-                queue: id,
-                seq,
-                generation: next.generation,
-                issued_at: now,
-            });
-            delivered.push(Delivery {
-                seq,
-                state: next,
-                receipt: Some(receipt),
-                redrive: index.redrive(seq).cloned(),
-            });
+            let delivery = self.hand_out(index, seq, current, visibility_ms, now, ops);
+            delivered.push(delivery);
         }
         let counters_changed = !delivered.is_empty() || !moves.is_empty();
         let next_due = index.next_pending_due();
-        self.dead_letter(state, id, moves, now, &mut ops);
+        self.dead_letter(locked.state, id, moves, now, &mut locked.ops);
         if counters_changed {
-            ops.push(StoreOp::PutCounters {
+            let counters = locked.index().counters;
+            locked.ops.push(StoreOp::PutCounters {
                 queue: id,
-                counters: state.queues[&id].counters,
+                counters,
             });
         }
         Ok(ReceiveAttempt {
@@ -611,8 +667,55 @@ impl Engine {
             next_due,
             expired,
             dead_letters_left,
-            commit: self.submit(ops),
+            commit: None,
         })
+    }
+
+    /// Delivers one visible message: its count, first-receive time, deadline and generation change, and it gets
+    /// a new receipt that makes every older one stale.
+    fn hand_out(
+        &self,
+        index: &mut QueueIndex,
+        seq: Seq,
+        current: MessageState,
+        visibility_ms: Millis,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> Delivery {
+        let next = MessageState {
+            visible_at: now.saturating_add(visibility_ms),
+            first_received_at: if current.first_received_at == 0 {
+                now
+            } else {
+                current.first_received_at
+            },
+            receive_count: current.receive_count + 1,
+            generation: current.generation + 1,
+            ..current
+        };
+        assert!(
+            next.receive_count > current.receive_count,
+            "receive count only grows"
+        );
+        index.replace(seq, next, now);
+        index.counters.deliveries += 1;
+        ops.push(StoreOp::PutState {
+            queue: index.id(),
+            seq,
+            state: next,
+        });
+        let receipt = self.receipts.encode(&Receipt {
+            queue: index.id(),
+            seq,
+            generation: next.generation,
+            issued_at: now,
+        });
+        Delivery {
+            seq,
+            state: next,
+            receipt: Some(receipt),
+            redrive: index.redrive(seq).cloned(),
+        }
     }
 
     /// Where a message that is about to be delivered goes instead, if it has been received too often. The
@@ -731,43 +834,36 @@ impl Engine {
         target: &QueueKey,
     ) -> EngineResult<()> {
         let now = self.clock.now();
-        let (result, commit) = {
-            let mut guard = self.state.lock();
-            let state = &mut *guard;
-            let id = state.queue_id(key)?;
-            let target_id = state.queue_id(target)?;
-            let mut ops = Vec::new();
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            Self::advance(index, now, &mut ops);
-            let taken = self.take_held(index, receipt).map(|held| {
-                index.counters.deletes += 1;
-                (held, index.counters)
+        let (result, commit) = self.on_queue(key, now, |locked| {
+            let target_id = locked.state.queue_id(target)?;
+            let (id, index) = (locked.id, locked.index());
+            let (seq, moved, redrive) = self.take_held(index, receipt)?;
+            index.counters.deletes += 1;
+            let source_counters = index.counters;
+            let arrival = Arrival {
+                from: (id, seq),
+                target: target_id,
+                state: fresh_arrival(moved, now),
+                dead_letter_source: None,
+                redrive,
+            };
+            let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
+            let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+            target_index.counters.sends += 1;
+            if wake {
+                target_index.notify.notify_waiters();
+            }
+            let target_counters = target_index.counters;
+            locked.ops.push(StoreOp::PutCounters {
+                queue: id,
+                counters: source_counters,
             });
-            let result = taken.map(|((seq, moved, redrive), source_counters)| {
-                let arrival = Arrival {
-                    from: (id, seq),
-                    target: target_id,
-                    state: fresh_arrival(moved, now),
-                    dead_letter_source: None,
-                    redrive,
-                };
-                let wake = Self::arrive(state, arrival, now, &mut ops);
-                let target_index = state.queues.get_mut(&target_id).expect("locked");
-                target_index.counters.sends += 1;
-                if wake {
-                    target_index.notify.notify_waiters();
-                }
-                ops.push(StoreOp::PutCounters {
-                    queue: id,
-                    counters: source_counters,
-                });
-                ops.push(StoreOp::PutCounters {
-                    queue: target_id,
-                    counters: target_index.counters,
-                });
+            locked.ops.push(StoreOp::PutCounters {
+                queue: target_id,
+                counters: target_counters,
             });
-            (result, self.submit(ops))
-        };
+            Ok(())
+        })?;
         Self::durable(commit).await?;
         result
     }
@@ -865,12 +961,8 @@ impl Engine {
     pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
         let now = self.clock.now();
         let max_messages = max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
-        let (queue, seen, barrier) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let mut ops = Vec::new();
-            Self::advance(index, now, &mut ops);
+        let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
+            let index = locked.index();
             let mut seen = Vec::new();
             let mut cursor = None;
             while seen.len() < max_messages {
@@ -887,9 +979,11 @@ impl Engine {
                     });
                 }
             }
-            // A barrier: what we saw may include sends not yet durable; answer only once they are.
-            (id, seen, self.store.submit(ops))
-        };
+            (locked.id, seen)
+        })?;
+        // A barrier: what we saw may include sends not yet durable; answer only once they are. Every such send
+        // was submitted before we took the lock, so a barrier submitted now resolves after them.
+        let barrier = commit.unwrap_or_else(|| self.store.submit(Vec::new()));
         barrier.await?;
         self.with_payloads(queue, seen)
     }
@@ -933,25 +1027,21 @@ impl Engine {
         rule: ReceiptRule,
     ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
         let now = self.clock.now();
-        let (outcomes, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let mut ops = Vec::new();
-            Self::advance(index, now, &mut ops);
+        let (outcomes, commit) = self.on_queue(key, now, |locked| {
+            let (index, ops) = locked.parts();
             let deletes_before = index.counters.deletes;
             let outcomes: Vec<_> = receipts
                 .iter()
-                .map(|receipt| self.delete_locked(index, receipt, rule, &mut ops))
+                .map(|receipt| self.delete_locked(index, receipt, rule, ops))
                 .collect();
             if index.counters.deletes != deletes_before {
                 ops.push(StoreOp::PutCounters {
-                    queue: id,
+                    queue: index.id(),
                     counters: index.counters,
                 });
             }
-            (outcomes, self.submit(ops))
-        };
+            outcomes
+        })?;
         Self::durable(commit).await?;
         Ok(outcomes)
     }
@@ -1006,21 +1096,16 @@ impl Engine {
         entries: &[(&str, VisibilityChange)],
     ) -> EngineResult<Vec<EngineResult<Millis>>> {
         let now = self.clock.now();
-        let (results, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let mut ops = Vec::new();
-            Self::advance(index, now, &mut ops);
-            let results = entries
+        let (results, commit) = self.on_queue(key, now, |locked| {
+            let (index, ops) = locked.parts();
+            entries
                 .iter()
                 .map(|(receipt, change)| {
-                    self.reschedule_locked(index, receipt, change, None, now, &mut ops)
+                    self.reschedule_locked(index, receipt, change, None, now, ops)
                         .map(|(at, _)| at)
                 })
-                .collect();
-            (results, self.submit(ops))
-        };
+                .collect()
+        })?;
         Self::durable(commit).await?;
         Ok(results)
     }
@@ -1034,16 +1119,10 @@ impl Engine {
         new_body: Option<bytes::Bytes>,
     ) -> EngineResult<Updated> {
         let now = self.clock.now();
-        let (result, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
-            let mut ops = Vec::new();
-            Self::advance(index, now, &mut ops);
-            let result =
-                self.reschedule_locked(index, receipt, &change, Some(new_body), now, &mut ops);
-            (result, self.submit(ops))
-        };
+        let (result, commit) = self.on_queue(key, now, |locked| {
+            let (index, ops) = locked.parts();
+            self.reschedule_locked(index, receipt, &change, Some(new_body), now, ops)
+        })?;
         Self::durable(commit).await?;
         let (visible_at, receipt) = result?;
         Ok(Updated {
@@ -1170,6 +1249,47 @@ impl Engine {
         let state = self.state.lock();
         let id = state.queue_id(key)?;
         Ok(state.queues[&id].len())
+    }
+}
+
+/// One queue under the engine lock, with the store changes its operation has made so far.
+struct Locked<'a> {
+    state: &'a mut State,
+    id: QueueId,
+    now: Millis,
+    /// Submitted in this order when the operation ends, still under the lock.
+    ops: Vec<StoreOp>,
+    /// Messages found expired when the queue was brought up to `now`.
+    expired: u64,
+}
+
+impl Locked<'_> {
+    /// The queue's index and the change list, borrowed together.
+    fn parts(&mut self) -> (&mut QueueIndex, &mut Vec<StoreOp>) {
+        let index = self
+            .state
+            .queues
+            .get_mut(&self.id)
+            .expect("by_key and queues agree");
+        (index, &mut self.ops)
+    }
+
+    fn index(&mut self) -> &mut QueueIndex {
+        self.state
+            .queues
+            .get_mut(&self.id)
+            .expect("by_key and queues agree")
+    }
+
+    /// Brings the queue up to `now`; returns how many messages expired.
+    fn advance(&mut self) -> u64 {
+        let now = self.now;
+        let index = self
+            .state
+            .queues
+            .get_mut(&self.id)
+            .expect("by_key and queues agree");
+        Engine::advance(index, now, &mut self.ops)
     }
 }
 

@@ -14,7 +14,8 @@ use tokio::sync::Notify;
 use crate::clock::Millis;
 use crate::limits;
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
+    Counters, DeadLetterTiming, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq,
+    NEVER,
 };
 use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;
@@ -43,6 +44,10 @@ pub(crate) struct QueueIndex {
     /// re-check the index themselves, so a spurious wake is harmless.
     pub notify: Arc<Notify>,
     pub last_purge_at: Option<Millis>,
+    /// Messages released (visible again after a delivery, by a lapse or a nack) with their receives used up
+    /// under an `OnRelease` dead-letter rule. The engine drains it before it lets go of the lock, so it is
+    /// empty between operations.
+    released: Vec<Seq>,
 }
 
 /// What `advance` changed.
@@ -70,6 +75,7 @@ impl QueueIndex {
             redrives: HashMap::new(),
             notify: Arc::new(Notify::new()),
             last_purge_at: None,
+            released: Vec::new(),
         }
     }
 
@@ -208,7 +214,35 @@ impl QueueIndex {
             self.stored_bytes - u64::from(old.body_bytes) + u64::from(state.body_bytes);
         let bound = self.states.set(seq, state);
         self.track_expiry(bound);
+        let visible_now = state.visible_at <= now;
+        // A delivered message made visible by something other than a receive (a nack) is released.
+        if visible_now && state.receive_count > 0 && state.receive_count == old.receive_count {
+            self.note_release(seq, state);
+        }
         self.schedule(seq, state, now)
+    }
+
+    /// Remembers a released message whose dead-letter rule moves it on release (docs/semantics.md, "Dead letters").
+    fn note_release(&mut self, seq: Seq, state: MessageState) {
+        let rule = match self.redrive(seq) {
+            Some(policy) => Some((policy.timing, policy.max_receive_count)),
+            None => self
+                .record
+                .config
+                .redrive_policy
+                .as_ref()
+                .map(|policy| (policy.timing, policy.max_receive_count)),
+        };
+        if let Some((DeadLetterTiming::OnRelease, max_receive_count)) = rule {
+            if state.receive_count >= max_receive_count {
+                self.released.push(seq);
+            }
+        }
+    }
+
+    /// The released messages due to move under an `OnRelease` rule, noted since the last call.
+    pub fn take_released(&mut self) -> Vec<Seq> {
+        std::mem::take(&mut self.released)
     }
 
     /// Brings the index up to `now`: pending messages whose deadline passed become visible (a Hidden one is a
@@ -223,10 +257,11 @@ impl QueueIndex {
             self.ready.insert((at, seq));
             let state = self.states.get(seq);
             assert!(state.is_some(), "pending seq {seq} has no state");
-            if state.is_some_and(|s| s.receive_count > 0) {
+            if let Some(state) = state.filter(|s| s.receive_count > 0) {
                 self.hidden -= 1;
                 self.counters.redeliveries += 1;
                 advanced.counters_changed = true;
+                self.note_release(seq, state);
             } else {
                 self.delayed -= 1;
             }
@@ -286,6 +321,7 @@ impl QueueIndex {
         self.delayed = 0;
         self.stored_bytes = 0;
         self.redrives.clear();
+        self.released.clear();
         count
     }
 
