@@ -663,6 +663,7 @@ impl Service {
             } => {
                 check_message_id(&message_id, &pop_receipt)?;
                 let change = VisibilityChange {
+                    receipts: veil_core::ReceiptRule::Current,
                     visibility_ms: visibility_s * SECOND_MS,
                     since_receive_ms_max: None,
                     not_past_expiry: true,

@@ -1145,6 +1145,10 @@ impl Engine {
         let id = index.id();
         let receipt = self.decode_receipt(id, receipt)?;
         let current = Self::check_reschedule(index, &receipt, change, now)?;
+        if update.is_some() {
+            // An update issues a new receipt, so it needs the current one whatever the rule says.
+            Self::current(index, &receipt)?;
+        }
         let visible_at = now.saturating_add(change.visibility_ms);
         let mut next = MessageState {
             visible_at,
@@ -1203,13 +1207,27 @@ impl Engine {
         Ok(current)
     }
 
+    /// The message's state if `receipt` is any receipt issued for it (this delivery's or an earlier one's).
+    fn issued(index: &QueueIndex, receipt: &Receipt) -> EngineResult<MessageState> {
+        let current = index
+            .get(receipt.seq)
+            .ok_or(EngineError::MessageNotAvailable)?;
+        if receipt.generation > current.generation {
+            return Err(EngineError::ReceiptInvalid);
+        }
+        Ok(current)
+    }
+
     fn check_reschedule(
         index: &QueueIndex,
         receipt: &Receipt,
         change: &VisibilityChange,
         now: Millis,
     ) -> EngineResult<MessageState> {
-        let current = Self::current(index, receipt)?;
+        let current = match change.receipts {
+            ReceiptRule::Current => Self::current(index, receipt)?,
+            ReceiptRule::AnyIssued => Self::issued(index, receipt)?,
+        };
         if change.visibility_ms > limits::VISIBILITY_TIMEOUT_MS_MAX {
             return Err(EngineError::InvalidArgument(format!(
                 "visibility of {} ms exceeds the engine's maximum of {} ms",

@@ -321,6 +321,10 @@ pub struct VisibilityChange {
     pub since_receive_ms_max: Option<Millis>,
     /// Refuse a deadline past the message's expiry (Azure).
     pub not_past_expiry: bool,
+    /// Which receipts of the message may change it: SQS standard queues honour any receipt Veil issued for it
+    /// (AWS changes the message's visibility even through the handle of an earlier receive); Azure and KubeMQ
+    /// need the current one.
+    pub receipts: ReceiptRule,
 }
 
 /// The result of Azure's update: a new receipt and the new deadline.

@@ -21,6 +21,7 @@ fn on_release(body: &str, max_receive_count: u32, dead_letter_queue: &QueueKey) 
 
 fn nack() -> VisibilityChange {
     VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: 0,
         since_receive_ms_max: None,
         not_past_expiry: false,

@@ -577,6 +577,7 @@ async fn azure_update_rotates_the_receipt_and_may_replace_the_body() {
     h.send(&q, "v1").await;
     let old = h.receive_one(&q, 30).await.receipt.unwrap();
     let change = VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: 0,
         since_receive_ms_max: None,
         not_past_expiry: true,
@@ -617,6 +618,7 @@ async fn azure_update_cannot_push_visibility_past_expiry() {
     h.send(&q, "a").await;
     let receipt = h.receive_one(&q, 10).await.receipt.unwrap();
     let change = VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: 61_000,
         since_receive_ms_max: None,
         not_past_expiry: true,
@@ -755,6 +757,7 @@ async fn the_receipt_of_a_send_is_current_until_the_first_receive() {
     let sent = h.send(&q, "a").await;
     let put_receipt = h.engine.receipt_of_send(&sent);
     let change = VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: 5_000,
         since_receive_ms_max: None,
         not_past_expiry: true,

@@ -163,6 +163,7 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
 
     let before = store.commit_count();
     let change = veil_core::VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: 0,
         since_receive_ms_max: None,
         not_past_expiry: false,

@@ -101,6 +101,7 @@ pub fn body(message: &Message) -> &str {
 
 pub fn sqs_change(visibility_s: u64) -> VisibilityChange {
     VisibilityChange {
+        receipts: veil_core::ReceiptRule::Current,
         visibility_ms: visibility_s * 1_000,
         since_receive_ms_max: Some(12 * limits::HOUR_MS),
         not_past_expiry: false,

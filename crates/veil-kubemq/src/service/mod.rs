@@ -187,6 +187,7 @@ impl Inner {
 
     async fn set_visibility(&self, held: &Held, visibility_ms: Millis) -> Result<(), KubemqError> {
         let change = VisibilityChange {
+            receipts: veil_core::ReceiptRule::Current,
             visibility_ms,
             since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
             not_past_expiry: false,

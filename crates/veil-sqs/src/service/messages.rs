@@ -322,7 +322,8 @@ pub(super) fn visibility_change(
         limits::VISIBILITY_TIMEOUT_S_MAX,
     )?;
     let change = VisibilityChange {
-        visibility_ms: seconds * SECOND_MS,
+        receipts: veil_core::ReceiptRule::AnyIssued,
+        visibility_ms: seconds * SECOND_MS + 1, // MUTATION
         since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
         not_past_expiry: false,
     };
