@@ -219,7 +219,7 @@ impl Settings {
             sqs_account_id: args
                 .sqs_account_id
                 .or(file.sqs_account_id)
-                .unwrap_or_else(|| veil_core::limits::sqs::DEFAULT_ACCOUNT_ID.into()),
+                .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into()),
             inflight_max: args
                 .inflight_max
                 .or(file.inflight_max)
