@@ -120,28 +120,53 @@ impl Operation {
         }
     }
 
-    /// A short name for logs.
-    pub fn name(&self) -> &'static str {
+    /// Which operation this is, without its parameters.
+    pub fn kind(&self) -> OperationKind {
+        use OperationKind as K;
         match self {
-            Self::ListQueues { .. } => "ListQueues",
-            Self::GetServiceProperties => "GetServiceProperties",
-            Self::SetServiceProperties { .. } => "SetServiceProperties",
-            Self::GetServiceStats => "GetServiceStats",
-            Self::Preflight { .. } => "Preflight",
-            Self::CreateQueue { .. } => "CreateQueue",
-            Self::DeleteQueue { .. } => "DeleteQueue",
-            Self::GetMetadata { .. } => "GetMetadata",
-            Self::SetMetadata { .. } => "SetMetadata",
-            Self::GetAcl { .. } => "GetAcl",
-            Self::SetAcl { .. } => "SetAcl",
-            Self::PutMessage { .. } => "PutMessage",
-            Self::GetMessages { .. } => "GetMessages",
-            Self::PeekMessages { .. } => "PeekMessages",
-            Self::ClearMessages { .. } => "ClearMessages",
-            Self::DeleteMessage { .. } => "DeleteMessage",
-            Self::UpdateMessage { .. } => "UpdateMessage",
+            Self::ListQueues { .. } => K::ListQueues,
+            Self::GetServiceProperties => K::GetServiceProperties,
+            Self::SetServiceProperties { .. } => K::SetServiceProperties,
+            Self::GetServiceStats => K::GetServiceStats,
+            Self::Preflight { .. } => K::Preflight,
+            Self::CreateQueue { .. } => K::CreateQueue,
+            Self::DeleteQueue { .. } => K::DeleteQueue,
+            Self::GetMetadata { .. } => K::GetMetadata,
+            Self::SetMetadata { .. } => K::SetMetadata,
+            Self::GetAcl { .. } => K::GetAcl,
+            Self::SetAcl { .. } => K::SetAcl,
+            Self::PutMessage { .. } => K::PutMessage,
+            Self::GetMessages { .. } => K::GetMessages,
+            Self::PeekMessages { .. } => K::PeekMessages,
+            Self::ClearMessages { .. } => K::ClearMessages,
+            Self::DeleteMessage { .. } => K::DeleteMessage,
+            Self::UpdateMessage { .. } => K::UpdateMessage,
         }
     }
+}
+
+/// An operation named by its method, path and `restype` / `comp` / `peekonly` alone, before any parameter is
+/// read: what authorization decides on (a SAS's permissions), so that a request that is not allowed learns
+/// nothing from its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    ListQueues,
+    GetServiceProperties,
+    SetServiceProperties,
+    GetServiceStats,
+    Preflight,
+    CreateQueue,
+    DeleteQueue,
+    GetMetadata,
+    SetMetadata,
+    GetAcl,
+    SetAcl,
+    PutMessage,
+    GetMessages,
+    PeekMessages,
+    ClearMessages,
+    DeleteMessage,
+    UpdateMessage,
 }
 
 /// A message as Put, Get and Peek show it. `pop_receipt` and `time_next_visible` are absent for Peek;

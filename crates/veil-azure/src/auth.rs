@@ -12,10 +12,10 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use veil_core::Millis;
 
-use crate::api::{Operation, SignedIdentifier};
+use crate::api::{OperationKind, SignedIdentifier};
 use crate::codec::query::Query;
 use crate::error::{AzureError, AzureResult, ErrorCode};
-use crate::time::parse_iso8601;
+use crate::time::{parse_iso8601, rfc1123};
 
 /// The standard headers of the Shared Key string-to-sign, in order (Range last).
 const SIGNED_HEADERS: [&str; 11] = [
@@ -294,29 +294,30 @@ struct Need {
     queue: Option<&'static str>,
 }
 
-fn need(operation: &Operation) -> Need {
+fn need(kind: OperationKind) -> Need {
+    use OperationKind as K;
     let n = |resource_type, account, queue| Need {
         resource_type,
         account,
         queue,
     };
-    match operation {
-        Operation::ListQueues { .. } => n('s', "l", None),
-        Operation::GetServiceProperties | Operation::GetServiceStats => n('s', "r", None),
-        Operation::SetServiceProperties { .. } => n('s', "w", None),
-        Operation::Preflight { .. } => n('s', "rwdlacup", Some("raup")),
-        Operation::CreateQueue { .. } => n('c', "cw", None),
-        Operation::DeleteQueue { .. } => n('c', "d", None),
-        Operation::GetMetadata { .. } => n('c', "r", Some("r")),
-        Operation::SetMetadata { .. } => n('c', "w", None),
-        Operation::GetAcl { .. } => n('c', "r", None),
-        Operation::SetAcl { .. } => n('c', "w", None),
-        Operation::PutMessage { .. } => n('o', "a", Some("a")),
-        Operation::GetMessages { .. } => n('o', "p", Some("p")),
-        Operation::PeekMessages { .. } => n('o', "r", Some("r")),
-        Operation::DeleteMessage { .. } => n('o', "pd", Some("p")),
-        Operation::ClearMessages { .. } => n('o', "d", None),
-        Operation::UpdateMessage { .. } => n('o', "u", Some("u")),
+    match kind {
+        K::ListQueues => n('s', "l", None),
+        K::GetServiceProperties | K::GetServiceStats => n('s', "r", None),
+        K::SetServiceProperties => n('s', "w", None),
+        K::Preflight => n('s', "rwdlacup", Some("raup")),
+        K::CreateQueue => n('c', "cw", None),
+        K::DeleteQueue => n('c', "d", None),
+        K::GetMetadata => n('c', "r", Some("r")),
+        K::SetMetadata => n('c', "w", None),
+        K::GetAcl => n('c', "r", None),
+        K::SetAcl => n('c', "w", None),
+        K::PutMessage => n('o', "a", Some("a")),
+        K::GetMessages => n('o', "p", Some("p")),
+        K::PeekMessages => n('o', "r", Some("r")),
+        K::DeleteMessage => n('o', "pd", Some("p")),
+        K::ClearMessages => n('o', "d", None),
+        K::UpdateMessage => n('o', "u", Some("u")),
     }
 }
 
@@ -328,63 +329,53 @@ fn time_field(name: &str, value: &str) -> AzureResult<Millis> {
     })
 }
 
-/// Verifies a SAS for `operation` on `account` at `now`. `policy` is the stored access policy the SAS's
-/// `si` names, looked up by the caller in the queue's ACL (`Err` when it names one that does not exist).
-pub fn verify_sas(
-    sas: &Sas,
-    account: &str,
-    key: &[u8],
-    operation: &Operation,
-    now: Millis,
-    policy: Option<&SignedIdentifier>,
-) -> AzureResult<()> {
+/// What a SAS is checked against, all known before any parameter of the request is read.
+#[derive(Clone, Copy, Debug)]
+pub struct SasScope<'a> {
+    pub account: &'a str,
+    /// The queue segment of the request's path (a queue SAS signs its queue's name).
+    pub queue: Option<&'a str>,
+    pub now: Millis,
+    /// The stored access policy the SAS's `si` names, looked up by the caller in the queue's ACL.
+    pub policy: Option<&'a SignedIdentifier>,
+}
+
+/// A SAS whose signature, time window and protocol were verified: what it allows, checked per operation
+/// by [`SasGrant::authorize`] once the request's operation is named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SasGrant {
+    account_sas: bool,
+    services: String,
+    resource_types: String,
+    permissions: String,
+}
+
+/// Verifies a SAS's signature first (so a forged SAS learns nothing else), then its time window (a stored
+/// access policy supplies what the SAS leaves out) and protocol.
+pub fn verify_sas(sas: &Sas, key: &[u8], scope: &SasScope<'_>) -> AzureResult<SasGrant> {
     let expected = if sas.is_account_sas() {
-        account_sas_string_to_sign(account, sas)
+        account_sas_string_to_sign(scope.account, sas)
     } else {
-        let Some(queue) = operation.queue() else {
+        let Some(queue) = scope.queue else {
             return Err(AzureError::authentication(
                 "A queue SAS authorizes operations on its queue only.",
             ));
         };
-        queue_sas_string_to_sign(account, queue, sas)
+        queue_sas_string_to_sign(scope.account, queue, sas)
     };
     if !constant_time_eq(sign(key, &expected).as_bytes(), sas.signature.as_bytes()) {
         return Err(AzureError::authentication(format!(
             "Signature did not match. String to sign used was {expected}"
         )));
     }
-    // A stored access policy supplies whatever the SAS leaves out.
-    let permissions = sas
-        .permissions
-        .clone()
-        .or_else(|| policy.and_then(|p| p.permission.clone()))
-        .unwrap_or_default();
-    let start = sas
-        .start
-        .clone()
-        .or_else(|| policy.and_then(|p| p.start.clone()));
-    let expiry = sas
-        .expiry
-        .clone()
-        .or_else(|| policy.and_then(|p| p.expiry.clone()));
-    let Some(expiry) = expiry else {
-        return Err(AzureError::authentication(
-            "Signature fields not well formed: an expiry time (se) is required.",
-        ));
+    let policy = scope.policy;
+    let from_policy = |own: &Option<String>, field: fn(&SignedIdentifier) -> &Option<String>| {
+        own.clone()
+            .or_else(|| policy.and_then(|p| field(p).clone()))
     };
-    let expiry_ms = time_field("se", &expiry)?;
-    if let Some(start) = &start {
-        if now < time_field("st", start)? {
-            return Err(AzureError::authentication(format!(
-                "Signature not valid in the specified time frame: Start [{start}] - Expiry [{expiry}]."
-            )));
-        }
-    }
-    if now >= expiry_ms {
-        return Err(AzureError::authentication(format!(
-            "Signed expiry time [{expiry}] must be after the current time."
-        )));
-    }
+    let start = from_policy(&sas.start, |p| &p.start);
+    let expiry = from_policy(&sas.expiry, |p| &p.expiry);
+    check_time_window(start.as_deref(), expiry.as_deref(), scope.now)?;
     if sas
         .protocol
         .as_deref()
@@ -392,24 +383,60 @@ pub fn verify_sas(
     {
         return Err(AzureError::new(ErrorCode::AuthorizationProtocolMismatch));
     }
-    let need = need(operation);
-    let allowed = if sas.is_account_sas() {
-        if !line(&sas.services).contains('q') {
-            return Err(AzureError::new(ErrorCode::AuthorizationServiceMismatch));
-        }
-        if !line(&sas.resource_types).contains(need.resource_type) {
-            return Err(AzureError::new(
-                ErrorCode::AuthorizationResourceTypeMismatch,
-            ));
-        }
-        need.account
-    } else {
-        need.queue.unwrap_or("")
+    Ok(SasGrant {
+        account_sas: sas.is_account_sas(),
+        services: line(&sas.services).to_string(),
+        resource_types: line(&sas.resource_types).to_string(),
+        permissions: from_policy(&sas.permissions, |p| &p.permission).unwrap_or_default(),
+    })
+}
+
+/// Azure's detail for a SAS used outside its window: `Signature not valid in the specified time frame:
+/// Start [<RFC 1123>] - Expiry [<RFC 1123>] - Current [<RFC 1123>]` (a SAS without a start shows none).
+fn check_time_window(start: Option<&str>, expiry: Option<&str>, now: Millis) -> AzureResult<()> {
+    let Some(expiry) = expiry else {
+        return Err(AzureError::authentication(
+            "Signature fields not well formed: an expiry time (se) is required.",
+        ));
     };
-    if permissions.chars().any(|p| allowed.contains(p)) {
-        Ok(())
-    } else {
-        Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))
+    let expiry_ms = time_field("se", expiry)?;
+    let start_ms = start.map(|s| time_field("st", s)).transpose()?;
+    if now < expiry_ms && start_ms.is_none_or(|s| now >= s) {
+        return Ok(());
+    }
+    let start = start_ms
+        .map(|s| format!("Start [{}] - ", rfc1123(s)))
+        .unwrap_or_default();
+    Err(AzureError::authentication(format!(
+        "Signature not valid in the specified time frame: {start}Expiry [{}] - Current [{}]",
+        rfc1123(expiry_ms),
+        rfc1123(now)
+    )))
+}
+
+impl SasGrant {
+    /// Whether the SAS allows `kind`: the queue service and the resource type (account SAS), then one of
+    /// the permissions the operation needs.
+    pub fn authorize(&self, kind: OperationKind) -> AzureResult<()> {
+        let need = need(kind);
+        let allowed = if self.account_sas {
+            if !self.services.contains('q') {
+                return Err(AzureError::new(ErrorCode::AuthorizationServiceMismatch));
+            }
+            if !self.resource_types.contains(need.resource_type) {
+                return Err(AzureError::new(
+                    ErrorCode::AuthorizationResourceTypeMismatch,
+                ));
+            }
+            need.account
+        } else {
+            need.queue.unwrap_or("")
+        };
+        if self.permissions.chars().any(|p| allowed.contains(p)) {
+            Ok(())
+        } else {
+            Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))
+        }
     }
 }
 

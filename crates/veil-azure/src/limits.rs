@@ -47,6 +47,11 @@ pub const QUEUE_VISIBILITY_MS: Millis = GET_VISIBILITY_S_DEFAULT * SECOND_MS;
 pub const DEV_ACCOUNT_NAME: &str = "devstoreaccount1";
 pub const DEV_ACCOUNT_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+/// Set Service Properties: a retention policy keeps 1..=365 days; at most five CORS rules, whose methods
+/// come from this list (Azure's Set Queue Service Properties documentation).
+pub const RETENTION_DAYS: std::ops::RangeInclusive<u32> = 1..=365;
+pub const CORS_RULES_MAX: usize = 5;
+pub const CORS_METHODS: [&str; 7] = ["DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT"];
 /// The read-only secondary endpoint of an account is the account name with this suffix.
 pub const SECONDARY_SUFFIX: &str = "-secondary";
 /// The service version Veil answers with when the request names none (the az CLI's pinned one is older;

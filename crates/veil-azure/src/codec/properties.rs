@@ -1,9 +1,12 @@
 //! Service properties (`?restype=service&comp=properties`): the document Azure keeps per account — logging,
-//! metrics and CORS rules. Veil does no logging or metrics of this kind, but keeps what clients set and
-//! answers it back, and it does enforce the CORS rules for preflight requests. A Set replaces only the
-//! top-level sections it contains, as Azure does.
+//! metrics and CORS rules. Veil does no logging or metrics of this kind, but validates what clients set as
+//! Azure does ([`validate`]), keeps it and answers it back, and it enforces the CORS rules: preflight
+//! requests ([`matching_rule`]) and the `Access-Control-*` headers of actual responses
+//! ([`actual_response_headers`]). A Set replaces only the top-level sections it contains, as Azure does.
 
 use super::xml::{self, Element};
+use crate::error::{AzureError, AzureResult, ErrorCode};
+use crate::limits;
 
 /// Sections of a document nobody has set yet.
 const DEFAULT_PROPERTIES: &str = "<StorageServiceProperties>\
@@ -42,7 +45,24 @@ pub struct CorsRule {
     pub allowed_origins: Vec<String>,
     pub allowed_methods: Vec<String>,
     pub allowed_headers: Vec<String>,
+    pub exposed_headers: Vec<String>,
     pub max_age_s: u64,
+}
+
+impl CorsRule {
+    fn allows_any_origin(&self) -> bool {
+        self.allowed_origins.iter().any(|o| o == "*")
+    }
+
+    fn allows_origin(&self, origin: &str) -> bool {
+        self.allowed_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+    }
+
+    fn allows_method(&self, method: &str) -> bool {
+        self.allowed_methods.iter().any(|m| m == method)
+    }
 }
 
 fn list(element: &Element, name: &str) -> Vec<String> {
@@ -70,6 +90,7 @@ pub fn cors_rules(properties: &Element) -> Vec<CorsRule> {
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
+            exposed_headers: list(rule, "ExposedHeaders"),
             max_age_s: rule
                 .child_text("MaxAgeInSeconds")
                 .and_then(|v| v.trim().parse().ok())
@@ -96,14 +117,154 @@ pub fn matching_rule<'a>(
     headers: &[String],
 ) -> Option<&'a CorsRule> {
     rules.iter().find(|rule| {
-        rule.allowed_origins
-            .iter()
-            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
-            && rule.allowed_methods.iter().any(|m| m == method)
+        rule.allows_origin(origin)
+            && rule.allows_method(method)
             && headers
                 .iter()
                 .all(|h| header_allowed(&rule.allowed_headers, h))
     })
+}
+
+/// The CORS headers of an actual (not preflight) response to `method`, by the table of Azure's "CORS support
+/// for the Azure Storage services" (first rule allowing the origin and the method wins; request headers are
+/// not evaluated):
+/// - no rules: none;
+/// - a rule allowing any origin (`*`) matches: `Access-Control-Allow-Origin: *` and the rule's exposed
+///   headers (also for a request without `Origin`), no `Vary`;
+/// - a rule naming the request's origin matches: that origin, `Access-Control-Allow-Credentials: true`, the
+///   exposed headers and `Vary: Origin`;
+/// - no rule matches: only `Vary: Origin`, so that a cache never serves this answer to another origin.
+///
+/// `Vary` is sent for GET and HEAD only: browsers cache no other answers.
+pub fn actual_response_headers(
+    rules: &[CorsRule],
+    origin: Option<&str>,
+    method: &str,
+) -> Vec<(&'static str, String)> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let rule = rules.iter().find(|rule| {
+        rule.allows_method(method)
+            && match origin {
+                Some(origin) => rule.allows_origin(origin),
+                None => rule.allows_any_origin(),
+            }
+    });
+    let mut headers = Vec::new();
+    let vary = matches!(method, "GET" | "HEAD");
+    match (rule, origin) {
+        (Some(rule), _) if rule.allows_any_origin() => {
+            headers.push(("access-control-allow-origin", "*".to_string()));
+            push_exposed(&mut headers, rule);
+        }
+        (Some(rule), Some(origin)) => {
+            headers.push(("access-control-allow-origin", origin.to_string()));
+            headers.push(("access-control-allow-credentials", "true".to_string()));
+            push_exposed(&mut headers, rule);
+            if vary {
+                headers.push(("vary", "Origin".to_string()));
+            }
+        }
+        _ if vary => headers.push(("vary", "Origin".to_string())),
+        _ => {}
+    }
+    headers
+}
+
+fn push_exposed(headers: &mut Vec<(&'static str, String)>, rule: &CorsRule) {
+    if !rule.exposed_headers.is_empty() {
+        headers.push((
+            "access-control-expose-headers",
+            rule.exposed_headers.join(","),
+        ));
+    }
+}
+
+/// Azure's answer to a well-formed document with a value it refuses: 400 InvalidXmlDocument with
+/// `LineNumber` and `LinePosition` 0 and a `Reason` (the Queue service answers so for an ACL whose `Id` is
+/// too long; its Set Service Properties documentation names the rules below and their 400).
+fn refused(reason: impl Into<String>) -> AzureError {
+    AzureError::new(ErrorCode::InvalidXmlDocument)
+        .detail("LineNumber", 0)
+        .detail("LinePosition", 0)
+        .detail("Reason", reason.into())
+}
+
+/// The sections whose `RetentionPolicy` keeps data for `Days` (`Metrics` is the 2012-02-12 name).
+const RETENTION_SECTIONS: [&str; 4] = ["Logging", "Metrics", "HourMetrics", "MinuteMetrics"];
+
+/// The rules Azure's Set Queue Service Properties applies to a document: a retention policy that is enabled
+/// names its days, and days are 1–365; at most five CORS rules, each with origins, methods from Azure's
+/// list and a whole number of seconds for `MaxAgeInSeconds`.
+pub fn validate(document: &Element) -> AzureResult<()> {
+    for section in RETENTION_SECTIONS {
+        if let Some(policy) = document
+            .child(section)
+            .and_then(|s| s.child("RetentionPolicy"))
+        {
+            validate_retention(section, policy)?;
+        }
+    }
+    match document.child("Cors") {
+        Some(cors) => validate_cors(cors),
+        None => Ok(()),
+    }
+}
+
+fn validate_retention(section: &str, policy: &Element) -> AzureResult<()> {
+    let enabled = policy
+        .child_text("Enabled")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let days = policy.child_text("Days").map(str::trim);
+    match days {
+        None if enabled => Err(refused(format!(
+            "{section} RetentionPolicy is enabled without Days"
+        ))),
+        None => Ok(()),
+        Some(text) => match text.parse::<u32>() {
+            Ok(days) if limits::RETENTION_DAYS.contains(&days) => Ok(()),
+            _ => Err(refused(format!(
+                "{section} RetentionPolicy Days must be {}..={} (was {text})",
+                limits::RETENTION_DAYS.start(),
+                limits::RETENTION_DAYS.end()
+            ))),
+        },
+    }
+}
+
+fn validate_cors(cors: &Element) -> AzureResult<()> {
+    let rules: Vec<&Element> = cors.children_named("CorsRule").collect();
+    if rules.len() > limits::CORS_RULES_MAX {
+        return Err(refused(format!(
+            "at most {} CorsRule elements are allowed (got {})",
+            limits::CORS_RULES_MAX,
+            rules.len()
+        )));
+    }
+    rules.into_iter().try_for_each(validate_cors_rule)
+}
+
+fn validate_cors_rule(rule: &Element) -> AzureResult<()> {
+    if list(rule, "AllowedOrigins").is_empty() {
+        return Err(refused("a CorsRule needs AllowedOrigins"));
+    }
+    let methods = list(rule, "AllowedMethods");
+    if methods.is_empty() {
+        return Err(refused("a CorsRule needs AllowedMethods"));
+    }
+    if let Some(method) = methods
+        .iter()
+        .find(|m| !limits::CORS_METHODS.contains(&m.to_ascii_uppercase().as_str()))
+    {
+        return Err(refused(format!(
+            "{method} is not a CORS method Azure allows"
+        )));
+    }
+    match rule.child_text("MaxAgeInSeconds").map(str::trim) {
+        Some(age) if age.parse::<u32>().is_ok() => Ok(()),
+        _ => Err(refused("a CorsRule needs a whole MaxAgeInSeconds")),
+    }
 }
 
 #[cfg(test)]

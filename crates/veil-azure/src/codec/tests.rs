@@ -5,8 +5,10 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::*;
+use crate::api::*;
 use crate::auth::{self, HeaderOrder, Sas, SignedRequest};
-use crate::limits::DEV_ACCOUNT_KEY;
+use crate::error::{AzureError, AzureResult, ErrorCode};
+use crate::limits::{self, DEV_ACCOUNT_KEY};
 
 const DATE: &str = "Mon, 29 Aug 2011 17:17:21 GMT";
 
@@ -632,20 +634,21 @@ fn at(iso: &str) -> veil_core::Millis {
     crate::time::parse_iso8601(iso).unwrap()
 }
 
-fn peek(queue: &str) -> Operation {
-    Operation::PeekMessages {
-        queue: queue.into(),
-        count: 1,
-    }
-}
-
-fn put(queue: &str) -> Operation {
-    Operation::PutMessage {
-        queue: queue.into(),
-        text: String::new(),
-        visibility_s: 0,
-        ttl: MessageTtl::Never,
-    }
+/// Verifies `sas` for a request on `queue` at `now` and authorizes `kind`, as the service does.
+fn verify(
+    sas: &Sas,
+    queue: Option<&str>,
+    kind: OperationKind,
+    now: veil_core::Millis,
+    policy: Option<&SignedIdentifier>,
+) -> AzureResult<()> {
+    let scope = auth::SasScope {
+        account: "devstoreaccount1",
+        queue,
+        now,
+        policy,
+    };
+    auth::verify_sas(sas, &dev_key(), &scope)?.authorize(kind)
 }
 
 #[test]
@@ -656,41 +659,29 @@ fn account_sas_signature_matches_the_known_vector_and_grants_its_permissions() {
         auth::account_sas_string_to_sign("devstoreaccount1", &sas),
         "devstoreaccount1\nraup\nq\nsco\n2024-05-01T00:00:00Z\n2024-05-02T00:00:00Z\n\n\n2026-04-06\n\n"
     );
-    auth::verify_sas(
+    verify(
         &sas,
-        "devstoreaccount1",
-        &dev_key(),
-        &peek("orders"),
+        Some("orders"),
+        OperationKind::PeekMessages,
         noon,
         None,
     )
     .unwrap();
-    auth::verify_sas(
-        &sas,
-        "devstoreaccount1",
-        &dev_key(),
-        &put("orders"),
-        noon,
-        None,
-    )
-    .unwrap();
-    let clear = Operation::ClearMessages {
-        queue: "orders".into(),
-    };
+    verify(&sas, Some("orders"), OperationKind::PutMessage, noon, None).unwrap();
     assert_eq!(
-        auth::verify_sas(&sas, "devstoreaccount1", &dev_key(), &clear, noon, None)
-            .unwrap_err()
-            .code,
+        verify(
+            &sas,
+            Some("orders"),
+            OperationKind::ClearMessages,
+            noon,
+            None
+        )
+        .unwrap_err()
+        .code,
         ErrorCode::AuthorizationPermissionMismatch
     );
-    let list = Operation::ListQueues {
-        prefix: None,
-        marker: None,
-        max_results: None,
-        include_metadata: false,
-    };
     assert_eq!(
-        auth::verify_sas(&sas, "devstoreaccount1", &dev_key(), &list, noon, None)
+        verify(&sas, None, OperationKind::ListQueues, noon, None)
             .unwrap_err()
             .code,
         ErrorCode::AuthorizationPermissionMismatch
@@ -701,11 +692,10 @@ fn account_sas_signature_matches_the_known_vector_and_grants_its_permissions() {
 fn a_sas_outside_its_time_window_or_with_a_wrong_signature_fails_authentication() {
     let sas = account_sas();
     for when in ["2024-04-30T23:59:59Z", "2024-05-02T00:00:00Z"] {
-        let error = auth::verify_sas(
+        let error = verify(
             &sas,
-            "devstoreaccount1",
-            &dev_key(),
-            &peek("orders"),
+            Some("orders"),
+            OperationKind::PeekMessages,
             at(when),
             None,
         )
@@ -714,11 +704,10 @@ fn a_sas_outside_its_time_window_or_with_a_wrong_signature_fails_authentication(
     }
     let mut forged = account_sas();
     forged.permissions = Some("raupdl".into());
-    let error = auth::verify_sas(
+    let error = verify(
         &forged,
-        "devstoreaccount1",
-        &dev_key(),
-        &peek("orders"),
+        Some("orders"),
+        OperationKind::PeekMessages,
         at("2024-05-01T12:00:00Z"),
         None,
     )
@@ -734,45 +723,25 @@ fn queue_sas_signature_matches_the_known_vector_and_is_bound_to_its_queue_and_pe
         auth::queue_sas_string_to_sign("devstoreaccount1", "orders", &sas),
         "rp\n\n2024-05-02T00:00:00Z\n/queue/devstoreaccount1/orders\n\n\n\n2026-04-06"
     );
-    auth::verify_sas(
+    verify(
         &sas,
-        "devstoreaccount1",
-        &dev_key(),
-        &peek("orders"),
+        Some("orders"),
+        OperationKind::PeekMessages,
         noon,
         None,
     )
     .unwrap();
-    let get = Operation::GetMessages {
-        queue: "orders".into(),
-        count: 1,
-        visibility_s: 30,
-    };
-    auth::verify_sas(&sas, "devstoreaccount1", &dev_key(), &get, noon, None).unwrap();
+    verify(&sas, Some("orders"), OperationKind::GetMessages, noon, None).unwrap();
     assert_eq!(
-        auth::verify_sas(
-            &sas,
-            "devstoreaccount1",
-            &dev_key(),
-            &put("orders"),
-            noon,
-            None
-        )
-        .unwrap_err()
-        .code,
+        verify(&sas, Some("orders"), OperationKind::PutMessage, noon, None)
+            .unwrap_err()
+            .code,
         ErrorCode::AuthorizationPermissionMismatch
     );
     assert_eq!(
-        auth::verify_sas(
-            &sas,
-            "devstoreaccount1",
-            &dev_key(),
-            &peek("other"),
-            noon,
-            None
-        )
-        .unwrap_err()
-        .code,
+        verify(&sas, Some("other"), OperationKind::PeekMessages, noon, None)
+            .unwrap_err()
+            .code,
         ErrorCode::AuthenticationFailed,
         "signed for another queue"
     );
@@ -797,21 +766,19 @@ fn a_stored_access_policy_supplies_what_the_sas_leaves_out() {
         permission: Some("a".into()),
     };
     let noon = at("2024-05-01T12:00:00Z");
-    auth::verify_sas(
+    verify(
         &sas,
-        "devstoreaccount1",
-        &dev_key(),
-        &put("orders"),
+        Some("orders"),
+        OperationKind::PutMessage,
         noon,
         Some(&policy),
     )
     .unwrap();
     assert_eq!(
-        auth::verify_sas(
+        verify(
             &sas,
-            "devstoreaccount1",
-            &dev_key(),
-            &peek("orders"),
+            Some("orders"),
+            OperationKind::PeekMessages,
             noon,
             Some(&policy)
         )

@@ -77,6 +77,26 @@ fn local_name(raw: &[u8]) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XmlError(pub String);
 
+/// Appends the character or predefined entity a reference (`&#x41;`, `&amp;`) stands for.
+fn push_reference(
+    current: &mut Element,
+    reference: &quick_xml::events::BytesRef<'_>,
+) -> Result<(), XmlError> {
+    match reference.resolve_char_ref() {
+        Ok(Some(ch)) => current.text.push(ch),
+        Ok(None) => {
+            let name = reference
+                .decode()
+                .map_err(|e| XmlError(format!("reference: {e}")))?;
+            let resolved = resolve_predefined_entity(&name)
+                .ok_or_else(|| XmlError(format!("unknown entity &{name};")))?;
+            current.text.push_str(resolved);
+        }
+        Err(e) => return Err(XmlError(format!("character reference: {e}"))),
+    }
+    Ok(())
+}
+
 /// Parses a whole document into its root element.
 pub fn parse(bytes: &[u8]) -> Result<Element, XmlError> {
     let text = std::str::from_utf8(bytes).map_err(|e| XmlError(format!("not UTF-8: {e}")))?;
@@ -134,18 +154,7 @@ pub fn parse(bytes: &[u8]) -> Result<Element, XmlError> {
                 let current = stack
                     .last_mut()
                     .ok_or_else(|| XmlError("reference outside the root element".into()))?;
-                match reference.resolve_char_ref() {
-                    Ok(Some(ch)) => current.text.push(ch),
-                    Ok(None) => {
-                        let name = reference
-                            .decode()
-                            .map_err(|e| XmlError(format!("reference: {e}")))?;
-                        let resolved = resolve_predefined_entity(&name)
-                            .ok_or_else(|| XmlError(format!("unknown entity &{name};")))?;
-                        current.text.push_str(resolved);
-                    }
-                    Err(e) => return Err(XmlError(format!("character reference: {e}"))),
-                }
+                push_reference(current, &reference)?;
             }
             Event::Eof => break,
             // Declarations, comments, processing instructions and doctypes carry nothing Azure reads.

@@ -1,0 +1,429 @@
+//! The thin HTTP service: one axum handler for every request. It locates the account, authenticates (Shared
+//! Key or SAS, unless verification is off) before any parameter is read, names and decodes the operation
+//! with the codec, resolves the account's namespace (SPEC §7), calls the engine — which alone decides
+//! visibility — and encodes the answer with the headers every Azure response carries (and the CORS headers
+//! an account's rules give a browser). The handlers live by resource: [`queues`] (list, create, delete,
+//! metadata, ACL and the poison policy), [`messages`] (put, get, peek, update, delete, clear) and
+//! [`properties`] (service properties, stats, CORS).
+
+mod messages;
+mod properties;
+mod queues;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::request::Parts;
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use veil_core::{Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
+use veil_http::{header_str, into_response, HttpReply};
+
+use crate::api::{Operation, OperationKind, SignedIdentifier};
+use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
+use crate::codec::query::Query;
+use crate::codec::{self, HttpRequestParts, Location};
+use crate::error::{AzureError, AzureResult, ErrorCode};
+use crate::limits;
+use crate::time::{iso8601, rfc1123};
+
+pub use queues::{ACL_SETTING, META_MAX_DEQUEUE_COUNT, META_POISON_QUEUE};
+
+/// A storage account Veil accepts, with its key (decoded from base64).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AzureAccount {
+    pub name: String,
+    pub key: Vec<u8>,
+    /// The engine namespace of its queues; `None` for the rule of SPEC §7 (`devstoreaccount1` → the
+    /// default namespace, any other account → `azure:<account>`).
+    pub namespace: Option<String>,
+}
+
+/// The server-wide poison policy of queues created through Azure (off unless configured).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoisonDefault {
+    pub max_dequeue_count: u32,
+}
+
+/// The Azure front-end's settings.
+#[derive(Clone, Debug)]
+pub struct AzureConfig {
+    /// Accounts besides `devstoreaccount1`, which is always present with its well-known key unless listed
+    /// here with another.
+    pub accounts: Vec<AzureAccount>,
+    /// Verify Shared Key and SAS (on by default); off accepts any request for local development.
+    pub verify_auth: bool,
+    pub poison_default: Option<PoisonDefault>,
+    /// In-flight limit of queues created through Azure.
+    pub inflight_max_default: u32,
+    /// Where service properties are kept durably (`<data dir>`); `None` keeps them for the process only.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Default for AzureConfig {
+    fn default() -> Self {
+        Self {
+            accounts: Vec::new(),
+            verify_auth: true,
+            poison_default: None,
+            inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
+            data_dir: None,
+        }
+    }
+}
+
+/// The development account with its published key.
+pub fn dev_account() -> AzureAccount {
+    AzureAccount {
+        name: limits::DEV_ACCOUNT_NAME.to_string(),
+        key: auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap_or_default(),
+        namespace: None,
+    }
+}
+
+struct Service {
+    engine: Arc<Engine>,
+    config: AzureConfig,
+    accounts: HashMap<String, AzureAccount>,
+    properties: properties::PropertiesStore,
+}
+
+/// The Azure Queue Storage service: every method and path goes to one handler.
+pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
+    let mut accounts: HashMap<String, AzureAccount> = HashMap::new();
+    accounts.insert(limits::DEV_ACCOUNT_NAME.to_string(), dev_account());
+    for account in &config.accounts {
+        accounts.insert(account.name.clone(), account.clone());
+    }
+    let properties = properties::PropertiesStore::open(config.data_dir.as_deref());
+    let service = Arc::new(Service {
+        engine,
+        config,
+        accounts,
+        properties,
+    });
+    Router::new().fallback(handle).with_state(service)
+}
+
+/// What every handler knows about the request besides its operation.
+struct Ctx {
+    /// The account without `-secondary`.
+    account: String,
+    /// The account as the path names it (list answers show it in their endpoint).
+    named_account: String,
+    namespace: String,
+    host: String,
+    now: Millis,
+}
+
+impl Ctx {
+    fn key(&self, queue: &str) -> QueueKey {
+        QueueKey::new(self.namespace.clone(), queue)
+    }
+}
+
+async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let now = service.engine.now();
+    // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    let (parts, body) = request.into_parts();
+    let reply = match service.serve(&parts, body, now, peer).await {
+        Ok(reply) => reply,
+        Err(error) => {
+            tracing::debug!(%error, method = %parts.method, path = parts.uri.path(), "azure request failed");
+            codec::encode_error(&error, &request_id, &iso8601(now))
+        }
+    };
+    into_response(with_common_headers(reply, &parts, &request_id, now))
+}
+
+/// `x-ms-request-id`, `x-ms-version` (the request's, else Veil's), `Date` and the echoed
+/// `x-ms-client-request-id`, on every answer.
+fn with_common_headers(
+    mut reply: HttpReply,
+    parts: &Parts,
+    request_id: &str,
+    now: Millis,
+) -> HttpReply {
+    let version =
+        header_str(&parts.headers, "x-ms-version").unwrap_or(limits::SERVICE_VERSION_DEFAULT);
+    reply = reply
+        .with_header("x-ms-request-id", request_id)
+        .with_header("x-ms-version", version)
+        .with_header("date", rfc1123(now));
+    if let Some(client_id) = header_str(&parts.headers, "x-ms-client-request-id") {
+        reply = reply.with_header("x-ms-client-request-id", client_id);
+    }
+    reply
+}
+
+impl Service {
+    async fn serve(
+        &self,
+        parts: &Parts,
+        body: Body,
+        now: Millis,
+        peer: Option<IpAddr>,
+    ) -> AzureResult<HttpReply> {
+        let body = axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX)
+            .await
+            .map_err(|_| {
+                AzureError::new(ErrorCode::RequestBodyTooLarge)
+                    .detail("MaxLimit", limits::MESSAGE_TEXT_BYTES_MAX)
+            })?;
+        let host = header_str(&parts.headers, "host");
+        let location = codec::locate(host, parts.uri.path())?;
+        let query = Query::parse(parts.uri.query());
+        let grant = self.authenticate(parts, &location, &query, now, peer)?;
+        let kind = codec::route(parts.method.as_str(), &location, &query)?;
+        if let Some(grant) = &grant {
+            grant.authorize(kind)?;
+        }
+        let operation = self.decode(kind, parts, &location, &query, &body)?;
+        let ctx = Ctx {
+            account: location.primary_account().to_string(),
+            named_account: location.account.clone(),
+            namespace: self.namespace(location.primary_account()),
+            host: host.unwrap_or("127.0.0.1").to_string(),
+            now,
+        };
+        let output = self.execute(&ctx, operation).await?;
+        Ok(codec::encode_output(&output))
+    }
+
+    fn decode(
+        &self,
+        kind: OperationKind,
+        parts: &Parts,
+        location: &Location,
+        query: &Query,
+        body: &Bytes,
+    ) -> AzureResult<Operation> {
+        let request_parts = HttpRequestParts {
+            method: parts.method.as_str(),
+            host: header_str(&parts.headers, "host"),
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body,
+        };
+        codec::decode_operation(kind, &request_parts, location, query)
+    }
+
+    /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. `Ok(Some)`
+    /// is a verified SAS whose permissions the caller checks once the operation is named; preflight
+    /// (`OPTIONS`) and verification off need nothing.
+    fn authenticate(
+        &self,
+        parts: &Parts,
+        location: &Location,
+        query: &Query,
+        now: Millis,
+        peer: Option<IpAddr>,
+    ) -> AzureResult<Option<SasGrant>> {
+        if parts.method.as_str().eq_ignore_ascii_case("OPTIONS") || !self.config.verify_auth {
+            return Ok(None);
+        }
+        let account = location.primary_account();
+        match auth::credentials(&parts.headers, query)? {
+            Credentials::SharedKey {
+                account: signer,
+                signature,
+            } => {
+                if signer != account {
+                    return Err(AzureError::authentication(format!(
+                        "The account {signer} of the Authorization header is not the account {account} of the request."
+                    )));
+                }
+                let signed = SignedRequest {
+                    method: parts.method.as_str(),
+                    path: parts.uri.path(),
+                    query: parts.uri.query(),
+                    headers: &parts.headers,
+                };
+                auth::verify_shared_key(&signed, account, self.key(account)?, &signature)?;
+                Ok(None)
+            }
+            Credentials::Sas(sas) => self.verify_sas(&sas, location, now, peer).map(Some),
+            Credentials::Anonymous => Err(AzureError::new(ErrorCode::NoAuthenticationInformation)),
+        }
+    }
+
+    fn verify_sas(
+        &self,
+        sas: &Sas,
+        location: &Location,
+        now: Millis,
+        _peer: Option<IpAddr>,
+    ) -> AzureResult<SasGrant> {
+        let account = location.primary_account();
+        let policy = match (&sas.identifier, location.queue()) {
+            (Some(id), Some(queue)) => Some(self.stored_policy(account, queue, id)?),
+            (Some(_), None) => {
+                return Err(AzureError::authentication(
+                    "A stored access policy applies to its queue only.",
+                ))
+            }
+            (None, _) => None,
+        };
+        let scope = SasScope {
+            account,
+            queue: location.queue(),
+            now,
+            policy: policy.as_ref(),
+        };
+        auth::verify_sas(sas, self.key(account)?, &scope)
+    }
+
+    fn stored_policy(&self, account: &str, queue: &str, id: &str) -> AzureResult<SignedIdentifier> {
+        let key = QueueKey::new(self.namespace(account), queue);
+        let identifiers = self.acl(&key).map_err(|_| {
+            AzureError::authentication("The stored access policy's queue does not exist.")
+        })?;
+        identifiers
+            .into_iter()
+            .find(|identifier| identifier.id == id)
+            .ok_or_else(|| {
+                AzureError::authentication(format!("The stored access policy {id} does not exist."))
+            })
+    }
+
+    fn namespace(&self, account: &str) -> String {
+        if let Some(ns) = self.accounts.get(account).and_then(|a| a.namespace.clone()) {
+            return ns;
+        }
+        if account == limits::DEV_ACCOUNT_NAME {
+            DEFAULT_NAMESPACE.to_string()
+        } else {
+            format!("azure:{account}")
+        }
+    }
+
+    fn key(&self, account: &str) -> AzureResult<&[u8]> {
+        self.accounts
+            .get(account)
+            .map(|a| a.key.as_slice())
+            .ok_or_else(|| {
+                AzureError::authentication(format!(
+                    "The account {account} is not configured in Veil."
+                ))
+            })
+    }
+
+    /// Dispatches an operation to its handler.
+    async fn execute(&self, ctx: &Ctx, operation: Operation) -> AzureResult<crate::api::Output> {
+        match operation {
+            Operation::ListQueues {
+                prefix,
+                marker,
+                max_results,
+                include_metadata,
+            } => Ok(self.list_queues(ctx, prefix, marker, max_results, include_metadata)),
+            Operation::GetServiceProperties => Ok(self.get_service_properties(ctx)),
+            Operation::SetServiceProperties { xml } => self.set_service_properties(ctx, &xml),
+            Operation::GetServiceStats => Ok(self.service_stats(ctx)),
+            Operation::Preflight {
+                origin,
+                method,
+                headers,
+            } => self.preflight(ctx, origin, method, headers),
+            Operation::CreateQueue { queue, metadata } => {
+                self.create_queue(ctx, &queue, metadata).await
+            }
+            Operation::DeleteQueue { queue } => self.delete_queue(ctx, &queue).await,
+            Operation::GetMetadata { queue } => self.get_metadata(ctx, &queue),
+            Operation::SetMetadata { queue, metadata } => {
+                self.set_metadata(ctx, &queue, metadata).await
+            }
+            Operation::GetAcl { queue } => Ok(crate::api::Output::Acl(self.acl(&ctx.key(&queue))?)),
+            Operation::SetAcl { queue, identifiers } => {
+                self.set_acl(ctx, &queue, &identifiers).await
+            }
+            Operation::PutMessage {
+                queue,
+                text,
+                visibility_s,
+                ttl,
+            } => self.put_message(ctx, &queue, text, visibility_s, ttl).await,
+            Operation::GetMessages {
+                queue,
+                count,
+                visibility_s,
+            } => self.get_messages(ctx, &queue, count, visibility_s).await,
+            Operation::PeekMessages { queue, count } => {
+                self.peek_messages(ctx, &queue, count).await
+            }
+            Operation::ClearMessages { queue } => self.clear_messages(ctx, &queue).await,
+            Operation::DeleteMessage {
+                queue,
+                message_id,
+                pop_receipt,
+            } => {
+                self.delete_message(ctx, &queue, &message_id, &pop_receipt)
+                    .await
+            }
+            Operation::UpdateMessage {
+                queue,
+                message_id,
+                pop_receipt,
+                visibility_s,
+                text,
+            } => {
+                let update = messages::Update {
+                    message_id: &message_id,
+                    pop_receipt: &pop_receipt,
+                    visibility_s,
+                    text,
+                };
+                self.update_message(ctx, &queue, update).await
+            }
+        }
+    }
+}
+
+/// Maps the engine's errors that need no request detail.
+fn engine_error(error: EngineError) -> AzureError {
+    match error {
+        EngineError::QueueNotFound(_) => AzureError::new(ErrorCode::QueueNotFound),
+        EngineError::MessageNotAvailable => AzureError::new(ErrorCode::MessageNotFound),
+        EngineError::ReceiptInvalid => AzureError::new(ErrorCode::InvalidQueryParameterValue)
+            .detail("QueryParameterName", "popreceipt")
+            .detail("Reason", "Invalid pop receipt format"),
+        EngineError::MessageTooLarge { max_bytes, .. } => {
+            AzureError::new(ErrorCode::RequestBodyTooLarge).detail("MaxLimit", max_bytes)
+        }
+        EngineError::OverLimit { .. } => AzureError::new(ErrorCode::ServerBusy),
+        EngineError::VisibilityPastExpiry => visibility_past_expiry(),
+        other @ (EngineError::VisibilityPastLimit { .. } | EngineError::InvalidArgument(_)) => {
+            AzureError::with_message(ErrorCode::OutOfRangeInput, other.to_string())
+        }
+        EngineError::PurgeTooSoon { .. } => AzureError::new(ErrorCode::ServerBusy),
+        EngineError::Store(error) => AzureError::internal(error),
+    }
+}
+
+fn visibility_past_expiry() -> AzureError {
+    AzureError::with_message(
+        ErrorCode::OutOfRangeQueryParameterValue,
+        "The visibility timeout would make the message visible after it expires.",
+    )
+    .detail("QueryParameterName", "visibilitytimeout")
+}
+
+impl From<EngineError> for AzureError {
+    fn from(error: EngineError) -> Self {
+        engine_error(error)
+    }
+}

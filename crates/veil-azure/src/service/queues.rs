@@ -1,0 +1,288 @@
+//! Queue handlers: list, create, delete, metadata and ACL, and the poison policy that reserved metadata
+//! (`veilmaxdequeuecount`, `veilpoisonqueue`) or the server default sets — the engine's redrive policy.
+
+use veil_core::{CreateOutcome, QueueConfig, QueueKey, RedrivePolicy};
+
+use super::{Ctx, Service};
+use crate::api::{Metadata, Output, QueueItem, QueueList, SignedIdentifier};
+use crate::codec;
+use crate::error::{AzureError, AzureResult, ErrorCode};
+use crate::limits;
+
+/// Key of a queue's ACL (its `SignedIdentifiers` document) in `QueueConfig::protocol_settings`.
+pub const ACL_SETTING: &str = "azure.acl";
+/// Reserved metadata that sets a queue's poison policy (Veil's extension; legal Azure metadata names).
+pub const META_MAX_DEQUEUE_COUNT: &str = "veilmaxdequeuecount";
+pub const META_POISON_QUEUE: &str = "veilpoisonqueue";
+/// The dequeue count of a poison policy set by naming only the poison queue (Azure Functions' default).
+const MAX_DEQUEUE_COUNT_FALLBACK: u32 = 5;
+
+/// How a request changes a queue's poison policy.
+enum PolicyChange {
+    Keep,
+    Set(Option<RedrivePolicy>),
+}
+
+fn reserved(metadata: &Metadata, name: &str) -> Option<String> {
+    metadata
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+}
+
+fn has_reserved(metadata: &Metadata) -> bool {
+    reserved(metadata, META_MAX_DEQUEUE_COUNT).is_some()
+        || reserved(metadata, META_POISON_QUEUE).is_some()
+}
+
+fn invalid_reserved(name: &str, value: &str, reason: &str) -> AzureError {
+    AzureError::with_message(
+        ErrorCode::InvalidMetadata,
+        format!("Metadata {name}={value:?} is invalid: {reason}"),
+    )
+    .detail("MetadataName", name)
+}
+
+impl Service {
+    pub(super) fn list_queues(
+        &self,
+        ctx: &Ctx,
+        prefix: Option<String>,
+        marker: Option<String>,
+        max_results: Option<usize>,
+        include_metadata: bool,
+    ) -> Output {
+        // Markers are `/<account>/<first name of the next page>`, like Azure's.
+        let after = marker
+            .as_deref()
+            .map(|m| m.rsplit('/').next().unwrap_or(m).to_string());
+        let page = max_results.unwrap_or(limits::LIST_RESULTS_MAX);
+        let mut matching = self
+            .engine
+            .list_queues(&ctx.namespace, prefix.as_deref().unwrap_or(""))
+            .into_iter()
+            // Queues made by other protocols whose names Azure cannot address are not shown.
+            .filter(|info| codec::validate_queue_name(&info.key.name).is_ok())
+            .filter(|info| after.as_deref().is_none_or(|a| info.key.name.as_str() >= a));
+        let queues: Vec<QueueItem> = matching
+            .by_ref()
+            .take(page)
+            .map(|info| QueueItem {
+                name: info.key.name.clone(),
+                metadata: include_metadata.then(|| info.config.metadata.clone()),
+            })
+            .collect();
+        let next_marker = matching
+            .next()
+            .map(|info| format!("/{}/{}", ctx.account, info.key.name));
+        Output::QueueList(QueueList {
+            service_endpoint: format!("http://{}/{}/", ctx.host, ctx.named_account),
+            prefix,
+            marker,
+            max_results,
+            queues,
+            next_marker,
+        })
+    }
+
+    pub(super) async fn create_queue(
+        &self,
+        ctx: &Ctx,
+        queue: &str,
+        metadata: Metadata,
+    ) -> AzureResult<Output> {
+        let key = ctx.key(queue);
+        let change = self.policy_change(&key, &metadata, None)?;
+        let mut config = self.queue_config();
+        config.metadata = metadata.clone();
+        if let PolicyChange::Set(policy) = change {
+            config.redrive_policy = policy;
+        }
+        let policy = config.redrive_policy.clone();
+        match self.engine.create_queue(key, config).await? {
+            CreateOutcome::Created(_) => {
+                self.ensure_poison_queue(&policy).await?;
+                Ok(Output::Empty { status: 201 })
+            }
+            CreateOutcome::Existing(info) if info.config.metadata == metadata => {
+                Ok(Output::Empty { status: 204 })
+            }
+            CreateOutcome::Existing(_) => Err(AzureError::new(ErrorCode::QueueAlreadyExists)),
+        }
+    }
+
+    pub(super) async fn delete_queue(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
+        self.engine.delete_queue(&ctx.key(queue)).await?;
+        tracing::info!(target: "veil::audit", protocol = "azure", account = %ctx.account, %queue, "queue deleted");
+        Ok(Output::Empty { status: 204 })
+    }
+
+    /// Metadata and `x-ms-approximate-messages-count`: visible + hidden + delayed, so the hidden backlog shows.
+    pub(super) fn get_metadata(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
+        let info = self.engine.queue_info(&ctx.key(queue))?;
+        let stats = info.stats;
+        Ok(Output::Metadata {
+            metadata: info.config.metadata,
+            approximate_count: stats.visible + stats.hidden + stats.delayed,
+        })
+    }
+
+    pub(super) async fn set_metadata(
+        &self,
+        ctx: &Ctx,
+        queue: &str,
+        metadata: Metadata,
+    ) -> AzureResult<Output> {
+        let key = ctx.key(queue);
+        let previous = self.engine.queue_info(&key)?.config.metadata;
+        let change = self.policy_change(&key, &metadata, Some(&previous))?;
+        let info = self
+            .engine
+            .update_queue_config(&key, |config| {
+                config.metadata = metadata;
+                if let PolicyChange::Set(policy) = change {
+                    config.redrive_policy = policy;
+                }
+                Ok(())
+            })
+            .await?;
+        self.ensure_poison_queue(&info.config.redrive_policy)
+            .await?;
+        Ok(Output::Empty { status: 204 })
+    }
+
+    /// A queue's stored access policies, kept durably in its settings under [`ACL_SETTING`].
+    pub(super) fn acl(&self, key: &QueueKey) -> AzureResult<Vec<SignedIdentifier>> {
+        let info = self.engine.queue_info(key)?;
+        match info.config.protocol_settings.get(ACL_SETTING) {
+            Some(document) => codec::signed_identifiers(document.as_bytes()),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub(super) async fn set_acl(
+        &self,
+        ctx: &Ctx,
+        queue: &str,
+        identifiers: &[SignedIdentifier],
+    ) -> AzureResult<Output> {
+        let document = codec::write_signed_identifiers(identifiers);
+        self.engine
+            .update_queue_config(&ctx.key(queue), |config| {
+                config
+                    .protocol_settings
+                    .insert(ACL_SETTING.to_string(), document);
+                Ok(())
+            })
+            .await?;
+        Ok(Output::Empty { status: 204 })
+    }
+
+    /// Settings of a queue created through Azure.
+    fn queue_config(&self) -> QueueConfig {
+        QueueConfig {
+            visibility_timeout_ms: limits::QUEUE_VISIBILITY_MS,
+            retention_ms: Some(limits::QUEUE_RETENTION_MS),
+            inflight_max: self.config.inflight_max_default,
+            ..QueueConfig::default()
+        }
+    }
+
+    /// The poison policy a queue gets when its metadata says nothing: the server default, except for poison
+    /// queues themselves (their messages are not moved again) and names too long for a `-poison` sibling.
+    fn default_policy(&self, key: &QueueKey) -> Option<RedrivePolicy> {
+        let default = self.config.poison_default?;
+        if default.max_dequeue_count == 0 || key.name.ends_with(limits::POISON_QUEUE_SUFFIX) {
+            return None;
+        }
+        let poison = format!("{}{}", key.name, limits::POISON_QUEUE_SUFFIX);
+        codec::validate_queue_name(&poison).ok()?;
+        Some(RedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
+            dead_letter_queue: QueueKey::new(key.namespace.clone(), poison),
+            max_receive_count: default.max_dequeue_count,
+        })
+    }
+
+    /// The policy the reserved metadata asks for (`veilmaxdequeuecount`, `veilpoisonqueue`).
+    fn policy_change(
+        &self,
+        key: &QueueKey,
+        metadata: &Metadata,
+        previous: Option<&Metadata>,
+    ) -> AzureResult<PolicyChange> {
+        let count = reserved(metadata, META_MAX_DEQUEUE_COUNT);
+        let poison = reserved(metadata, META_POISON_QUEUE);
+        if count.is_none() && poison.is_none() {
+            return Ok(match previous {
+                // Created through Azure, or reserved metadata removed: the server default, if any.
+                None => PolicyChange::Set(self.default_policy(key)),
+                Some(previous) if has_reserved(previous) => {
+                    PolicyChange::Set(self.default_policy(key))
+                }
+                // Unrelated metadata: a policy set another way (an SQS RedrivePolicy) stays.
+                Some(_) => PolicyChange::Keep,
+            });
+        }
+        let max_receive_count = match &count {
+            Some(text) => match parse_max_dequeue_count(text)? {
+                Some(n) => n,
+                None => return Ok(PolicyChange::Set(None)),
+            },
+            None => self
+                .config
+                .poison_default
+                .map(|d| d.max_dequeue_count)
+                .filter(|n| *n > 0)
+                .unwrap_or(MAX_DEQUEUE_COUNT_FALLBACK),
+        };
+        let poison_name = poison
+            .map(|p| p.trim().to_string())
+            .unwrap_or_else(|| format!("{}{}", key.name, limits::POISON_QUEUE_SUFFIX));
+        if codec::validate_queue_name(&poison_name).is_err() || poison_name == key.name {
+            return Err(invalid_reserved(
+                META_POISON_QUEUE,
+                &poison_name,
+                "not a legal queue name other than the queue's own (names longer than 56 characters need an explicit veilpoisonqueue)",
+            ));
+        }
+        Ok(PolicyChange::Set(Some(RedrivePolicy {
+            timing: veil_core::DeadLetterTiming::OnReceive,
+            dead_letter_queue: QueueKey::new(key.namespace.clone(), poison_name),
+            max_receive_count,
+        })))
+    }
+
+    /// Creates the poison queue a policy names, if it does not exist yet.
+    async fn ensure_poison_queue(&self, policy: &Option<RedrivePolicy>) -> AzureResult<()> {
+        if let Some(policy) = policy {
+            self.engine
+                .create_queue(policy.dead_letter_queue.clone(), self.queue_config())
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// `veilmaxdequeuecount`: `Ok(None)` for 0 (policy off), else a count within the allowed range.
+fn parse_max_dequeue_count(text: &str) -> AzureResult<Option<u32>> {
+    let n: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| invalid_reserved(META_MAX_DEQUEUE_COUNT, text, "not a whole number"))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if !(limits::MAX_DEQUEUE_COUNT_MIN..=limits::MAX_DEQUEUE_COUNT_MAX).contains(&n) {
+        return Err(invalid_reserved(
+            META_MAX_DEQUEUE_COUNT,
+            text,
+            &format!(
+                "must be 0 (off) or {}..={}",
+                limits::MAX_DEQUEUE_COUNT_MIN,
+                limits::MAX_DEQUEUE_COUNT_MAX
+            ),
+        ));
+    }
+    Ok(Some(n))
+}
