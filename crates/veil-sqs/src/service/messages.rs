@@ -323,7 +323,7 @@ pub(super) fn visibility_change(
     )?;
     let change = VisibilityChange {
         receipts: veil_core::ReceiptRule::AnyIssued,
-        visibility_ms: seconds * SECOND_MS + 1, // MUTATION
+        visibility_ms: seconds * SECOND_MS,
         since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
         not_past_expiry: false,
     };
