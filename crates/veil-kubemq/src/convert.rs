@@ -22,6 +22,9 @@ use crate::pb;
 pub const RESERVED_PREFIX: &str = "kubemq.";
 pub const ATTR_METADATA: &str = "kubemq.metadata";
 pub const ATTR_MESSAGE_ID: &str = "kubemq.message_id";
+/// The channel a message was re-routed from when it arrived by a route the engine does not record (a legacy
+/// stream's SendModifiedMessage is a new send); engine moves record theirs in `dead_letter_source`.
+pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
 
 const NANOS_PER_MS: i64 = 1_000_000;
 
@@ -249,6 +252,14 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
     }
 }
 
+/// A message sent on behalf of one re-routed from `source` (KubeMQ's SendModifiedMessage): delivered with
+/// `ReRouted` and `ReRoutedFromQueue`.
+pub fn mark_rerouted(message: &mut NewMessage, source: &str) {
+    message
+        .attributes
+        .insert(ATTR_REROUTED_FROM.to_string(), string_attribute(source));
+}
+
 pub fn nanos(ms: Millis) -> i64 {
     i64::try_from(ms)
         .unwrap_or(i64::MAX / NANOS_PER_MS)
@@ -320,7 +331,8 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
         .payload
         .dead_letter_source
         .as_ref()
-        .map(|key| key.name.clone());
+        .map(|key| key.name.clone())
+        .or_else(|| attribute_text(attributes, ATTR_REROUTED_FROM));
     let policy = message
         .redrive
         .as_ref()

@@ -241,6 +241,25 @@ fn an_engine_dead_letter_source_shows_as_rerouted() {
 }
 
 #[test]
+fn a_message_sent_on_behalf_of_another_channel_shows_as_rerouted_from_it_and_not_as_a_tag() {
+    let mut new = to_new_message(wire("q", b"x"));
+    mark_rerouted(&mut new, "orders");
+    let message = to_queue_message(&stored(new, 0, state(1)), "q");
+    let attributes = message.attributes.clone().unwrap_or_default();
+    assert!(attributes.re_routed);
+    assert_eq!(attributes.re_routed_from_queue, "orders");
+    assert!(message.tags.is_empty(), "{:?}", message.tags);
+}
+
+#[test]
+fn a_message_sent_plainly_is_not_rerouted() {
+    let message = to_queue_message(&stored(to_new_message(wire("q", b"x")), 0, state(1)), "q");
+    let attributes = message.attributes.unwrap_or_default();
+    assert!(!attributes.re_routed);
+    assert_eq!(attributes.re_routed_from_queue, "");
+}
+
+#[test]
 fn a_stale_receipt_is_reported_as_no_longer_held() {
     assert_eq!(
         KubemqError::from(EngineError::MessageNotAvailable),

@@ -24,8 +24,6 @@ pub const VISIBILITY_TOTAL_MS_MAX: Millis = 43_200 * 1_000;
 pub const KUBEMQ_PROTOCOL_VERSION: &str = "2.4.0";
 /// What Ping reports as the host.
 pub const PING_HOST: &str = "veil";
-/// KubeMQ raises a downstream Get's wait below one second to one second.
-pub const DOWNSTREAM_WAIT_MS_MIN: Millis = 1_000;
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:50000";
 /// The channel the SDKs send channel-management queries to.
 pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";

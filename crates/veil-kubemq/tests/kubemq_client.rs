@@ -3,6 +3,10 @@
 //! client the crate generated from KubeMQ's own proto. Raw downstream requests and QueuesInfo use a tonic
 //! client generated from Veil's proto. The service runs in-process on 127.0.0.1 over the real redb store: starting the `veil`
 //! binary would need it built by another package first, which `cargo test` does not guarantee.
+//!
+//! Where a visibility or wait rule is the point, the engine runs on a `ManualClock`: time moves only when the
+//! test advances it, so a frozen clock proves that an answer came from the rule under test and not from a
+//! deadline passing on a slow machine.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +17,8 @@ use kubemq::AckAllQueueMessagesRequest;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
-use veil_core::{Engine, ReceiptKey, SystemClock};
+use veil_core::{Clock, Engine, ManualClock, QueueKey, QueueStats, ReceiptKey, SystemClock};
+use veil_kubemq::convert::KubemqError;
 use veil_kubemq::pb;
 use veil_store::{RedbStore, StoreOptions};
 
@@ -25,14 +30,32 @@ struct Veil {
     _dir: tempfile::TempDir,
 }
 
+/// Where a manual clock starts: any time after 2020, so that wire times look like Unix nanoseconds.
+const MANUAL_START_MS: u64 = 1_700_000_000_000;
+
+/// How long a test lets a frozen clock prove that nothing answers. Nothing but the rule under test could make
+/// an answer come, so this bounds only how long the test waits to see that it does not.
+const QUIET: Duration = Duration::from_millis(300);
+
 impl Veil {
     async fn start(settings: veil_kubemq::Settings) -> Veil {
+        Self::start_on(settings, Arc::new(SystemClock)).await
+    }
+
+    /// A server whose engine reads `clock`'s time.
+    async fn manual() -> (Veil, ManualClock) {
+        let clock = ManualClock::new(MANUAL_START_MS);
+        let veil = Self::start_on(Default::default(), Arc::new(clock.clone())).await;
+        (veil, clock)
+    }
+
+    async fn start_on(settings: veil_kubemq::Settings, clock: Arc<dyn Clock>) -> Veil {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).expect("store"));
         let engine = Arc::new(
             Engine::open(
                 store,
-                Arc::new(SystemClock),
+                clock,
                 ReceiptKey::new([7; veil_core::receipt::SECRET_BYTES]),
             )
             .expect("engine"),
@@ -71,6 +94,26 @@ impl Veil {
             .expect("kubemq client connects")
     }
 
+    fn stats(&self, channel: &str) -> QueueStats {
+        self.engine.stats(&channel_key(channel)).expect("stats")
+    }
+
+    /// Waits (in real time, bounded) until the channel's stats satisfy `done`: for settlements the clients
+    /// send without waiting for an answer. The bound is no rule of the server's; it only ends a failing test.
+    async fn until(&self, channel: &str, what: &str, done: impl Fn(&QueueStats) -> bool) {
+        let started = Instant::now();
+        let key = channel_key(channel);
+        // A channel that a re-queue creates is not there yet: not done.
+        while !self.engine.stats(&key).is_ok_and(|stats| done(&stats)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{channel}: never {what}: {:?}",
+                self.engine.stats(&key)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     async fn stop(self) {
         self.stop.send_replace(true);
         let served = tokio::time::timeout(Duration::from_secs(10), self.served).await;
@@ -79,6 +122,15 @@ impl Veil {
             "the server drains and stops: {served:?}"
         );
     }
+}
+
+fn channel_key(channel: &str) -> QueueKey {
+    QueueKey::new(veil_core::DEFAULT_NAMESPACE, channel)
+}
+
+/// (visible, hidden) of a channel.
+fn counts(stats: &QueueStats) -> (u64, u64) {
+    (stats.visible, stats.hidden)
 }
 
 fn message(channel: &str, body: &str) -> QueueMessage {
@@ -128,8 +180,10 @@ async fn a_sent_message_is_polled_with_sequence_and_receive_count_then_acked() {
     assert_eq!(attributes.sequence, 1);
     assert_eq!(attributes.receive_count, 1);
     got.ack().await.expect("ack");
-    let empty = receiver.poll(poll("rs.orders", 10, 1)).await.expect("poll");
-    assert!(empty.messages.is_empty());
+    // Deleted, not merely hidden (it would stay hidden for the 60 s server-side visibility anyway).
+    veil.until("rs.orders", "empty", |s| counts(s) == (0, 0))
+        .await;
+    assert_eq!(veil.stats("rs.orders").stored_bytes, 0);
     receiver.close().await.expect("close");
     veil.stop().await;
 }
@@ -290,7 +344,7 @@ impl LegacyStream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
-    let veil = Veil::start(Default::default()).await;
+    let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-e").await;
     client
         .send_queue_message(message("rs.legacy", "long work"))
@@ -309,23 +363,18 @@ async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
         .call(kubemq_pb::StreamRequestType::ModifyVisibility, 3)
         .await;
     assert!(!modified.is_error, "{}", modified.error);
-    // Past the original 1 s deadline the message is still hidden: the deadline was reset to 3 s.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let other = client
-        .receive_queue_messages("rs.legacy", 1, 1, true)
-        .await
-        .expect("peek");
-    assert!(other.is_empty(), "still hidden after the original deadline");
-    let acked = stream
-        .call(kubemq_pb::StreamRequestType::AckMessage, 0)
-        .await;
-    assert!(!acked.is_error, "{}", acked.error);
+    // Past the original 1 s deadline the message is still hidden: the deadline was reset to 3 s ...
+    clock.advance(Duration::from_millis(2_900));
+    assert_eq!(counts(&veil.stats("rs.legacy")), (0, 1));
+    // ... and it is 3 s, not forever.
+    clock.advance(Duration::from_millis(200));
+    assert_eq!(counts(&veil.stats("rs.legacy")), (1, 0));
     veil.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
-    let veil = Veil::start(Default::default()).await;
+    let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-f").await;
     client
         .send_queue_message(message("rs.legacy", "slow"))
@@ -336,23 +385,29 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
         .call(kubemq_pb::StreamRequestType::ReceiveMessage, 1)
         .await;
     assert!(!received.is_error, "{}", received.error);
-    let started = Instant::now();
     let mut receiver = client
         .new_queue_downstream_receiver()
         .await
         .expect("downstream");
-    let again = receiver.poll(poll("rs.legacy", 1, 3)).await.expect("poll");
-    assert_eq!(
-        again.messages.len(),
-        1,
-        "redelivered once the 1 s visibility passed"
+    let again = tokio::spawn(async move {
+        let polled = receiver.poll(poll("rs.legacy", 1, 30)).await;
+        (receiver, polled)
+    });
+    tokio::time::sleep(QUIET).await;
+    assert!(
+        !again.is_finished(),
+        "hidden until its 1 s visibility passes"
     );
-    assert!(started.elapsed() < Duration::from_millis(2_500));
+    clock.advance(Duration::from_secs(1));
+    let (receiver, again) = again.await.expect("join");
+    let again = again.expect("poll");
+    assert_eq!(again.messages.len(), 1, "redelivered once the 1 s passed");
     // The stream's message is no longer its to settle.
     let late = stream
         .call(kubemq_pb::StreamRequestType::AckMessage, 0)
         .await;
     assert!(late.is_error);
+    assert_eq!(late.error, KubemqError::NotHeld.to_string());
     again.ack_all().await.expect("ack");
     receiver.close().await.expect("close");
     veil.stop().await;
@@ -411,56 +466,35 @@ async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_mess
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_does_not_hold_back_the_acks_behind_it_on_the_same_stream() {
-    let veil = Veil::start(Default::default()).await;
+    // The clock stands still: the long poll cannot end while the test waits for the ack.
+    let (veil, _clock) = Veil::manual().await;
     let client = veil.client("rust-h").await;
     client
         .send_queue_message(message("rs.busy", "work"))
         .await
         .expect("send");
     let (requests, mut responses) = raw_downstream(veil.addr).await;
-    let get = |id: &str, channel: &str, wait_timeout: i32| pb::QueuesDownstreamRequest {
-        request_id: id.into(),
-        client_id: "raw".into(),
-        request_type_data: pb::QueuesDownstreamRequestType::Get as i32,
-        channel: channel.into(),
-        max_items: 1,
-        wait_timeout,
-        ..Default::default()
-    };
     requests
-        .send(get("get-1", "rs.busy", 2_000))
+        .send(get("get-1", "rs.busy", 1, 2_000))
         .await
         .expect("send get");
-    let first = responses
-        .next()
-        .await
-        .expect("a response")
-        .expect("not a status");
+    let first = next(&mut responses).await;
     assert_eq!(first.messages.len(), 1);
-    // A second Get long-polls an empty channel for 3 s; the ack sent after it must not wait for it.
     requests
-        .send(get("get-2", "rs.idle", 3_000))
+        .send(get("get-2", "rs.idle", 1, 3_000))
         .await
         .expect("send get");
     requests
-        .send(pb::QueuesDownstreamRequest {
-            request_id: "ack-1".into(),
-            client_id: "raw".into(),
-            request_type_data: pb::QueuesDownstreamRequestType::AckAll as i32,
-            ref_transaction_id: first.transaction_id.clone(),
-            ..Default::default()
-        })
+        .send(settle(
+            "ack-1",
+            pb::QueuesDownstreamRequestType::AckAll,
+            &first.transaction_id,
+            vec![],
+        ))
         .await
         .expect("send ack");
-    let key = veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "rs.busy");
-    let started = Instant::now();
-    while veil.engine.stats(&key).expect("stats").hidden > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "the ack waited for the long poll"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    veil.until("rs.busy", "acked", |s| counts(s) == (0, 0))
+        .await;
     drop(requests);
     drop(responses);
     veil.stop().await;
@@ -588,9 +622,58 @@ async fn raw_downstream(
     (requests, responses)
 }
 
+fn get(
+    id: &str,
+    channel: &str,
+    max_items: i32,
+    wait_timeout_ms: i32,
+) -> pb::QueuesDownstreamRequest {
+    pb::QueuesDownstreamRequest {
+        request_id: id.into(),
+        client_id: "raw".into(),
+        request_type_data: pb::QueuesDownstreamRequestType::Get as i32,
+        channel: channel.into(),
+        max_items,
+        wait_timeout: wait_timeout_ms,
+        ..Default::default()
+    }
+}
+
+fn settle(
+    id: &str,
+    kind: pb::QueuesDownstreamRequestType,
+    transaction: &str,
+    range: Vec<i64>,
+) -> pb::QueuesDownstreamRequest {
+    pb::QueuesDownstreamRequest {
+        request_id: id.into(),
+        client_id: "raw".into(),
+        request_type_data: kind as i32,
+        ref_transaction_id: transaction.into(),
+        sequence_range: range,
+        ..Default::default()
+    }
+}
+
+async fn next(
+    responses: &mut tonic::Streaming<pb::QueuesDownstreamResponse>,
+) -> pb::QueuesDownstreamResponse {
+    responses
+        .next()
+        .await
+        .expect("a response")
+        .expect("not a status")
+}
+
+/// Nothing arrives on `responses` while the test waits [`QUIET`].
+async fn silent(responses: &mut tonic::Streaming<pb::QueuesDownstreamResponse>, why: &str) {
+    let early = tokio::time::timeout(QUIET, responses.next()).await;
+    assert!(early.is_err(), "{why}: {early:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receivers() {
-    let veil = Veil::start(Default::default()).await;
+    let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-info").await;
     for body in ["a", "bb", "ccc"] {
         client
@@ -621,17 +704,31 @@ async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receive
             })
             .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
     let mut info_client = raw_client(veil.addr).await;
-    let response = info_client
-        .queues_info(pb::QueuesInfoRequest {
-            request_id: "r-1".into(),
-            queue_name: "rs.info".into(),
-        })
-        .await
-        .expect("queues info")
-        .into_inner();
+    let started = Instant::now();
+    let response = loop {
+        let response = info_client
+            .queues_info(pb::QueuesInfoRequest {
+                request_id: "r-1".into(),
+                queue_name: "rs.info".into(),
+            })
+            .await
+            .expect("queues info")
+            .into_inner();
+        let info = response.info.as_ref().expect("info");
+        if info
+            .queues
+            .iter()
+            .any(|q| q.name == "rs.info.idle" && q.subscribers > 0)
+        {
+            break response;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the pull never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert_eq!(response.ref_request_id, "r-1");
     let info = response.info.expect("info");
     let work = info
@@ -656,6 +753,8 @@ async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receive
     );
     assert_eq!((info.sent, info.delivered, info.waiting), (3, 1, 2));
 
+    // The clock stood still, so the pull was still waiting above; its 2 s end now.
+    clock.advance(Duration::from_secs(2));
     idle.await.expect("join").expect("pull answers");
     let after = info_client
         .queues_info(pb::QueuesInfoRequest {
@@ -674,7 +773,7 @@ async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receive
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_counts_the_expired_messages_it_skipped() {
-    let veil = Veil::start(Default::default()).await;
+    let (veil, clock) = Veil::manual().await;
     let mut client = raw_client(veil.addr).await;
     for (body, expiration_seconds) in [("short", 1), ("long", 0)] {
         let sent = client
@@ -693,12 +792,12 @@ async fn a_pull_counts_the_expired_messages_it_skipped() {
             .into_inner();
         assert!(!sent.is_error, "{}", sent.error);
     }
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    clock.advance(Duration::from_millis(1_001));
     let pulled = client
         .receive_queue_messages(pb::ReceiveQueueMessagesRequest {
             client_id: "rust-exp".into(),
             channel: "rs.expiring".into(),
-            max_number_of_messages: 10,
+            max_number_of_messages: 1,
             wait_time_seconds: 1,
             ..Default::default()
         })
@@ -709,5 +808,176 @@ async fn a_pull_counts_the_expired_messages_it_skipped() {
     assert_eq!(pulled.messages_received, 1);
     assert_eq!(pulled.messages[0].body, b"long");
     assert_eq!(pulled.messages_expired, 1);
+    veil.stop().await;
+}
+
+// ----- when a Get or a pull answers: at max items or at the wait's end, whichever comes first -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_short_of_max_items_answers_only_when_its_wait_ends() {
+    let (veil, clock) = Veil::manual().await;
+    let client = veil.client("rust-wait").await;
+    client
+        .send_queue_message(message("rs.wait", "one"))
+        .await
+        .expect("send");
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
+    requests
+        .send(get("get-1", "rs.wait", 3, 5_000))
+        .await
+        .expect("send get");
+    silent(&mut responses, "one of three held, the wait not over").await;
+    clock.advance(Duration::from_millis(4_900));
+    silent(&mut responses, "100 ms of the wait left").await;
+    clock.advance(Duration::from_millis(100));
+    let got = next(&mut responses).await;
+    assert_eq!(got.ref_request_id, "get-1");
+    assert_eq!(got.messages.len(), 1);
+    assert_eq!(got.active_offsets, vec![1]);
+    drop(requests);
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_answers_as_soon_as_it_holds_max_items() {
+    let (veil, _clock) = Veil::manual().await;
+    let client = veil.client("rust-max").await;
+    client
+        .send_queue_message(message("rs.max", "a"))
+        .await
+        .expect("send");
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
+    requests
+        .send(get("get-1", "rs.max", 2, 5_000))
+        .await
+        .expect("send get");
+    silent(&mut responses, "one of two held").await;
+    client
+        .send_queue_message(message("rs.max", "b"))
+        .await
+        .expect("send");
+    // The clock never moved: only reaching max items can answer.
+    let got = next(&mut responses).await;
+    let bodies: Vec<&[u8]> = got.messages.iter().map(|m| m.body.as_slice()).collect();
+    assert_eq!(bodies, [b"a".as_slice(), b"b".as_slice()]);
+    assert_eq!(got.active_offsets, vec![1, 2]);
+    drop(requests);
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_ends_while_its_get_collects_releases_what_the_get_held() {
+    let (veil, _clock) = Veil::manual().await;
+    let client = veil.client("rust-end").await;
+    client
+        .send_queue_message(message("rs.end", "held"))
+        .await
+        .expect("send");
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
+    requests
+        .send(get("get-1", "rs.end", 3, 60_000))
+        .await
+        .expect("send get");
+    silent(&mut responses, "collecting").await;
+    assert_eq!(
+        counts(&veil.stats("rs.end")),
+        (0, 1),
+        "held while it collects"
+    );
+    drop(requests);
+    veil.until("rs.end", "released", |s| counts(s) == (1, 0))
+        .await;
+    drop(responses);
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_collects_until_max_then_settles_all_it_returns() {
+    let (veil, _clock) = Veil::manual().await;
+    let client = veil.client("rust-pull").await;
+    client
+        .send_queue_message(message("rs.collect", "a"))
+        .await
+        .expect("send");
+    let mut puller = raw_client(veil.addr).await;
+    let pull = tokio::spawn(async move {
+        puller
+            .receive_queue_messages(pb::ReceiveQueueMessagesRequest {
+                client_id: "rust-pull".into(),
+                channel: "rs.collect".into(),
+                max_number_of_messages: 2,
+                wait_time_seconds: 5,
+                ..Default::default()
+            })
+            .await
+    });
+    tokio::time::sleep(QUIET).await;
+    assert!(!pull.is_finished(), "one of two held, the clock frozen");
+    client
+        .send_queue_message(message("rs.collect", "b"))
+        .await
+        .expect("send");
+    let pulled = pull.await.expect("join").expect("pull").into_inner();
+    assert!(!pulled.is_error, "{}", pulled.error);
+    assert_eq!(pulled.messages_received, 2);
+    let stats = veil.stats("rs.collect");
+    assert_eq!((counts(&stats), stats.stored_bytes), ((0, 0), 0), "settled");
+    veil.stop().await;
+}
+
+/// The kubemq crate's `queues_stream_requeue` example: three re-queues sent without waiting for an answer,
+/// then one pull of up to 10 with a 5 s wait finds all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_that_waits_finds_every_message_re_queued_before_it() {
+    let (veil, clock) = Veil::manual().await;
+    let client = veil.client("rust-requeue").await;
+    for i in 0..3 {
+        client
+            .send_queue_message(message("rs.requeue.source", &format!("m{i}")))
+            .await
+            .expect("send");
+    }
+    let mut receiver = client
+        .new_queue_downstream_receiver()
+        .await
+        .expect("downstream");
+    let polled = receiver
+        .poll(poll("rs.requeue.source", 3, 5))
+        .await
+        .expect("poll");
+    assert_eq!(polled.messages.len(), 3);
+    for m in &polled.messages {
+        m.re_queue("rs.requeue.target").await.expect("re-queue");
+    }
+    let puller = veil.client("rust-requeue-pull").await;
+    let pull = tokio::spawn(async move {
+        puller
+            .receive_queue_messages("rs.requeue.target", 10, 5, false)
+            .await
+    });
+    // Each re-queue arrives while the pull collects; the frozen clock keeps its wait open until all have.
+    veil.until("rs.requeue.target", "given all three", |s| {
+        s.counters.sends == 3 && s.visible == 0
+    })
+    .await;
+    clock.advance(Duration::from_secs(5));
+    let pulled = pull.await.expect("join").expect("pull");
+    let mut bodies: Vec<Vec<u8>> = pulled.into_iter().map(|m| m.body).collect();
+    bodies.sort();
+    assert_eq!(bodies, [b"m0".to_vec(), b"m1".to_vec(), b"m2".to_vec()]);
+    receiver.close().await.expect("close");
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_reports_kubemq_2_4_0_with_veils_version_as_build_metadata() {
+    let veil = Veil::start(Default::default()).await;
+    let client = veil.client("rust-ping").await;
+    let info = client.ping().await.expect("ping");
+    assert_eq!(
+        info.version,
+        format!("2.4.0+veil.{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(info.host, "veil");
     veil.stop().await;
 }

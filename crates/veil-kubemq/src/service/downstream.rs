@@ -140,8 +140,10 @@ async fn spawned_get(
 }
 
 impl Inner {
-    /// KubeMQ's Get rules: a client id, a valid channel, 1..=max items, and a wait in milliseconds that is
-    /// raised to one second when shorter.
+    /// KubeMQ's Get rules: a client id, a valid channel, 1..=max items, a wait in milliseconds. KubeMQ also
+    /// raises a wait under one second to one second; Veil does not, because the SDKs give up on a Get
+    /// `WaitTimeout` + 0.5 s after sending it (the Python SDK 4.x), so a server that answers later strands
+    /// the messages it collected in a transaction nobody settles (docs/semantics.md).
     fn check_get(&self, request: &pb::QueuesDownstreamRequest) -> Result<Collect, KubemqError> {
         if request.client_id.is_empty() {
             return Err(KubemqError::ClientIdMissing);
@@ -158,7 +160,7 @@ impl Inner {
         Ok(Collect {
             max,
             visibility_ms: self.default_visibility_ms(),
-            wait_ms: wait_ms.max(limits::DOWNSTREAM_WAIT_MS_MIN),
+            wait_ms,
         })
     }
 

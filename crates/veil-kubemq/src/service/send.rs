@@ -14,23 +14,26 @@ use crate::pb;
 impl Inner {
     pub(super) async fn send_one(&self, message: pb::QueueMessage) -> pb::SendQueueMessageResult {
         let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
-        match self.try_send(message).await {
+        match self.try_send(message, None).await {
             Ok(result) => result,
             Err(error) => convert::send_error(&error, &client_message_id, &channel),
         }
     }
 
+    /// Sends `message`; with `rerouted_from`, it is delivered marked as re-routed from that channel.
     pub(super) async fn try_send(
         &self,
         message: pb::QueueMessage,
+        rerouted_from: Option<&str>,
     ) -> Result<pb::SendQueueMessageResult, KubemqError> {
         convert::validate_message(&message, &self.settings)?;
         let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
         let key = self.ensure(&channel).await?;
-        let sent = self
-            .engine
-            .send(&key, vec![convert::to_new_message(message)])
-            .await?;
+        let mut new = convert::to_new_message(message);
+        if let Some(source) = rerouted_from {
+            convert::mark_rerouted(&mut new, source);
+        }
+        let sent = self.engine.send(&key, vec![new]).await?;
         let sent = sent
             .first()
             .ok_or_else(|| KubemqError::Internal("send returned nothing".into()))?;

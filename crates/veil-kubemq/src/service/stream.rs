@@ -128,7 +128,8 @@ impl Inner {
         }
     }
 
-    /// SendModifiedMessage: the replacement is sent first, so a failed send leaves the original held.
+    /// SendModifiedMessage: the replacement is sent first, so a failed send leaves the original held; it
+    /// arrives marked as re-routed from the original's channel, like a re-queue.
     async fn send_modified(
         &self,
         held: &Held,
@@ -138,7 +139,7 @@ impl Inner {
             .modified_message
             .clone()
             .ok_or(KubemqError::MessageEmpty)?;
-        self.try_send(modified).await?;
+        self.try_send(modified, Some(&held.channel)).await?;
         self.ack(held).await
     }
 
