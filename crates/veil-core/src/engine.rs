@@ -1,4 +1,4 @@
-//! The engine: the only place that decides visibility. It applies every operation of SPEC §2 to the in-memory
+//! The engine: the only place that decides visibility. It applies every operation of docs/semantics.md §2 to the in-memory
 //! index under one lock, hands the resulting [`StoreOp`]s to the store in the same order, and answers only once
 //! the store says they are durable. Long polls wait on a per-queue `Notify` and on a timer set to the queue's
 //! next pending deadline; they never poll.
@@ -739,7 +739,7 @@ impl Engine {
     }
 
     /// Applies the dead-letter moves and drops of one receive, already taken out of the source's index, in
-    /// the same critical section. A queue-policy move keeps the message's receive count and send time (SPEC
+    /// the same critical section. A queue-policy move keeps the message's receive count and send time (docs/semantics.md
     /// §3; expiry counted from the send by the dead-letter queue's retention); a message-policy move arrives
     /// as a fresh message (KubeMQ: count reset, policy cleared, expiry kept).
     fn dead_letter(

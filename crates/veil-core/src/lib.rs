@@ -1,4 +1,4 @@
-//! veil-core: Veil's engine. Queues, the message lifecycle of SPEC §1–3 (send, receive with visibility
+//! veil-core: Veil's engine. Queues, the message lifecycle of docs/semantics.md §1–3 (send, receive with visibility
 //! timeouts and long polling, peek, delete, change-visibility, update, dead-lettering, expiry), receipts,
 //! limits, errors and statistics. It does no I/O and never reads the system time: persistence is the
 //! [`store::Store`] port and time is the [`clock::Clock`] port.

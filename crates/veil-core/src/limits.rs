@@ -8,7 +8,7 @@ pub const SECOND_MS: Millis = 1_000;
 pub const HOUR_MS: Millis = 3_600 * SECOND_MS;
 pub const DAY_MS: Millis = 24 * HOUR_MS;
 
-/// The engine's visibility range: 0 .. 7 days (SPEC §3). Each front-end narrows it.
+/// The engine's visibility range: 0 .. 7 days (docs/semantics.md §3). Each front-end narrows it.
 pub const VISIBILITY_TIMEOUT_MS_MAX: Millis = 7 * DAY_MS;
 /// Default visibility of a new queue when its protocol does not say.
 pub const VISIBILITY_TIMEOUT_MS_DEFAULT: Millis = 30 * SECOND_MS;
@@ -16,7 +16,7 @@ pub const VISIBILITY_TIMEOUT_MS_DEFAULT: Millis = 30 * SECOND_MS;
 pub const RETENTION_MS_DEFAULT: Millis = 4 * DAY_MS;
 /// Default cap on a message body for a new queue (SQS: 1 MiB).
 pub const MESSAGE_SIZE_BYTES_DEFAULT: u32 = 1_048_576;
-/// Default number of Hidden messages after which a standard queue's receive fails (seed 004: ~120,000).
+/// Default number of Hidden messages after which a standard queue's receive fails (AWS: ~120,000 per standard queue).
 pub const INFLIGHT_MESSAGES_DEFAULT: u32 = 120_000;
 /// Largest number of messages one engine receive or peek returns (KubeMQ's `MaxNumberOfMessages`).
 pub const RECEIVE_MESSAGES_MAX: usize = 1_024;

@@ -21,7 +21,7 @@ pub const NEVER: Millis = Millis::MAX;
 /// The namespace that the SQS default account/region, the Azure development account and KubeMQ share.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
-/// A queue's name within its namespace (SPEC §7).
+/// A queue's name within its namespace (docs/semantics.md §7).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct QueueKey {
     pub namespace: String,
@@ -295,7 +295,7 @@ pub struct Received {
     pub expired: u64,
 }
 
-/// Which receipts an operation honours (SPEC §2).
+/// Which receipts an operation honours (docs/semantics.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReceiptRule {
     /// SQS standard queues: any receipt Veil issued for the message.

@@ -1,6 +1,6 @@
 //! Receipts (SQS receipt handles, Azure pop receipts, KubeMQ transaction tokens): opaque strings that name one
 //! delivery of one message and are authenticated with a server secret, so that holding a message id is not
-//! enough to delete or extend a message (SPEC §6), and that stay valid across restarts because the secret is
+//! enough to delete or extend a message (docs/semantics.md §6), and that stay valid across restarts because the secret is
 //! kept in the data directory.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

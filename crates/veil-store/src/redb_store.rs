@@ -44,7 +44,7 @@ const GROUP_OPS_MAX: usize = 50_000;
 /// Whether a commit waits for fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// fsync before any success is returned (the default; SPEC §5).
+    /// fsync before any success is returned (the default; docs/semantics.md §5).
     #[default]
     Durable,
     /// No fsync: a crash may lose acknowledged changes. Opt-in, for throughput experiments only.
