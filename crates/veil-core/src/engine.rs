@@ -472,6 +472,7 @@ impl Engine {
                 receive_count: 0,
                 generation: 0,
                 body_bytes: body_bytes(&message.body),
+                dead_letter_on_release: false,
             };
             let payload = Payload {
                 message_id,
@@ -555,7 +556,7 @@ impl Engine {
             notified.as_mut().enable();
 
             let now = self.clock.now();
-            let attempt = self.receive_now(key, max_messages, options.visibility_ms, now)?;
+            let attempt = self.receive_now(key, max_messages, &options, now)?;
             expired += attempt.expired;
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
@@ -586,11 +587,11 @@ impl Engine {
         &self,
         key: &QueueKey,
         max_messages: usize,
-        visibility_ms: Option<Millis>,
+        options: &ReceiveOptions,
         now: Millis,
     ) -> EngineResult<ReceiveAttempt> {
         let (attempt, commit) = self.on_queue(key, now, |locked| {
-            self.deliver(locked, max_messages, visibility_ms)
+            self.deliver(locked, max_messages, options)
         })?;
         let mut attempt = attempt?;
         attempt.commit = commit;
@@ -603,15 +604,19 @@ impl Engine {
         &self,
         locked: &mut Locked<'_>,
         max_messages: usize,
-        visibility_ms: Option<Millis>,
+        options: &ReceiveOptions,
     ) -> EngineResult<ReceiveAttempt> {
         let (id, now, expired) = (locked.id, locked.now, locked.expired);
         let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
         let (index, ops) = locked.parts();
         let config = &index.record.config;
-        let visibility_ms = visibility_ms
-            .unwrap_or(config.visibility_timeout_ms)
-            .min(limits::VISIBILITY_TIMEOUT_MS_MAX);
+        let grant = Grant {
+            visibility_ms: options
+                .visibility_ms
+                .unwrap_or(config.visibility_timeout_ms)
+                .min(limits::VISIBILITY_TIMEOUT_MS_MAX),
+            dead_letter: options.dead_letter,
+        };
         let inflight_max = u64::from(config.inflight_max);
         if index.hidden() >= inflight_max {
             return Err(EngineError::OverLimit {
@@ -648,7 +653,7 @@ impl Engine {
                 }
                 continue;
             }
-            let delivery = self.hand_out(index, seq, current, visibility_ms, now, ops);
+            let delivery = self.hand_out(index, seq, current, grant, now, ops);
             delivered.push(delivery);
         }
         let counters_changed = !delivered.is_empty() || !moves.is_empty();
@@ -678,12 +683,12 @@ impl Engine {
         index: &mut QueueIndex,
         seq: Seq,
         current: MessageState,
-        visibility_ms: Millis,
+        grant: Grant,
         now: Millis,
         ops: &mut Vec<StoreOp>,
     ) -> Delivery {
         let next = MessageState {
-            visible_at: now.saturating_add(visibility_ms),
+            visible_at: now.saturating_add(grant.visibility_ms),
             first_received_at: if current.first_received_at == 0 {
                 now
             } else {
@@ -691,6 +696,7 @@ impl Engine {
             },
             receive_count: current.receive_count + 1,
             generation: current.generation + 1,
+            dead_letter_on_release: grant.dead_letter == DeadLetterTiming::OnRelease,
             ..current
         };
         assert!(
@@ -775,6 +781,7 @@ impl Engine {
                     let arrived = MessageState {
                         visible_at: now,
                         expires_at,
+                        dead_letter_on_release: false,
                         ..moved
                     };
                     (target, arrived)
@@ -1311,6 +1318,13 @@ impl Locked<'_> {
     }
 }
 
+/// What one receive grants each message it delivers.
+#[derive(Clone, Copy)]
+struct Grant {
+    visibility_ms: Millis,
+    dead_letter: DeadLetterTiming,
+}
+
 /// One message a receive or peek hands out, before its payload is read.
 struct Delivery {
     seq: Seq,
@@ -1358,6 +1372,7 @@ fn fresh_arrival(moved: MessageState, now: Millis) -> MessageState {
         visible_at: now,
         first_received_at: 0,
         receive_count: 0,
+        dead_letter_on_release: false,
         ..moved
     }
 }

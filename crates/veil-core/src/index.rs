@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use crate::clock::Millis;
 use crate::limits;
 use crate::model::{
-    Counters, DeadLetterTiming, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq,
+    Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq,
     NEVER,
 };
 use crate::slab::{ExpiryBound, SeqSlab};
@@ -224,19 +224,20 @@ impl QueueIndex {
 
     /// Remembers a released message whose dead-letter rule moves it on release (docs/semantics.md, "Dead letters").
     fn note_release(&mut self, seq: Seq, state: MessageState) {
-        let rule = match self.redrive(seq) {
-            Some(policy) => Some((policy.timing, policy.max_receive_count)),
+        if !state.dead_letter_on_release {
+            return;
+        }
+        let max_receive_count = match self.redrive(seq) {
+            Some(policy) => Some(policy.max_receive_count),
             None => self
                 .record
                 .config
                 .redrive_policy
                 .as_ref()
-                .map(|policy| (policy.timing, policy.max_receive_count)),
+                .map(|policy| policy.max_receive_count),
         };
-        if let Some((DeadLetterTiming::OnRelease, max_receive_count)) = rule {
-            if state.receive_count >= max_receive_count {
-                self.released.push(seq);
-            }
+        if max_receive_count.is_some_and(|max| state.receive_count >= max) {
+            self.released.push(seq);
         }
     }
 

@@ -43,15 +43,17 @@ impl std::fmt::Display for QueueKey {
     }
 }
 
-/// When a dead-letter rule moves a message that has used up its receives (docs/semantics.md, "Dead letters").
+/// When a dead-letter rule (the queue's or the message's own) moves a message that has used up its receives.
+/// It is a property of the receive that delivered the message — of the protocol's rule — not of the rule:
+/// docs/semantics.md §3 "Dead letters".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeadLetterTiming {
-    /// SQS and Azure's poison queues: the receive that would deliver the message once more moves it instead.
+    /// SQS and Azure: the receive that would deliver the message once more moves it instead.
     #[default]
     OnReceive,
-    /// KubeMQ: as soon as the message is released with its receives used up — rejected (visibility 0), its
+    /// KubeMQ: as soon as this delivery is released with the receives used up — rejected (visibility 0), its
     /// visibility lapsing, or its consumer going away — so a consumer of the dead-letter queue sees it at once.
-    /// A receive still moves such a message if it finds one (a release the engine had no chance to act on).
+    /// A receive of any protocol still moves a used-up message it finds.
     OnRelease,
 }
 
@@ -59,9 +61,9 @@ pub enum DeadLetterTiming {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RedrivePolicy {
     pub dead_letter_queue: QueueKey,
-    /// A message whose `receive_count` has reached this is moved, at the moment `timing` says.
+    /// A message whose `receive_count` has reached this is moved, at the moment its delivery's
+    /// [`DeadLetterTiming`] says.
     pub max_receive_count: u32,
-    pub timing: DeadLetterTiming,
 }
 
 /// A message's own dead-letter rule (KubeMQ's per-message `MaxReceiveCount` / `MaxReceiveQueue`). It takes
@@ -73,7 +75,6 @@ pub struct MessageRedrivePolicy {
     pub max_receive_count: u32,
     /// Created with the source queue's settings if it does not exist when the move happens.
     pub dead_letter_queue: Option<QueueKey>,
-    pub timing: DeadLetterTiming,
 }
 
 /// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
@@ -184,6 +185,9 @@ pub struct MessageState {
     pub generation: u32,
     /// The body's length, so that a queue's stored bytes are known without reading bodies.
     pub body_bytes: u32,
+    /// The latest delivery was made by a receive with [`DeadLetterTiming::OnRelease`]: releasing it with the
+    /// receives used up moves the message at once. Fits in the padding, so the state stays 48 bytes.
+    pub dead_letter_on_release: bool,
 }
 
 /// How long a new message lives.
@@ -284,6 +288,8 @@ pub struct ReceiveOptions {
     pub visibility_ms: Option<Millis>,
     /// Long-poll wait; 0 returns at once, `None` uses the queue's `receive_wait_ms`.
     pub wait_ms: Option<Millis>,
+    /// When a dead-letter rule moves what this receive delivers (the protocol's rule).
+    pub dead_letter: DeadLetterTiming,
 }
 
 /// What a receive returned, and what it found expired on the way.

@@ -29,6 +29,7 @@ const EMPTY: MessageState = MessageState {
     receive_count: 0,
     generation: 0,
     body_bytes: 0,
+    dead_letter_on_release: false,
 };
 
 struct Chunk {

@@ -9,7 +9,6 @@ use veil_core::*;
 async fn with_dead_letter_queue(h: &Harness, max_receive_count: u32) -> (QueueKey, QueueKey) {
     let dlq = h.queue("dlq").await;
     let policy = RedrivePolicy {
-        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue: dlq.clone(),
         max_receive_count,
     };
@@ -73,7 +72,6 @@ async fn dead_letter_retention_counts_from_the_original_send() {
         )
         .await;
     let policy = RedrivePolicy {
-        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue: dlq.clone(),
         max_receive_count: 1,
     };

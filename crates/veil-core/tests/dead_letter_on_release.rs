@@ -1,22 +1,35 @@
-//! Dead-letter rules with `DeadLetterTiming::OnRelease` (KubeMQ, docs/semantics.md "Dead letters"): a message
-//! whose receives are used up moves when it is released — nacked (visibility 0) or its visibility lapsing —
-//! not on the next receive from its source, so a consumer of the dead-letter queue sees it at once. The SQS
-//! rule (`OnReceive`) is checked beside it: there the move waits for the receive. Manual clock, no sleeping.
+//! Deliveries made with `DeadLetterTiming::OnRelease` (KubeMQ's rule, docs/semantics.md §3 "Dead letters"): a
+//! message whose receives are used up moves when that delivery is released — nacked (visibility 0) or its
+//! visibility lapsing — not on the next receive from its source, so a consumer of the dead-letter queue sees it
+//! at once. It applies to the message's own rule and to the queue's. The SQS rule (`OnReceive`) is checked
+//! beside it: there the move waits for the receive. Manual clock, no sleeping.
 
 mod common;
 
 use common::*;
 use veil_core::*;
 
-fn on_release(body: &str, max_receive_count: u32, dead_letter_queue: &QueueKey) -> NewMessage {
+fn with_rule(body: &str, max_receive_count: u32, dead_letter_queue: &QueueKey) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
             max_receive_count,
             dead_letter_queue: Some(dead_letter_queue.clone()),
-            timing: DeadLetterTiming::OnRelease,
         }),
         ..NewMessage::new(body.to_owned())
     }
+}
+
+/// A receive of one message with KubeMQ's dead-letter timing.
+async fn receive_on_release(h: &Harness, key: &QueueKey, visibility_s: u64) -> Message {
+    let options = ReceiveOptions {
+        max_messages: 1,
+        visibility_ms: Some(visibility_s * 1_000),
+        wait_ms: Some(0),
+        dead_letter: DeadLetterTiming::OnRelease,
+    };
+    let mut got = h.engine.receive(key, options).await.unwrap();
+    assert_eq!(got.len(), 1, "expected one message");
+    got.remove(0)
 }
 
 fn nack() -> VisibilityChange {
@@ -39,18 +52,18 @@ async fn a_nack_that_uses_up_the_receives_moves_the_message_at_once() {
     let source = h.queue("orders").await;
     let dead = h.queue("orders-dead").await;
     h.engine
-        .send(&source, vec![on_release("poison", 2, &dead)])
+        .send(&source, vec![with_rule("poison", 2, &dead)])
         .await
         .unwrap();
 
-    let first = h.receive_one(&source, 30).await;
+    let first = receive_on_release(&h, &source, 30).await;
     h.engine
         .change_visibility(&source, first.receipt.as_deref().unwrap(), nack())
         .await
         .unwrap();
     assert_eq!(visible(&h, &dead), 0, "one receive left: the nack keeps it");
 
-    let second = h.receive_one(&source, 30).await;
+    let second = receive_on_release(&h, &source, 30).await;
     h.engine
         .change_visibility(&source, second.receipt.as_deref().unwrap(), nack())
         .await
@@ -75,10 +88,10 @@ async fn a_lapse_that_uses_up_the_receives_moves_the_message_on_the_sweep() {
     let source = h.queue("orders").await;
     let dead = h.queue("orders-dead").await;
     h.engine
-        .send(&source, vec![on_release("slow", 1, &dead)])
+        .send(&source, vec![with_rule("slow", 1, &dead)])
         .await
         .unwrap();
-    h.receive_one(&source, 10).await;
+    receive_on_release(&h, &source, 10).await;
     h.advance_s(9);
     h.engine.sweep();
     assert_eq!(visible(&h, &dead), 0, "still hidden: nothing to move yet");
@@ -104,10 +117,10 @@ async fn any_operation_on_the_source_moves_a_lapsed_message() {
     let source = h.queue("orders").await;
     let dead = h.queue("orders-dead").await;
     h.engine
-        .send(&source, vec![on_release("slow", 1, &dead)])
+        .send(&source, vec![with_rule("slow", 1, &dead)])
         .await
         .unwrap();
-    h.receive_one(&source, 10).await;
+    receive_on_release(&h, &source, 10).await;
     h.advance_s(10);
     h.send(&source, "another").await;
     assert_eq!(visible(&h, &dead), 1);
@@ -115,7 +128,7 @@ async fn any_operation_on_the_source_moves_a_lapsed_message() {
 }
 
 #[tokio::test]
-async fn a_queue_policy_on_release_moves_nacked_messages_too() {
+async fn a_queue_rule_moves_on_release_too() {
     let h = Harness::new();
     let dead = h.queue("dead").await;
     let source = h
@@ -125,14 +138,13 @@ async fn a_queue_policy_on_release_moves_nacked_messages_too() {
                 redrive_policy: Some(RedrivePolicy {
                     dead_letter_queue: dead.clone(),
                     max_receive_count: 1,
-                    timing: DeadLetterTiming::OnRelease,
                 }),
                 ..QueueConfig::default()
             },
         )
         .await;
     h.send(&source, "a").await;
-    let got = h.receive_one(&source, 30).await;
+    let got = receive_on_release(&h, &source, 30).await;
     h.engine
         .change_visibility(&source, got.receipt.as_deref().unwrap(), nack())
         .await
@@ -150,15 +162,10 @@ async fn on_receive_timing_waits_for_the_next_receive() {
     let h = Harness::new();
     let source = h.queue("orders").await;
     let dead = h.queue("orders-dead").await;
-    let message = NewMessage {
-        redrive: Some(MessageRedrivePolicy {
-            max_receive_count: 1,
-            dead_letter_queue: Some(dead.clone()),
-            timing: DeadLetterTiming::OnReceive,
-        }),
-        ..NewMessage::new("sqs-like".to_owned())
-    };
-    h.engine.send(&source, vec![message]).await.unwrap();
+    h.engine
+        .send(&source, vec![with_rule("sqs-like", 1, &dead)])
+        .await
+        .unwrap();
     let got = h.receive_one(&source, 30).await;
     h.engine
         .change_visibility(&source, got.receipt.as_deref().unwrap(), nack())
@@ -184,10 +191,10 @@ async fn a_deleted_message_is_not_moved_by_a_later_lapse() {
     let source = h.queue("orders").await;
     let dead = h.queue("orders-dead").await;
     h.engine
-        .send(&source, vec![on_release("done", 1, &dead)])
+        .send(&source, vec![with_rule("done", 1, &dead)])
         .await
         .unwrap();
-    let got = h.receive_one(&source, 10).await;
+    let got = receive_on_release(&h, &source, 10).await;
     h.engine
         .delete(
             &source,
@@ -209,11 +216,11 @@ async fn a_release_move_survives_a_restart() {
     let dead = h.queue("orders-dead").await;
     let sent = h
         .engine
-        .send(&source, vec![on_release("kept", 1, &dead)])
+        .send(&source, vec![with_rule("kept", 1, &dead)])
         .await
         .unwrap()
         .remove(0);
-    let got = h.receive_one(&source, 30).await;
+    let got = receive_on_release(&h, &source, 30).await;
     h.engine
         .change_visibility(&source, got.receipt.as_deref().unwrap(), nack())
         .await
@@ -223,4 +230,24 @@ async fn a_release_move_survives_a_restart() {
     assert_eq!(moved.payload.message_id, sent.message_id);
     assert_eq!(h.stats(&source).visible, 0);
     h.engine.check_invariants();
+}
+
+#[tokio::test]
+async fn a_delivery_made_before_a_restart_still_moves_when_it_lapses_after() {
+    let mut h = Harness::new();
+    let source = h.queue("orders").await;
+    let dead = h.queue("orders-dead").await;
+    h.engine
+        .send(&source, vec![with_rule("in flight", 1, &dead)])
+        .await
+        .unwrap();
+    receive_on_release(&h, &source, 10).await;
+    h.restart();
+    h.advance_s(10);
+    h.engine.sweep();
+    assert_eq!(
+        visible(&h, &dead),
+        1,
+        "the delivery's timing is stored with the message state"
+    );
 }

@@ -513,6 +513,7 @@ async fn a_standard_queue_at_its_inflight_limit_fails_receive_with_over_limit() 
         "a receive stops at the limit"
     );
     let options = ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: 1,
         visibility_ms: None,
         wait_ms: Some(0),

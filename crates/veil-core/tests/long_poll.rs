@@ -19,6 +19,7 @@ fn spawn_waiter(engine: &Arc<Engine>, key: &QueueKey) -> tokio::task::JoinHandle
     let key = key.clone();
     tokio::spawn(async move {
         let options = ReceiveOptions {
+            dead_letter: veil_core::DeadLetterTiming::OnReceive,
             max_messages: 10,
             visibility_ms: Some(30_000),
             wait_ms: Some(WAIT_MS),
@@ -151,6 +152,7 @@ async fn a_long_poll_on_a_deleted_queue_ends_with_queue_not_found() {
             .receive(
                 &key,
                 ReceiveOptions {
+                    dead_letter: veil_core::DeadLetterTiming::OnReceive,
                     max_messages: 1,
                     visibility_ms: None,
                     wait_ms: Some(WAIT_MS),

@@ -13,7 +13,6 @@ fn with_policy(
 ) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count,
             dead_letter_queue: dead_letter_queue.cloned(),
         }),
@@ -68,7 +67,6 @@ async fn a_message_policy_takes_precedence_over_the_queue_policy() {
             "source",
             QueueConfig {
                 redrive_policy: Some(RedrivePolicy {
-                    timing: veil_core::DeadLetterTiming::OnReceive,
                     dead_letter_queue: queue_dlq.clone(),
                     max_receive_count: 5,
                 }),
@@ -245,6 +243,7 @@ async fn a_receive_reports_the_expired_messages_it_removed() {
     h.send(&key, "lives").await;
     h.advance_s(2);
     let options = ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: 10,
         visibility_ms: None,
         wait_ms: Some(0),

@@ -138,6 +138,7 @@ impl ModelMessage {
             receive_count: self.receive_count,
             generation: self.generation,
             body_bytes: self.body.len() as u32,
+            dead_letter_on_release: false,
         }
     }
 }
@@ -214,7 +215,6 @@ impl Model {
 
     fn policy(&self, redrive: Option<(u32, Option<usize>)>) -> Option<MessageRedrivePolicy> {
         redrive.map(|(max_receive_count, target)| MessageRedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count,
             dead_letter_queue: target.map(|q| self.keys[q].clone()),
         })
@@ -417,6 +417,7 @@ async fn receive(
     let now = h.clock.now();
     let key = model.keys[queue].clone();
     let options = ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: max,
         visibility_ms: Some(visibility_s * 1_000),
         wait_ms: Some(0),
@@ -669,7 +670,6 @@ fn check(h: &Harness, model: &mut Model) {
             queue
                 .redrive_policy
                 .map(|(target, max_receive_count)| RedrivePolicy {
-                    timing: veil_core::DeadLetterTiming::OnReceive,
                     dead_letter_queue: model.keys[target].clone(),
                     max_receive_count,
                 });
@@ -695,7 +695,6 @@ async fn run(ops: Vec<Op>) {
     let q1 = QueueConfig {
         retention_ms: None,
         redrive_policy: Some(RedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             dead_letter_queue: model.keys[0].clone(),
             max_receive_count: QUEUE_POLICY_MAX_RECEIVE_COUNT,
         }),

@@ -9,7 +9,6 @@ use veil_core::*;
 fn with_rule_and_ttl(body: &str, dead_letter_queue: Option<&QueueKey>) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count: 3,
             dead_letter_queue: dead_letter_queue.cloned(),
         }),
@@ -134,7 +133,6 @@ async fn a_moved_dead_letter_still_shows_where_it_died() {
             "source",
             QueueConfig {
                 redrive_policy: Some(RedrivePolicy {
-                    timing: veil_core::DeadLetterTiming::OnReceive,
                     dead_letter_queue: dlq.clone(),
                     max_receive_count: 1,
                 }),

@@ -225,7 +225,6 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
     let redrive =
         (policy.max_receive_count > 0 || !policy.max_receive_queue.is_empty()).then(|| {
             MessageRedrivePolicy {
-                timing: veil_core::DeadLetterTiming::OnRelease,
                 // KubeMQ: MaxReceiveCount 0 with a MaxReceiveQueue means the maximum.
                 max_receive_count: if policy.max_receive_count == 0 {
                     limits::MAX_RECEIVE_COUNT as u32

@@ -50,6 +50,7 @@ fn state(receive_count: u32) -> MessageState {
         receive_count,
         generation: receive_count,
         body_bytes: 1,
+        dead_letter_on_release: false,
     }
 }
 
@@ -147,7 +148,6 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     assert_eq!(
         new.redrive,
         Some(MessageRedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnRelease,
             max_receive_count: 1024,
             dead_letter_queue: Some(QueueKey::new(DEFAULT_NAMESPACE, "dead")),
         }),

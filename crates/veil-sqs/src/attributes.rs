@@ -140,7 +140,6 @@ fn parse_redrive_policy(value: &str, names: &NamespaceMap) -> SqsResult<RedriveP
         .key_from_arn(target)
         .ok_or_else(|| redrive_policy_error(value, "Invalid deadLetterTargetArn."))?;
     Ok(RedrivePolicy {
-        timing: veil_core::DeadLetterTiming::OnReceive,
         dead_letter_queue,
         max_receive_count: count,
     })
@@ -394,7 +393,6 @@ mod tests {
         assert_eq!(
             ok[0].1,
             QueueSetting::RedrivePolicy(Some(RedrivePolicy {
-                timing: veil_core::DeadLetterTiming::OnReceive,
                 dead_letter_queue: QueueKey::new(veil_core::DEFAULT_NAMESPACE, "dlq"),
                 max_receive_count: 5
             }))

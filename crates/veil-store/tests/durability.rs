@@ -22,6 +22,7 @@ fn orders() -> QueueKey {
 
 fn receive_one(visibility_ms: u64) -> ReceiveOptions {
     ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: 1,
         visibility_ms: Some(visibility_ms),
         wait_ms: Some(0),
@@ -154,6 +155,7 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
         .await
         .unwrap();
     let options = ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: 10,
         visibility_ms: Some(60_000),
         wait_ms: Some(0),
@@ -193,7 +195,6 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
 fn with_own_redrive(body: &str, dead_letter_queue: Option<QueueKey>) -> NewMessage {
     NewMessage {
         redrive: Some(MessageRedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             max_receive_count: 1,
             dead_letter_queue,
         }),
@@ -241,6 +242,7 @@ async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
     let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
     let engine = engine_on(store.clone(), &clock);
     let options = ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages: 10,
         visibility_ms: Some(60_000),
         wait_ms: Some(0),

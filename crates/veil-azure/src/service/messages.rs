@@ -66,6 +66,7 @@ impl Service {
         visibility_s: u64,
     ) -> AzureResult<Output> {
         let options = ReceiveOptions {
+            dead_letter: veil_core::DeadLetterTiming::OnReceive,
             max_messages: count as usize,
             visibility_ms: Some(visibility_s * SECOND_MS),
             wait_ms: Some(0),

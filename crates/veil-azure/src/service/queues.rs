@@ -198,7 +198,6 @@ impl Service {
         let poison = format!("{}{}", key.name, limits::POISON_QUEUE_SUFFIX);
         codec::validate_queue_name(&poison).ok()?;
         Some(RedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             dead_letter_queue: QueueKey::new(key.namespace.clone(), poison),
             max_receive_count: default.max_dequeue_count,
         })
@@ -247,7 +246,6 @@ impl Service {
             ));
         }
         Ok(PolicyChange::Set(Some(RedrivePolicy {
-            timing: veil_core::DeadLetterTiming::OnReceive,
             dead_letter_queue: QueueKey::new(key.namespace.clone(), poison_name),
             max_receive_count,
         })))

@@ -73,6 +73,7 @@ impl Harness {
         visibility_s: Option<u64>,
     ) -> Vec<Message> {
         let options = ReceiveOptions {
+            dead_letter: veil_core::DeadLetterTiming::OnReceive,
             max_messages: max,
             visibility_ms: visibility_s.map(|s| s * 1_000),
             wait_ms: Some(0),

@@ -152,6 +152,7 @@ impl Inner {
         tokio::pin!(cancelled);
         while polled.held.len() < collect.max {
             let options = ReceiveOptions {
+                dead_letter: veil_core::DeadLetterTiming::OnRelease,
                 max_messages: collect.max - polled.held.len(),
                 visibility_ms: Some(collect.visibility_ms),
                 wait_ms: Some(deadline.saturating_sub(self.engine.now())),

@@ -277,6 +277,7 @@ fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
         .transpose()?
         .map(|s| s * SECOND_MS);
     Ok(ReceiveOptions {
+        dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages,
         visibility_ms,
         wait_ms,
