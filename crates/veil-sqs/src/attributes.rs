@@ -9,11 +9,12 @@ use serde_json::{json, Value};
 use veil_core::limits::SECOND_MS;
 use veil_core::{QueueConfig, QueueInfo, QueueKey, RedrivePolicy};
 
-use crate::error::{SqsError, SqsResult};
+use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::namespace::NamespaceMap;
 use crate::validate::fifo_not_supported;
 
-/// Attributes GetQueueAttributes returns for `All`, in this order.
+/// Attributes GetQueueAttributes returns for `All`, in this order; those a queue has no value for (no
+/// policy, no KMS key) are left out.
 pub const ALL_ATTRIBUTES: &[&str] = &[
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -26,21 +27,30 @@ pub const ALL_ATTRIBUTES: &[&str] = &[
     "QueueArn",
     "ReceiveMessageWaitTimeSeconds",
     "VisibilityTimeout",
+    "Policy",
     "RedrivePolicy",
     "RedriveAllowPolicy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
     "SqsManagedSseEnabled",
 ];
 
 /// Real SQS attribute names that a standard Veil queue never has a value for; asking for them is not an error.
 const ATTRIBUTES_WITHOUT_VALUE: &[&str] = &[
-    "Policy",
-    "KmsMasterKeyId",
-    "KmsDataKeyReusePeriodSeconds",
     "FifoQueue",
     "ContentBasedDeduplication",
     "DeduplicationScope",
     "FifoThroughputLimit",
 ];
+
+/// Where the attributes SQS keeps but the engine does not interpret are stored: the queue's protocol
+/// settings, under `sqs.<attribute>` (like [`REDRIVE_ALLOW_POLICY_SETTING`]). Infrastructure-as-code tools
+/// (Terraform, CDK, CloudFormation) set them and read them back, so they must round-trip even though Veil
+/// neither enforces the access policy nor encrypts with the key.
+pub const POLICY_SETTING: &str = "sqs.Policy";
+pub const KMS_MASTER_KEY_ID_SETTING: &str = "sqs.KmsMasterKeyId";
+pub const KMS_DATA_KEY_REUSE_SETTING: &str = "sqs.KmsDataKeyReusePeriodSeconds";
+pub const SQS_MANAGED_SSE_SETTING: &str = "sqs.SqsManagedSseEnabled";
 
 /// Who may use a queue as its dead-letter queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,12 +90,16 @@ pub enum QueueSetting {
     RedrivePolicy(Option<RedrivePolicy>),
     /// The normalized JSON and what it permits; `None` removes it.
     RedriveAllowPolicy(Option<(String, RedrivePermission)>),
-    /// `FifoQueue=false` or `SqsManagedSseEnabled=false`: what a Veil queue is anyway.
-    NoChange,
-}
-
-fn invalid(name: &str) -> SqsError {
-    SqsError::invalid_attribute_value(name, "The value is outside the allowed range or malformed.")
+    /// An access policy (JSON, kept as given); `None` removes it (an empty value, as in SQS).
+    Policy(Option<String>),
+    /// SSE-KMS: the key; `None` (an empty value) turns SSE-KMS off. Setting a key turns SSE-SQS off, as in
+    /// SQS (`SqsManagedSseEnabled` reads `false` once a key is set: LocalStack's AWS-recorded
+    /// `test_set_queue_attributes_default_values` snapshot).
+    KmsMasterKeyId(Option<String>),
+    /// SSE-KMS data key reuse, 60-86,400 s.
+    KmsDataKeyReusePeriodSeconds(u64),
+    /// SSE-SQS on or off.
+    SqsManagedSseEnabled(bool),
 }
 
 fn seconds(name: &str, value: &str, min: u64, max: u64) -> SqsResult<u64> {
@@ -94,12 +108,53 @@ fn seconds(name: &str, value: &str, min: u64, max: u64) -> SqsResult<u64> {
         .parse::<u64>()
         .ok()
         .filter(|v| (min..=max).contains(v))
-        .ok_or_else(|| {
-            SqsError::invalid_attribute_value(
-                name,
-                &format!("Must be an integer from {min} to {max}."),
-            )
-        })
+        .ok_or_else(|| SqsError::invalid_attribute_value(name))
+}
+
+/// AWS's answer when one request turns on both kinds of server-side encryption (recorded in LocalStack's
+/// `test_sse_kms_and_sqs_are_mutually_exclusive` snapshot, both protocols).
+fn both_encryptions() -> SqsError {
+    SqsError::new(
+        ErrorCode::InvalidAttributeName,
+        "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE \
+         or SQS SSE.",
+    )
+}
+
+/// A standard queue refuses the FIFO attributes with AWS's texts (LocalStack's AWS-recorded
+/// `test_create_standard_queue_with_fifo_attribute_raises_error` and `test_set_unsupported_attribute_standard`
+/// snapshots): `FifoQueue` and `ContentBasedDeduplication` are unknown, the two FIFO throughput settings
+/// need `FifoQueue`. `FifoQueue=true` asks for a FIFO queue, which Veil does not offer yet.
+fn fifo_attribute(name: &str, value: &str) -> SqsError {
+    match (name, value.trim()) {
+        ("FifoQueue", "true") => fifo_not_supported(),
+        ("DeduplicationScope" | "FifoThroughputLimit", _) => SqsError::new(
+            ErrorCode::InvalidAttributeName,
+            format!("You can specify the {name} only when FifoQueue is set to true."),
+        ),
+        _ => SqsError::unknown_attribute(name),
+    }
+}
+
+/// `true` or `false`, as SQS spells them.
+fn boolean(name: &str, value: &str) -> SqsResult<bool> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(SqsError::invalid_attribute_value(name)),
+    }
+}
+
+/// An access policy must be a JSON object (AWS answers `Invalid value for the parameter Policy.`
+/// otherwise); an empty value removes the policy.
+fn policy(value: &str) -> SqsResult<Option<String>> {
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<Value>(value) {
+        Ok(Value::Object(_)) => Ok(Some(value.to_string())),
+        _ => Err(SqsError::invalid_attribute_value("Policy")),
+    }
 }
 
 fn redrive_policy_error(value: &str, reason: &str) -> SqsError {
@@ -127,10 +182,16 @@ fn parse_redrive_policy(value: &str, names: &NamespaceMap) -> SqsResult<RedriveP
     .and_then(|n| u32::try_from(n).ok())
     .filter(|n| (sqs_limits::MAX_RECEIVE_COUNT_MIN..=sqs_limits::MAX_RECEIVE_COUNT_MAX).contains(n))
     .ok_or_else(|| {
+        let given = parsed
+            .get("maxReceiveCount")
+            .map_or_else(String::new, |count| match count {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            });
         redrive_policy_error(
             value,
             &format!(
-                "Invalid value for maxReceiveCount: must be an integer from {} to {}.",
+                "Invalid value for maxReceiveCount: {given}, valid values are from {} to {} both inclusive.",
                 sqs_limits::MAX_RECEIVE_COUNT_MIN,
                 sqs_limits::MAX_RECEIVE_COUNT_MAX
             ),
@@ -188,77 +249,91 @@ fn parse_redrive_allow_policy(value: &str) -> SqsResult<(RedrivePermission, Stri
 }
 
 /// Parses the attributes of CreateQueue / SetQueueAttributes. Unknown names → InvalidAttributeName; FIFO
-/// attributes → the FIFO-not-supported error; encryption and access policies → a not-supported error.
+/// attributes → AWS's answers for a standard queue; both kinds of encryption at once → AWS's refusal.
 pub fn parse_settings(
     attributes: &BTreeMap<String, String>,
     names: &NamespaceMap,
 ) -> SqsResult<Vec<(String, QueueSetting)>> {
     let mut settings = Vec::with_capacity(attributes.len());
     for (name, value) in attributes {
-        let setting = match name.as_str() {
-            "VisibilityTimeout" => QueueSetting::VisibilityTimeoutSeconds(seconds(
-                name,
-                value,
-                0,
-                sqs_limits::VISIBILITY_TIMEOUT_S_MAX,
-            )?),
-            "DelaySeconds" => {
-                QueueSetting::DelaySeconds(seconds(name, value, 0, sqs_limits::DELAY_S_MAX)?)
-            }
-            "MessageRetentionPeriod" => QueueSetting::MessageRetentionPeriodSeconds(seconds(
-                name,
-                value,
-                sqs_limits::RETENTION_S_MIN,
-                sqs_limits::RETENTION_S_MAX,
-            )?),
-            "MaximumMessageSize" => QueueSetting::MaximumMessageSizeBytes(seconds(
-                name,
-                value,
-                sqs_limits::MESSAGE_SIZE_BYTES_MIN,
-                sqs_limits::MESSAGE_SIZE_BYTES_MAX,
-            )?),
-            "ReceiveMessageWaitTimeSeconds" => QueueSetting::ReceiveMessageWaitTimeSeconds(
-                seconds(name, value, 0, sqs_limits::RECEIVE_WAIT_S_MAX)?,
-            ),
-            "RedrivePolicy" if value.trim().is_empty() => QueueSetting::RedrivePolicy(None),
-            "RedrivePolicy" => {
-                QueueSetting::RedrivePolicy(Some(parse_redrive_policy(value, names)?))
-            }
-            "RedriveAllowPolicy" if value.trim().is_empty() => {
-                QueueSetting::RedriveAllowPolicy(None)
-            }
-            "RedriveAllowPolicy" => {
-                let (permission, normalized) = parse_redrive_allow_policy(value)?;
-                QueueSetting::RedriveAllowPolicy(Some((normalized, permission)))
-            }
-            "FifoQueue" => match value.trim() {
-                "false" => QueueSetting::NoChange,
-                "true" => return Err(fifo_not_supported()),
-                _ => return Err(invalid(name)),
-            },
-            "ContentBasedDeduplication" | "DeduplicationScope" | "FifoThroughputLimit" => {
-                return Err(SqsError::unknown_attribute(name))
-            }
-            "SqsManagedSseEnabled" => match value.trim() {
-                "false" => QueueSetting::NoChange,
-                _ => {
-                    return Err(SqsError::invalid_attribute_value(
-                        name,
-                        "Server-side encryption is not supported by Veil yet.",
-                    ))
-                }
-            },
-            "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
-                return Err(SqsError::invalid_attribute_value(
-                    name,
-                    "This attribute is not supported by Veil yet.",
-                ))
-            }
-            _ => return Err(SqsError::unknown_attribute(name)),
-        };
-        settings.push((name.clone(), setting));
+        settings.push((name.clone(), parse_setting(name, value, names)?));
+    }
+    let kms_key = settings
+        .iter()
+        .any(|(_, s)| matches!(s, QueueSetting::KmsMasterKeyId(Some(_))));
+    let sse_sqs = settings
+        .iter()
+        .any(|(_, s)| *s == QueueSetting::SqsManagedSseEnabled(true));
+    if kms_key && sse_sqs {
+        return Err(both_encryptions());
     }
     Ok(settings)
+}
+
+fn parse_setting(name: &str, value: &str, names: &NamespaceMap) -> SqsResult<QueueSetting> {
+    Ok(match name {
+        "VisibilityTimeout" => QueueSetting::VisibilityTimeoutSeconds(seconds(
+            name,
+            value,
+            0,
+            sqs_limits::VISIBILITY_TIMEOUT_S_MAX,
+        )?),
+        "DelaySeconds" => {
+            QueueSetting::DelaySeconds(seconds(name, value, 0, sqs_limits::DELAY_S_MAX)?)
+        }
+        "MessageRetentionPeriod" => QueueSetting::MessageRetentionPeriodSeconds(seconds(
+            name,
+            value,
+            sqs_limits::RETENTION_S_MIN,
+            sqs_limits::RETENTION_S_MAX,
+        )?),
+        "MaximumMessageSize" => QueueSetting::MaximumMessageSizeBytes(seconds(
+            name,
+            value,
+            sqs_limits::MESSAGE_SIZE_BYTES_MIN,
+            sqs_limits::MESSAGE_SIZE_BYTES_MAX,
+        )?),
+        "ReceiveMessageWaitTimeSeconds" => QueueSetting::ReceiveMessageWaitTimeSeconds(seconds(
+            name,
+            value,
+            0,
+            sqs_limits::RECEIVE_WAIT_S_MAX,
+        )?),
+        "RedrivePolicy" if value.trim().is_empty() => QueueSetting::RedrivePolicy(None),
+        "RedrivePolicy" => QueueSetting::RedrivePolicy(Some(parse_redrive_policy(value, names)?)),
+        "RedriveAllowPolicy" if value.trim().is_empty() => QueueSetting::RedriveAllowPolicy(None),
+        "RedriveAllowPolicy" => {
+            let (permission, normalized) = parse_redrive_allow_policy(value)?;
+            QueueSetting::RedriveAllowPolicy(Some((normalized, permission)))
+        }
+        "Policy" => QueueSetting::Policy(policy(value)?),
+        "KmsMasterKeyId" => QueueSetting::KmsMasterKeyId(
+            Some(value.trim().to_string()).filter(|key| !key.is_empty()),
+        ),
+        "KmsDataKeyReusePeriodSeconds" => QueueSetting::KmsDataKeyReusePeriodSeconds(seconds(
+            name,
+            value,
+            sqs_limits::KMS_DATA_KEY_REUSE_S_MIN,
+            sqs_limits::KMS_DATA_KEY_REUSE_S_MAX,
+        )?),
+        "SqsManagedSseEnabled" => QueueSetting::SqsManagedSseEnabled(boolean(name, value)?),
+        "FifoQueue"
+        | "ContentBasedDeduplication"
+        | "DeduplicationScope"
+        | "FifoThroughputLimit" => return Err(fifo_attribute(name, value)),
+        _ => return Err(SqsError::unknown_attribute(name)),
+    })
+}
+
+fn set_protocol_setting(config: &mut QueueConfig, key: &str, value: Option<String>) {
+    match value {
+        Some(value) => {
+            config.protocol_settings.insert(key.to_string(), value);
+        }
+        None => {
+            config.protocol_settings.remove(key);
+        }
+    }
 }
 
 /// Writes one setting into a queue's configuration.
@@ -272,19 +347,32 @@ pub fn apply(config: &mut QueueConfig, setting: &QueueSetting) {
         }
         QueueSetting::ReceiveMessageWaitTimeSeconds(s) => config.receive_wait_ms = s * SECOND_MS,
         QueueSetting::RedrivePolicy(policy) => config.redrive_policy = policy.clone(),
-        QueueSetting::RedriveAllowPolicy(policy) => match policy {
-            Some((json, _)) => {
-                config
-                    .protocol_settings
-                    .insert(REDRIVE_ALLOW_POLICY_SETTING.to_string(), json.clone());
+        QueueSetting::RedriveAllowPolicy(policy) => set_protocol_setting(
+            config,
+            REDRIVE_ALLOW_POLICY_SETTING,
+            policy.as_ref().map(|(json, _)| json.clone()),
+        ),
+        QueueSetting::Policy(policy) => {
+            set_protocol_setting(config, POLICY_SETTING, policy.clone())
+        }
+        QueueSetting::KmsMasterKeyId(key) => {
+            if key.is_some() {
+                set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, Some("false".into()));
             }
-            None => {
-                config
-                    .protocol_settings
-                    .remove(REDRIVE_ALLOW_POLICY_SETTING);
+            set_protocol_setting(config, KMS_MASTER_KEY_ID_SETTING, key.clone());
+        }
+        QueueSetting::KmsDataKeyReusePeriodSeconds(s) => {
+            // The default is not stored, so that resetting it reads as never set (as AWS shows it).
+            let stored = (*s != sqs_limits::KMS_DATA_KEY_REUSE_S_DEFAULT).then(|| s.to_string());
+            set_protocol_setting(config, KMS_DATA_KEY_REUSE_SETTING, stored);
+        }
+        QueueSetting::SqsManagedSseEnabled(on) => {
+            if *on {
+                set_protocol_setting(config, KMS_MASTER_KEY_ID_SETTING, None);
+                set_protocol_setting(config, KMS_DATA_KEY_REUSE_SETTING, None);
             }
-        },
-        QueueSetting::NoChange => {}
+            set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, Some(on.to_string()));
+        }
     }
 }
 
@@ -347,7 +435,26 @@ pub fn render(name: &str, info: &QueueInfo, names: &NamespaceMap, region: &str) 
             .to_string()
         }
         "RedriveAllowPolicy" => redrive_allow_policy(config)?.to_string(),
-        "SqsManagedSseEnabled" => "false".to_string(),
+        "Policy" => config.protocol_settings.get(POLICY_SETTING)?.clone(),
+        "KmsMasterKeyId" => config
+            .protocol_settings
+            .get(KMS_MASTER_KEY_ID_SETTING)?
+            .clone(),
+        // Shown with a key only, and then 300 s unless set (AWS shows neither once the key is removed).
+        "KmsDataKeyReusePeriodSeconds" => {
+            config.protocol_settings.get(KMS_MASTER_KEY_ID_SETTING)?;
+            config
+                .protocol_settings
+                .get(KMS_DATA_KEY_REUSE_SETTING)
+                .cloned()
+                .unwrap_or_else(|| sqs_limits::KMS_DATA_KEY_REUSE_S_DEFAULT.to_string())
+        }
+        // SSE-SQS is on for a new queue, as AWS creates queues since 2022.
+        "SqsManagedSseEnabled" => config
+            .protocol_settings
+            .get(SQS_MANAGED_SSE_SETTING)
+            .cloned()
+            .unwrap_or_else(|| "true".to_string()),
         _ => return None,
     })
 }
@@ -432,15 +539,155 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_fifo_attributes_are_refused() {
+    fn unknown_and_fifo_attributes_are_refused_with_aws_texts() {
+        let error = |name: &str, value: &str| parse(name, value).unwrap_err();
         assert_eq!(
-            parse("Colour", "blue").unwrap_err().code,
+            error("Colour", "blue").code,
             crate::ErrorCode::InvalidAttributeName
         );
-        assert!(parse("FifoQueue", "true").is_err());
         assert_eq!(
-            parse("FifoQueue", "false").unwrap()[0].1,
-            QueueSetting::NoChange
+            error("FifoQueue", "true").message,
+            "FIFO queues are not supported by Veil yet."
         );
+        let unknown = error("FifoQueue", "false");
+        assert_eq!(
+            (unknown.code, unknown.message.as_str()),
+            (
+                crate::ErrorCode::InvalidAttributeName,
+                "Unknown Attribute FifoQueue."
+            )
+        );
+        assert_eq!(
+            error("DeduplicationScope", "queue").message,
+            "You can specify the DeduplicationScope only when FifoQueue is set to true."
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_attribute_only() {
+        for (name, value) in [
+            ("VisibilityTimeout", "43201"),
+            ("KmsDataKeyReusePeriodSeconds", "59"),
+            ("KmsDataKeyReusePeriodSeconds", "86401"),
+            ("SqsManagedSseEnabled", "yes"),
+            ("Policy", "not json"),
+        ] {
+            let error = parse(name, value).unwrap_err();
+            assert_eq!(error.code, crate::ErrorCode::InvalidAttributeValue);
+            assert_eq!(
+                error.message,
+                format!("Invalid value for the parameter {name}.")
+            );
+        }
+    }
+
+    #[test]
+    fn max_receive_count_error_quotes_the_count() {
+        let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+        let policy = format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":1001}}"#);
+        assert_eq!(
+            parse("RedrivePolicy", &policy).unwrap_err().message,
+            format!(
+                "Value {policy} for parameter RedrivePolicy is invalid. Reason: Invalid value for \
+                 maxReceiveCount: 1001, valid values are from 1 to 1000 both inclusive."
+            )
+        );
+    }
+
+    fn configured(attributes: &[(&str, &str)]) -> SqsResult<QueueConfig> {
+        let given: BTreeMap<String, String> = attributes
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut config = default_config(10);
+        for (_, setting) in parse_settings(&given, &names())? {
+            apply(&mut config, &setting);
+        }
+        Ok(config)
+    }
+
+    fn shown(config: &QueueConfig, name: &str) -> Option<String> {
+        let info = QueueInfo {
+            id: 1,
+            key: QueueKey::new(veil_core::DEFAULT_NAMESPACE, "q"),
+            config: config.clone(),
+            created_at: 0,
+            modified_at: 0,
+            stats: veil_core::QueueStats::default(),
+        };
+        render(name, &info, &names(), "us-east-1")
+    }
+
+    #[test]
+    fn encryption_attributes_round_trip_as_aws_shows_them() {
+        let fresh = configured(&[]).unwrap();
+        assert_eq!(
+            shown(&fresh, "SqsManagedSseEnabled").as_deref(),
+            Some("true")
+        );
+        assert_eq!(shown(&fresh, "KmsMasterKeyId"), None);
+        assert_eq!(shown(&fresh, "KmsDataKeyReusePeriodSeconds"), None);
+        let kms = configured(&[
+            ("KmsMasterKeyId", "alias/aws/sqs"),
+            ("KmsDataKeyReusePeriodSeconds", "6000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            shown(&kms, "KmsMasterKeyId").as_deref(),
+            Some("alias/aws/sqs")
+        );
+        assert_eq!(
+            shown(&kms, "KmsDataKeyReusePeriodSeconds").as_deref(),
+            Some("6000")
+        );
+        assert_eq!(
+            shown(&kms, "SqsManagedSseEnabled").as_deref(),
+            Some("false")
+        );
+        let mut reset = kms.clone();
+        for (_, setting) in parse_settings(
+            &BTreeMap::from([
+                ("KmsMasterKeyId".to_string(), String::new()),
+                (
+                    "KmsDataKeyReusePeriodSeconds".to_string(),
+                    "300".to_string(),
+                ),
+            ]),
+            &names(),
+        )
+        .unwrap()
+        {
+            apply(&mut reset, &setting);
+        }
+        assert_eq!(shown(&reset, "KmsMasterKeyId"), None);
+        assert_eq!(shown(&reset, "KmsDataKeyReusePeriodSeconds"), None);
+        assert_eq!(
+            shown(&reset, "SqsManagedSseEnabled").as_deref(),
+            Some("false")
+        );
+        let both = configured(&[("KmsMasterKeyId", "k"), ("SqsManagedSseEnabled", "true")]);
+        assert_eq!(
+            both.unwrap_err().message,
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable \
+             KMS SSE or SQS SSE."
+        );
+    }
+
+    #[test]
+    fn policy_is_kept_as_given_and_an_empty_value_removes_it() {
+        let text = r#"{"Version":"2012-10-17","Statement":[]}"#;
+        let with_policy = configured(&[("Policy", text)]).unwrap();
+        assert_eq!(
+            with_policy
+                .protocol_settings
+                .get(POLICY_SETTING)
+                .map(String::as_str),
+            Some(text)
+        );
+        assert_eq!(shown(&with_policy, "Policy").as_deref(), Some(text));
+        let mut removed = with_policy.clone();
+        apply(&mut removed, &QueueSetting::Policy(None));
+        assert_eq!(shown(&removed, "Policy"), None);
+        assert!(configured(&[("Policy", "[1]")]).is_err());
     }
 }

@@ -5,6 +5,13 @@
 
 use std::fmt;
 
+use crate::api::Protocol;
+
+/// AWS's words for a queue that does not exist, per protocol (see [`SqsError::message_in`]).
+pub const QUEUE_DOES_NOT_EXIST_JSON: &str = "The specified queue does not exist.";
+pub const QUEUE_DOES_NOT_EXIST_QUERY: &str =
+    "The specified queue does not exist for this wsdl version.";
+
 /// Every error code Veil answers with. The modeled ones come from botocore's `sqs/2012-11-05/service-2.json`;
 /// the Query codes are those of the former Query model (`awsQueryError`), which SDKs still read from the
 /// `x-amzn-query-error` header.
@@ -158,17 +165,38 @@ impl SqsError {
         )
     }
 
+    /// A queue that does not exist, in the JSON protocol's words; the Query protocol words it differently
+    /// ([`SqsError::message_in`]).
     pub fn queue_does_not_exist() -> Self {
-        Self::new(
-            ErrorCode::QueueDoesNotExist,
-            "The specified queue does not exist.",
-        )
+        Self::new(ErrorCode::QueueDoesNotExist, QUEUE_DOES_NOT_EXIST_JSON)
+    }
+
+    /// The message as the given protocol shows it. SQS words one error differently per protocol: a missing
+    /// queue is "…does not exist for this wsdl version." in Query answers (recorded from AWS in LocalStack's
+    /// `test_non_existent_queue` snapshot) and "…does not exist." in JSON ones.
+    pub fn message_in(&self, protocol: Protocol) -> &str {
+        match (self.code, protocol) {
+            (ErrorCode::QueueDoesNotExist, Protocol::Query) => QUEUE_DOES_NOT_EXIST_QUERY,
+            _ => &self.message,
+        }
     }
 
     pub fn receipt_handle_invalid(handle: &str) -> Self {
         Self::new(
             ErrorCode::ReceiptHandleIsInvalid,
             format!("The input receipt handle \"{handle}\" is not a valid receipt handle."),
+        )
+    }
+
+    /// ChangeMessageVisibility past 12 h after the receive (AWS's text, full stop included, as recorded by
+    /// SDK users).
+    pub fn visibility_past_limit(seconds: impl fmt::Display, max_seconds: u64) -> Self {
+        Self::invalid_value(
+            "VisibilityTimeout",
+            seconds,
+            &format!(
+                "Total VisibilityTimeout for the message is beyond the limit [{max_seconds} seconds]."
+            ),
         )
     }
 
@@ -179,7 +207,18 @@ impl SqsError {
         )
     }
 
-    pub fn invalid_attribute_value(name: &str, reason: &str) -> Self {
+    /// A queue attribute whose value SQS refuses: AWS names the attribute and gives no reason
+    /// (`{"__type":"com.amazonaws.sqs#InvalidAttributeValue","message":"Invalid value for the parameter
+    /// Policy."}`, recorded in terraform-provider-aws PR 42209), for ranges as for malformed values.
+    pub fn invalid_attribute_value(name: &str) -> Self {
+        Self::new(
+            ErrorCode::InvalidAttributeValue,
+            format!("Invalid value for the parameter {name}."),
+        )
+    }
+
+    /// An invalid attribute value with AWS's reason, where AWS gives one (FifoQueue on an existing queue).
+    pub fn invalid_attribute_value_because(name: &str, reason: &str) -> Self {
         Self::new(
             ErrorCode::InvalidAttributeValue,
             format!("Invalid value for the parameter {name}. Reason: {reason}"),

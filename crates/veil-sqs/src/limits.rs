@@ -31,7 +31,7 @@ pub const PURGE_INTERVAL_MS_MIN: Millis = 60 * SECOND_MS;
 pub const DEFAULT_ACCOUNT_ID: &str = "000000000000";
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// The total of a SendMessageBatch (bodies and attributes) shares the single-message cap (protocols/sqs.md).
+/// The total of a SendMessageBatch (bodies and attributes) shares the single-message cap (docs/semantics.md §SQS).
 pub const BATCH_REQUEST_BYTES_MAX: u64 = MESSAGE_SIZE_BYTES_MAX;
 /// Largest HTTP body accepted: a 1 MiB batch percent-encoded in a form can triple in size, plus overhead.
 pub const HTTP_BODY_BYTES_MAX: usize = 4 * MESSAGE_SIZE_BYTES_MAX as usize;
@@ -42,3 +42,12 @@ pub const TAG_KEY_CHARS_MAX: usize = 128;
 pub const TAG_VALUE_CHARS_MAX: usize = 256;
 /// Digits in a Number message attribute (AWS: up to 38 digits of precision).
 pub const NUMBER_ATTRIBUTE_DIGITS_MAX: usize = 38;
+/// Characters in a message attribute's data type, custom suffix included (AWS's documented 256).
+pub const MESSAGE_ATTRIBUTE_TYPE_CHARS_MAX: usize = 256;
+/// A Number message attribute's magnitude is 0 or between 10^-128 and 10^126 (AWS's documented range).
+pub const NUMBER_ATTRIBUTE_EXPONENT_MIN: i64 = -128;
+pub const NUMBER_ATTRIBUTE_EXPONENT_MAX: i64 = 126;
+/// `KmsDataKeyReusePeriodSeconds`: 60 s to 24 h, 300 s when not set (AWS's CreateQueue reference).
+pub const KMS_DATA_KEY_REUSE_S_MIN: u64 = 60;
+pub const KMS_DATA_KEY_REUSE_S_MAX: u64 = 86_400;
+pub const KMS_DATA_KEY_REUSE_S_DEFAULT: u64 = 300;

@@ -4,7 +4,7 @@
 
 use veil_core::{QueueKey, DEFAULT_NAMESPACE};
 
-use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::error::{SqsError, SqsResult};
 
 /// What the `Credential=` part of a SigV4 `Authorization` header says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,14 +142,12 @@ pub fn parse_queue_path(path: &str) -> Option<QueueAddress> {
 }
 
 /// Reads the queue from a `QueueUrl` parameter. Any host is accepted: clients keep URLs that name another
-/// host (a load balancer, a container name); only the path's last two segments matter.
+/// host (a load balancer, a container name); only the path's last two segments matter. A URL that names no
+/// queue at all is a queue that does not exist, as SQS answers it (`AWS.SimpleQueueService.NonExistentQueue`
+/// for `http://whatever-incorrect-queue-address`, moto's AWS-verified `test_get_queue_attributes_error_not_exists`
+/// family), not `InvalidAddress`.
 pub fn parse_queue_url(url: &str) -> SqsResult<QueueAddress> {
-    let invalid = || {
-        SqsError::new(
-            ErrorCode::InvalidAddress,
-            format!("The address {url} is not valid for this endpoint."),
-        )
-    };
+    let invalid = SqsError::queue_does_not_exist;
     let path = match url.split_once("://") {
         Some((_scheme, rest)) => rest.find('/').map_or("", |slash| &rest[slash..]),
         None => url,
@@ -160,6 +158,7 @@ pub fn parse_queue_url(url: &str) -> SqsResult<QueueAddress> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn map() -> NamespaceMap {
         NamespaceMap {
@@ -223,7 +222,7 @@ mod tests {
         assert_eq!(address.name, "jobs");
         assert_eq!(
             parse_queue_url("http://localhost:9324/").unwrap_err().code,
-            ErrorCode::InvalidAddress
+            ErrorCode::QueueDoesNotExist
         );
         assert_eq!(parse_queue_url("orders").unwrap().name, "orders");
     }

@@ -106,53 +106,145 @@ pub fn message_contents(text: &str) -> SqsResult<()> {
     }
 }
 
-/// An integer parameter within `min..=max`, with AWS's wording when it is not.
+/// An integer parameter within `min..=max`, with AWS's wording when it is not ([`range_reason`]).
 pub fn in_range(parameter: &str, value: i64, min: u64, max: u64) -> SqsResult<u64> {
     u64::try_from(value)
         .ok()
         .filter(|v| (min..=max).contains(v))
         .ok_or_else(|| {
-            SqsError::invalid_value(
-                parameter,
-                value,
-                &format!("Must be >= {min} and <= {max}, if provided."),
-            )
+            SqsError::invalid_value(parameter, value, &range_reason(parameter, min, max))
         })
 }
 
-fn attribute_name(name: &str) -> SqsResult<()> {
-    let invalid = |reason: &str| {
-        SqsError::new(
-            ErrorCode::InvalidParameterValue,
-            format!("Message (user) attribute '{name}' is invalid. Reason: {reason}"),
+/// Why a number is out of range, in AWS's words. SendMessage's DelaySeconds names itself ("Value 54524 for
+/// parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900.", recorded from AWS in
+/// aws-samples/amazon-sqs-dlq-replay-backoff issue 8); ReceiveMessage's parameters end in "if provided"
+/// (WaitTimeSeconds, recorded in LocalStack's `test_send_receive_wait_time_seconds` snapshot).
+pub fn range_reason(parameter: &str, min: u64, max: u64) -> String {
+    match parameter {
+        "DelaySeconds" => format!("DelaySeconds must be >= {min} and <= {max}."),
+        "MaxNumberOfMessages" => format!("Must be between {min} and {max}, if provided."),
+        _ => format!("Must be >= {min} and <= {max}, if provided."),
+    }
+}
+
+/// The message-attribute errors, in AWS's words where they are recorded (each function says where).
+pub(crate) mod attribute_errors {
+    use crate::error::{ErrorCode, SqsError};
+
+    fn invalid(message: String) -> SqsError {
+        SqsError::new(ErrorCode::InvalidParameterValue, message)
+    }
+
+    /// A Query `MessageAttribute.N.Value…` without its `Name` (AWS's Query answer, recorded in
+    /// aws/aws-sdk-php issue 694 and aws/aws-sdk-go issue 178).
+    pub fn empty_name() -> SqsError {
+        invalid("The request must contain non-empty message attribute name.".into())
+    }
+
+    /// LocalStack's wording for the name's length and characters, kept from AWS's answers; the bound is
+    /// AWS's documented 256 characters (LocalStack's AWS-validated test: 257 fails).
+    pub fn name_too_long() -> SqsError {
+        invalid("Message (user) attribute names must be shorter than 256 Bytes".into())
+    }
+
+    pub fn name_characters() -> SqsError {
+        invalid(
+            "Message (user) attributes name can only contain upper and lower score characters, digits, \
+             periods, hyphens and underscores. "
+                .into(),
         )
-    };
-    if name.is_empty() || name.chars().count() > sqs_limits::MESSAGE_ATTRIBUTE_NAME_CHARS_MAX {
-        return Err(invalid(&format!(
-            "The name must be 1 to {} characters long.",
-            sqs_limits::MESSAGE_ATTRIBUTE_NAME_CHARS_MAX
-        )));
     }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+
+    pub fn name_reserved_or_dotted() -> SqsError {
+        invalid(
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings are \
+             reserved for internal use. Additionally, they cannot start or end with '.'."
+                .into(),
+        )
+    }
+
+    /// Two periods in a row: AWS refuses them (LocalStack's validated test notes it); its wording is not
+    /// recorded, so this one is Veil's.
+    pub fn name_double_period(name: &str) -> SqsError {
+        invalid(format!(
+            "Message (user) attribute name '{name}' is invalid: it cannot contain two periods in a row."
+        ))
+    }
+
+    /// AWS's current wording (recorded in grafana/k6-jslib-aws PR 65, 2023).
+    pub fn bad_type(name: &str) -> SqsError {
+        invalid(format!(
+            "The type of message (user) attribute '{name}' is invalid. You must use only the following \
+             supported type prefixes: Binary, Number, String."
+        ))
+    }
+
+    pub fn missing_type(name: &str) -> SqsError {
+        invalid(format!(
+            "The message attribute '{name}' must contain non-empty message attribute type."
+        ))
+    }
+
+    pub fn type_too_long() -> SqsError {
+        invalid("Message (user) attribute types must be shorter than 256 Bytes".into())
+    }
+
+    /// Recorded from AWS for a String in LocalStack's `test_send_message_with_empty_string_attribute`
+    /// snapshot; the other base types follow the same form.
+    pub fn empty_value(name: &str, base_type: &str) -> SqsError {
+        invalid(format!(
+            "Message (user) attribute '{name}' must contain a non-empty value of type '{base_type}'."
+        ))
+    }
+
+    pub fn not_a_number(name: &str, text: &str) -> SqsError {
+        invalid(format!(
+            "Value {text} for parameter MessageAttribute.{name}.Value.StringValue is invalid. Reason: \
+             Must be a number of up to 38 significant digits between -10^126 and 10^126 (magnitude at \
+             least 10^-128)."
+        ))
+    }
+
+    pub fn list_values(name: &str) -> SqsError {
+        invalid(format!(
+            "Message (user) attribute '{name}' is invalid. Reason: List values are not supported."
+        ))
+    }
+}
+
+/// Letters (any script: AWS accepts `attr.1øßä`, LocalStack's AWS-validated
+/// `test_send_message_with_invalid_string_attributes`), digits, `_`, `-` and `.`.
+fn is_attribute_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+fn attribute_name(name: &str) -> SqsResult<()> {
+    if name.is_empty() {
+        return Err(attribute_errors::empty_name());
+    }
+    if name.chars().count() > sqs_limits::MESSAGE_ATTRIBUTE_NAME_CHARS_MAX {
+        return Err(attribute_errors::name_too_long());
+    }
+    if !name.chars().all(is_attribute_name_char) {
+        return Err(attribute_errors::name_characters());
+    }
+    let lower = name.to_lowercase();
+    if lower.starts_with("aws.")
+        || lower.starts_with("amazon.")
+        || name.starts_with('.')
+        || name.ends_with('.')
     {
-        return Err(invalid(
-            "The name can contain only alphanumeric characters, hyphens, underscores and periods.",
-        ));
+        return Err(attribute_errors::name_reserved_or_dotted());
     }
-    let lower = name.to_ascii_lowercase();
-    if lower.starts_with("aws.") || lower.starts_with("amazon.") {
-        return Err(invalid("The prefixes AWS. and Amazon. are reserved."));
-    }
-    if name.starts_with('.') || name.ends_with('.') || name.contains("..") {
-        return Err(invalid(
-            "The name must not start or end with a period, nor contain two periods in a row.",
-        ));
+    if name.contains("..") {
+        return Err(attribute_errors::name_double_period(name));
     }
     Ok(())
 }
 
+/// A Number attribute: up to 38 significant digits, an optional sign, fraction and exponent, and a
+/// magnitude of 0 or between 10^-128 and 10^126 (AWS's documented Number range).
 fn is_number(text: &str) -> bool {
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
     let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
@@ -160,38 +252,46 @@ fn is_number(text: &str) -> bool {
         None => (unsigned, None),
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = whole.len() + fraction.len();
-    let digits_ok = digits > 0
-        && digits <= limits::NUMBER_ATTRIBUTE_DIGITS_MAX
-        && whole
-            .chars()
-            .chain(fraction.chars())
-            .all(|c| c.is_ascii_digit());
-    let exponent_ok = exponent.is_none_or(|e| {
-        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
-        !e.is_empty() && e.len() <= 3 && e.chars().all(|c| c.is_ascii_digit())
-    });
-    digits_ok && exponent_ok
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let exponent: i64 = match exponent {
+        None => 0,
+        Some(e) => match e.parse::<i64>() {
+            Ok(e) if e.unsigned_abs() <= 1_000 => e,
+            _ => return false,
+        },
+    };
+    let significant = digits.trim_start_matches('0').trim_end_matches('0');
+    if significant.len() > limits::NUMBER_ATTRIBUTE_DIGITS_MAX {
+        return false;
+    }
+    let Some(first) = digits.find(|c| c != '0') else {
+        return true; // zero
+    };
+    // The power of ten of the leading significant digit.
+    let magnitude = exponent + whole.len() as i64 - 1 - first as i64;
+    let exactly_max = magnitude == limits::NUMBER_ATTRIBUTE_EXPONENT_MAX && significant == "1";
+    magnitude >= limits::NUMBER_ATTRIBUTE_EXPONENT_MIN
+        && (magnitude < limits::NUMBER_ATTRIBUTE_EXPONENT_MAX || exactly_max)
 }
 
 /// One attribute value: a data type of String, Number or Binary (optionally `.custom`) and the value it needs.
 fn attribute_value(name: &str, input: &MessageAttributeInput) -> SqsResult<AttributeValue> {
-    let invalid = |reason: String| {
-        SqsError::new(
-            ErrorCode::InvalidParameterValue,
-            format!("Message (user) attribute '{name}' is invalid. Reason: {reason}"),
-        )
-    };
     let data_type = input
         .data_type
         .as_deref()
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| invalid("The message attribute must have a data type.".into()))?;
+        .ok_or_else(|| attribute_errors::missing_type(name))?;
+    if data_type.chars().count() > limits::MESSAGE_ATTRIBUTE_TYPE_CHARS_MAX {
+        return Err(attribute_errors::type_too_long());
+    }
     let base = data_type
         .split_once('.')
         .map_or(data_type, |(base, _)| base);
     if input.has_list_values {
-        return Err(invalid("List values are not supported.".into()));
+        return Err(attribute_errors::list_values(name));
     }
     let value = match base {
         "String" | "Number" => {
@@ -199,11 +299,7 @@ fn attribute_value(name: &str, input: &MessageAttributeInput) -> SqsResult<Attri
                 .string_value
                 .as_deref()
                 .filter(|t| !t.is_empty())
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "A {data_type} attribute must have a non-empty StringValue."
-                    ))
-                })?;
+                .ok_or_else(|| attribute_errors::empty_value(name, base))?;
             if text.chars().any(|c| !is_allowed_char(c)) {
                 return Err(SqsError::new(
                     ErrorCode::InvalidMessageContents,
@@ -211,7 +307,7 @@ fn attribute_value(name: &str, input: &MessageAttributeInput) -> SqsResult<Attri
                 ));
             }
             if base == "Number" && !is_number(text) {
-                return Err(invalid(format!("Could not parse {text} as a number.")));
+                return Err(attribute_errors::not_a_number(name, text));
             }
             AttributeData::String(text.to_string())
         }
@@ -220,23 +316,29 @@ fn attribute_value(name: &str, input: &MessageAttributeInput) -> SqsResult<Attri
                 .binary_value
                 .as_ref()
                 .filter(|b| !b.is_empty())
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "A {data_type} attribute must have a non-empty BinaryValue."
-                    ))
-                })?;
+                .ok_or_else(|| attribute_errors::empty_value(name, base))?;
             AttributeData::Binary(bytes.clone().into())
         }
-        _ => {
-            return Err(invalid(format!(
-                "The type of the message attribute is incorrect: {data_type}. The type must be String, \
-                 Number or Binary, optionally followed by a custom suffix."
-            )))
-        }
+        _ => return Err(attribute_errors::bad_type(name)),
     };
     Ok(AttributeValue {
         data_type: data_type.to_string(),
         value,
+    })
+}
+
+/// Whether a ReceiveMessage `MessageAttributeNames` entry selects the attribute `name`, as AWS does
+/// (LocalStack's AWS-recorded `test_receive_message_message_attribute_names_filters` snapshot): `All`, `*`
+/// and `.*` select every attribute; `prefix.*` selects every name that starts with `prefix` (`Hel.*`
+/// selects `Hello` and `Help.Me`); any other entry selects the attribute of exactly that name. Entries that
+/// could never name an attribute (`AWS.`, `..foo`) select nothing and are no error.
+pub fn message_attribute_selected(filters: &[String], name: &str) -> bool {
+    filters.iter().any(|filter| match filter.as_str() {
+        "All" | "*" | ".*" => true,
+        filter => match filter.strip_suffix(".*") {
+            Some(prefix) => name.starts_with(prefix),
+            None => filter == name,
+        },
     })
 }
 
@@ -269,6 +371,89 @@ pub fn message_attributes(
         attributes.insert(name.clone(), value);
     }
     Ok((attributes, size))
+}
+
+/// Queue tags (TagQueue, CreateQueue's `tags`, UntagQueue's keys). AWS's rules (the SQS developer guide's
+/// tag quotas and the tagging pattern `^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$` AWS reports for tag values): keys of
+/// 1-128 characters, values of 0-256, those characters only, no `aws:` key prefix, at most 50 per queue. The
+/// wording of the count and length errors is moto's (AWS's is not recorded anywhere we could find).
+pub mod tags {
+    use std::collections::BTreeMap;
+
+    use crate::error::{ErrorCode, SqsError, SqsResult};
+    use crate::limits;
+
+    fn invalid(message: String) -> SqsError {
+        SqsError::new(ErrorCode::InvalidParameterValue, message)
+    }
+
+    fn is_tag_char(c: char) -> bool {
+        c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(c)
+    }
+
+    /// A key UntagQueue may name, or TagQueue may set.
+    pub fn key(key: &str) -> SqsResult<()> {
+        let length = key.chars().count();
+        if length == 0 || length > limits::TAG_KEY_CHARS_MAX {
+            return Err(invalid(format!(
+                "Tag keys must be between 1 and {} characters in length.",
+                limits::TAG_KEY_CHARS_MAX
+            )));
+        }
+        if !key.chars().all(is_tag_char) {
+            return Err(invalid(format!(
+                "Tag key {key} is invalid. Tag keys and values may contain only letters, digits, white space \
+                 and _ . : / = + - @."
+            )));
+        }
+        if key.to_lowercase().starts_with("aws:") {
+            return Err(invalid(format!(
+                "Tag key {key} is invalid. The aws: prefix is reserved for AWS use."
+            )));
+        }
+        Ok(())
+    }
+
+    fn value(key: &str, value: &str) -> SqsResult<()> {
+        if value.chars().count() > limits::TAG_VALUE_CHARS_MAX {
+            return Err(invalid(format!(
+                "Tag values must be between 0 and {} characters in length.",
+                limits::TAG_VALUE_CHARS_MAX
+            )));
+        }
+        if !value.chars().all(is_tag_char) {
+            return Err(invalid(format!(
+                "Tag value for key {key} is invalid. Tag keys and values may contain only letters, digits, \
+                 white space and _ . : / = + - @."
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every tag of a TagQueue or CreateQueue, in key order.
+    pub fn given(tags: &BTreeMap<String, String>) -> SqsResult<()> {
+        for (tag_key, tag_value) in tags {
+            key(tag_key)?;
+            value(tag_key, tag_value)?;
+        }
+        Ok(())
+    }
+
+    /// UntagQueue's keys: at least one, each a possible key.
+    pub fn keys(tag_keys: &[String]) -> SqsResult<()> {
+        if tag_keys.is_empty() {
+            return Err(invalid(format!(
+                "Tag keys must be between 1 and {} characters in length.",
+                limits::TAG_KEY_CHARS_MAX
+            )));
+        }
+        tag_keys.iter().try_for_each(|tag_key| key(tag_key))
+    }
+
+    /// More than 50 tags on a queue, counting those it has.
+    pub fn too_many(queue_name: &str) -> SqsError {
+        invalid(format!("Too many tags added for queue {queue_name}."))
+    }
 }
 
 /// The only system attribute a sender may set is `AWSTraceHeader`, a String.
@@ -387,5 +572,143 @@ mod tests {
             .map(|i| (format!("a{i}"), string_attribute("String", "v")))
             .collect();
         assert!(message_attributes(&inputs).is_err());
+    }
+
+    fn attribute_error(name: &str, input: MessageAttributeInput) -> String {
+        message_attributes(&BTreeMap::from([(name.to_string(), input)]))
+            .unwrap_err()
+            .message
+    }
+
+    #[test]
+    fn attribute_errors_use_awss_texts() {
+        assert_eq!(
+            attribute_error("ErrorDetails", string_attribute("String", "")),
+            "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'."
+        );
+        assert_eq!(
+            attribute_error("my-attribute", string_attribute("Text", "x")),
+            "The type of message (user) attribute 'my-attribute' is invalid. You must use only the \
+             following supported type prefixes: Binary, Number, String."
+        );
+        assert_eq!(
+            attribute_error("AWS.x", string_attribute("String", "v")),
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings \
+             are reserved for internal use. Additionally, they cannot start or end with '.'."
+        );
+        assert_eq!(
+            attribute_error("Invalid-§-attr", string_attribute("String", "v")),
+            "Message (user) attributes name can only contain upper and lower score characters, digits, \
+             periods, hyphens and underscores. "
+        );
+    }
+
+    #[test]
+    fn attribute_names_may_use_any_letters_and_up_to_256_characters() {
+        let ok = |name: &str| {
+            message_attributes(&BTreeMap::from([(
+                name.to_string(),
+                string_attribute("String", "v"),
+            )]))
+            .is_ok()
+        };
+        assert!(ok("attr.1øßä"));
+        assert!(ok(&"L".repeat(256)));
+        assert!(!ok(&"L".repeat(257)));
+        assert!(!ok("aWs.lower"));
+        assert!(!ok("Invalid."));
+        assert!(!ok("a..b"));
+        let long_type = format!("Number.{}", "L".repeat(256));
+        assert!(message_attributes(&BTreeMap::from([(
+            "n".to_string(),
+            string_attribute(&long_type, "1")
+        )]))
+        .is_err());
+    }
+
+    #[test]
+    fn numbers_have_38_digits_and_a_magnitude_from_1e_minus_128_to_1e126() {
+        for good in [
+            "0",
+            "-0.0",
+            "1e126",
+            "1E-128",
+            "123.456",
+            &"9".repeat(38),
+            "1000e-3",
+        ] {
+            assert!(is_number(good), "{good}");
+        }
+        for bad in [
+            "1.1e126",
+            "1e127",
+            "1e-129",
+            &"9".repeat(39),
+            "1e",
+            "--1",
+            "0x10",
+            "",
+        ] {
+            assert!(!is_number(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_worded_as_aws_words_each_parameter() {
+        assert_eq!(
+            in_range("DelaySeconds", 901, 0, 900).unwrap_err().message,
+            "Value 901 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."
+        );
+        assert_eq!(
+            in_range("MaxNumberOfMessages", 11, 1, 10).unwrap_err().message,
+            "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if \
+             provided."
+        );
+        assert_eq!(
+            in_range("WaitTimeSeconds", 21, 0, 20).unwrap_err().message,
+            "Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided."
+        );
+    }
+
+    #[test]
+    fn attribute_name_filters_select_as_aws_does() {
+        let selected = |filters: &[&str], name: &str| {
+            let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+            message_attribute_selected(&filters, name)
+        };
+        for all in ["All", "*", ".*"] {
+            assert!(selected(&[all], "General"));
+        }
+        assert!(selected(&["Hel.*"], "Hello"));
+        assert!(selected(&["Hel.*"], "Help.Me"));
+        assert!(!selected(&["Hel.*"], "General"));
+        assert!(selected(&["Hello"], "Hello"));
+        assert!(!selected(&["Help"], "Help.Me"));
+        assert!(!selected(&["AWS.", "..foo"], "General"));
+        assert!(!selected(&[], "General"));
+    }
+
+    #[test]
+    fn tags_follow_awss_rules() {
+        let one = |key: &str, value: &str| {
+            tags::given(&BTreeMap::from([(key.to_string(), value.to_string())]))
+        };
+        assert!(one("team", "a b_.:/=+-@é").is_ok());
+        assert!(one(&"k".repeat(128), &"v".repeat(256)).is_ok());
+        assert!(one(&"k".repeat(129), "v").is_err());
+        assert!(one("k", &"v".repeat(257)).is_err());
+        assert!(one("", "v").is_err());
+        assert!(one("aws:owner", "v").is_err());
+        assert!(one("AWS:owner", "v").is_err());
+        assert!(one("semi;colon", "v").is_err());
+        assert!(one("k", "semi;colon").is_err());
+        assert_eq!(
+            tags::keys(&[]).unwrap_err().message,
+            "Tag keys must be between 1 and 128 characters in length."
+        );
+        assert_eq!(
+            tags::too_many("orders").message,
+            "Too many tags added for queue orders."
+        );
     }
 }

@@ -121,6 +121,9 @@ pub fn encode_output(action: ActionName, output: &Output) -> Value {
             }
             Value::Object(out)
         }
+        // No attribute to show (none asked for, or none the queue has a value for): AWS sends no
+        // `Attributes` member at all (moto's AWS-verified `test_get_queue_attributes`).
+        Output::QueueAttributes(attributes) if attributes.is_empty() => json!({}),
         Output::QueueAttributes(attributes) => {
             let map: Map<String, Value> = attributes
                 .iter()
@@ -187,7 +190,8 @@ pub(crate) fn reply(output_body: &Value, request_id: &str) -> HttpReply {
 
 /// An error answer: `__type` + `message`, and the Query code in `x-amzn-query-error` for SDKs that map it.
 pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
-    let body = json!({ "__type": error.code.json_type(), "message": error.message });
+    let body =
+        json!({ "__type": error.code.json_type(), "message": error.message_in(Protocol::Json) });
     let reply = HttpReply::new(error.code.status(), body.to_string().into_bytes())
         .with_header("content-type", CONTENT_TYPE)
         .with_header("x-amzn-RequestId", request_id);

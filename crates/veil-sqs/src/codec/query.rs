@@ -97,6 +97,17 @@ fn parse_index(full_key: &str, index: &str) -> SqsResult<u32> {
         })
 }
 
+/// A flattened map entry without its key. A message attribute without its name is answered as SQS's Query
+/// endpoint does ("The request must contain non-empty message attribute name.", InvalidParameterValue,
+/// recorded in aws/aws-sdk-php issue 694); other maps name the missing field.
+fn missing_map_key(shape: &MapShape, index: u32) -> SqsError {
+    if shape.structured_value {
+        crate::validate::attribute_errors::empty_name()
+    } else {
+        SqsError::missing(&format!("{}.{index}.{}", shape.prefix, shape.key_field))
+    }
+}
+
 /// Form fields grouped by their index: `Prefix.N.Field=value` → `N → [(Field, value)]`, for each prefix.
 type IndexedFields<'a> = BTreeMap<&'a str, BTreeMap<u32, Vec<(String, String)>>>;
 
@@ -162,9 +173,7 @@ fn unflatten(pairs: &[(String, String)], action: ActionName) -> SqsResult<Map<St
                 .iter()
                 .find(|(field, _)| field == shape.key_field)
                 .map(|(_, value)| value.clone())
-                .ok_or_else(|| {
-                    SqsError::missing(&format!("{prefix}.{index}.{}", shape.key_field))
-                })?;
+                .ok_or_else(|| missing_map_key(shape, index))?;
             let value = if shape.structured_value {
                 let mut structure = Map::new();
                 for (field, value) in &fields {
@@ -359,7 +368,7 @@ pub fn encode_error(error: &SqsError, request_id: &str) -> HttpReply {
         .open("Error")
         .leaf("Type", error.code.fault())
         .leaf("Code", error.code.query_code())
-        .leaf("Message", &error.message)
+        .leaf("Message", error.message_in(Protocol::Query))
         .empty("Detail")
         .close("Error")
         .leaf("RequestId", request_id)

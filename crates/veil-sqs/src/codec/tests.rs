@@ -543,3 +543,71 @@ fn batch_output_lists_successes_and_failures() {
     assert_eq!(body["Successful"][0]["Id"], "a");
     assert_eq!(body["Failed"][0]["SenderFault"], true);
 }
+
+#[test]
+fn a_missing_queue_is_worded_per_protocol() {
+    let error = SqsError::queue_does_not_exist();
+    let query = String::from_utf8(encode_error(Protocol::Query, &error, "r").body).unwrap();
+    assert!(query.contains(
+        "<Code>AWS.SimpleQueueService.NonExistentQueue</Code><Message>The specified queue does not exist \
+         for this wsdl version.</Message>"
+    ), "{query}");
+    let json: Value =
+        serde_json::from_slice(&encode_error(Protocol::Json, &error, "r").body).unwrap();
+    assert_eq!(json["message"], "The specified queue does not exist.");
+}
+
+#[test]
+fn queue_attributes_without_any_attribute_have_no_attributes_member() {
+    let empty = json::encode_output(
+        ActionName::GetQueueAttributes,
+        &Output::QueueAttributes(vec![]),
+    );
+    assert_eq!(empty, serde_json::json!({}));
+    let query = String::from_utf8(
+        encode_output(
+            Protocol::Query,
+            ActionName::GetQueueAttributes,
+            &Output::QueueAttributes(vec![]),
+            "r",
+        )
+        .body,
+    )
+    .unwrap();
+    assert!(!query.contains("<Attribute>"), "{query}");
+}
+
+#[test]
+fn a_query_message_attribute_without_a_name_is_awss_invalid_parameter_value() {
+    let error = query_action(
+        "Action=SendMessage&QueueUrl=u&MessageBody=b&MessageAttribute.1.Value.DataType=String\
+         &MessageAttribute.1.Value.StringValue=x",
+    )
+    .unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+    assert_eq!(
+        error.message,
+        "The request must contain non-empty message attribute name."
+    );
+}
+
+#[test]
+fn an_empty_batch_entry_id_is_left_to_the_id_rules() {
+    let action = json_action(
+        "DeleteMessageBatch",
+        r#"{"QueueUrl":"u","Entries":[{"Id":"","ReceiptHandle":"h"}]}"#,
+    )
+    .unwrap();
+    let Action::DeleteMessageBatch(input) = action else {
+        panic!("{action:?}")
+    };
+    assert_eq!(input.entries[0].id, "");
+    let query = query_action(
+        "Action=SendMessageBatch&QueueUrl=u&SendMessageBatchRequestEntry.1.MessageBody=b",
+    )
+    .unwrap();
+    let Action::SendMessageBatch(input) = query else {
+        panic!("{query:?}")
+    };
+    assert_eq!(input.entries[0].id, "");
+}

@@ -165,13 +165,9 @@ fn engine_error(error: EngineError) -> SqsError {
             ErrorCode::InvalidParameterValue,
             "Message does not exist or is not available for visibility timeout change.",
         ),
-        EngineError::VisibilityPastLimit { max_ms, .. } => SqsError::new(
-            ErrorCode::InvalidParameterValue,
-            format!(
-                "Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
-                max_ms / SECOND_MS
-            ),
-        ),
+        EngineError::VisibilityPastLimit { max_ms, .. } => {
+            SqsError::visibility_past_limit("", max_ms / SECOND_MS)
+        }
         EngineError::VisibilityPastExpiry => SqsError::new(
             ErrorCode::InvalidParameterValue,
             "The visibility timeout would pass the message's expiry.",
@@ -196,14 +192,9 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
             handle,
             "Message does not exist or is not available for visibility timeout change.",
         ),
-        EngineError::VisibilityPastLimit { max_ms, .. } => SqsError::invalid_value(
-            "VisibilityTimeout",
-            visibility.unwrap_or_default(),
-            &format!(
-                "Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
-                max_ms / SECOND_MS
-            ),
-        ),
+        EngineError::VisibilityPastLimit { max_ms, .. } => {
+            SqsError::visibility_past_limit(visibility.unwrap_or_default(), max_ms / SECOND_MS)
+        }
         other => engine_error(other),
     }
 }

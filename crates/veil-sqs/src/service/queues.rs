@@ -26,13 +26,7 @@ impl Service {
         input: CreateQueueInput,
     ) -> SqsResult<Output> {
         validate::queue_name(&input.queue_name)?;
-        tags::validate_tags(&input.tags)?;
-        if input.tags.len() > limits::TAGS_PER_QUEUE_MAX {
-            return Err(SqsError::new(
-                ErrorCode::InvalidParameterValue,
-                tags::too_many_tags_message(),
-            ));
-        }
+        tags::validate_new_queue_tags(&input.queue_name, &input.tags)?;
         let key = QueueKey::new(self.namespace(context, &context.account), input.queue_name);
         let settings = self.parse_settings(context, &key, &input.attributes)?;
         let mut config = attributes::default_config(self.config.inflight_max_default);

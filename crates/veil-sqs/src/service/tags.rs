@@ -7,8 +7,9 @@ use veil_core::EngineError;
 
 use super::{engine_error, RequestContext, Service};
 use crate::api::{Output, QueueTarget, TagQueueInput, UntagQueueInput};
-use crate::error::{SqsError, SqsResult};
+use crate::error::SqsResult;
 use crate::limits;
+use crate::validate;
 
 impl Service {
     pub(super) async fn tag_queue(
@@ -17,16 +18,20 @@ impl Service {
         input: TagQueueInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        validate_tags(&input.tags)?;
+        validate::tags::given(&input.tags)?;
         let tags = input.tags;
+        let too_many = validate::tags::too_many(&key.name).message;
         // The count is checked inside the engine's update, on the merged tags, so that two concurrent
-        // TagQueue calls cannot together pass the limit.
+        // TagQueue calls cannot together pass the limit; a refused update changes nothing. The engine's
+        // InvalidArgument maps back to InvalidParameterValue with this text (`engine_error`).
         self.engine
             .update_queue_config(&key, move |config| {
-                config.tags.extend(tags);
-                if config.tags.len() > limits::TAGS_PER_QUEUE_MAX {
-                    return Err(EngineError::InvalidArgument(too_many_tags_message()));
+                let mut merged = config.tags.clone();
+                merged.extend(tags);
+                if merged.len() > limits::TAGS_PER_QUEUE_MAX {
+                    return Err(EngineError::InvalidArgument(too_many));
                 }
+                config.tags = merged;
                 Ok(())
             })
             .await
@@ -40,6 +45,7 @@ impl Service {
         input: UntagQueueInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
+        validate::tags::keys(&input.tag_keys)?;
         let tag_keys = input.tag_keys;
         self.engine
             .update_queue_config(&key, move |config| {
@@ -64,41 +70,14 @@ impl Service {
     }
 }
 
-pub(super) fn too_many_tags_message() -> String {
-    format!(
-        "Too many tags: a queue can have at most {}.",
-        limits::TAGS_PER_QUEUE_MAX
-    )
-}
-
-/// Checks every tag's key and value length, in key order.
-pub(super) fn validate_tags(tags: &BTreeMap<String, String>) -> SqsResult<()> {
-    for (key, value) in tags {
-        validate_tag(key, value)?;
-    }
-    Ok(())
-}
-
-fn validate_tag(key: &str, value: &str) -> SqsResult<()> {
-    if key.is_empty() || key.chars().count() > limits::TAG_KEY_CHARS_MAX {
-        return Err(SqsError::invalid_value(
-            "Tag.Key",
-            key,
-            &format!(
-                "Tag keys must be 1 to {} characters long.",
-                limits::TAG_KEY_CHARS_MAX
-            ),
-        ));
-    }
-    if value.chars().count() > limits::TAG_VALUE_CHARS_MAX {
-        return Err(SqsError::invalid_value(
-            "Tag.Value",
-            value,
-            &format!(
-                "Tag values must be at most {} characters long.",
-                limits::TAG_VALUE_CHARS_MAX
-            ),
-        ));
+/// CreateQueue's tags: each valid and at most 50 (`validate::tags`).
+pub(super) fn validate_new_queue_tags(
+    queue_name: &str,
+    tags: &BTreeMap<String, String>,
+) -> SqsResult<()> {
+    validate::tags::given(tags)?;
+    if tags.len() > limits::TAGS_PER_QUEUE_MAX {
+        return Err(validate::tags::too_many(queue_name));
     }
     Ok(())
 }
