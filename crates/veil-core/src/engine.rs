@@ -458,22 +458,8 @@ impl Engine {
         let mut wake = false;
         for (message, (digest, message_id)) in messages.into_iter().zip(prepared) {
             let seq = index.alloc_seq(ops);
-            let visible_at = now.saturating_add(message.delay_ms.unwrap_or(delay_ms));
-            let expires_at = match message.ttl {
-                Some(Ttl::Never) => NEVER,
-                Some(Ttl::After(ms)) => now.saturating_add(ms),
-                None => retention_ms.map_or(NEVER, |ms| now.saturating_add(ms)),
-            };
-            let message_state = MessageState {
-                sent_at: now,
-                visible_at,
-                expires_at,
-                first_received_at: 0,
-                receive_count: 0,
-                generation: 0,
-                body_bytes: body_bytes(&message.body),
-                dead_letter_on_release: false,
-            };
+            let message_state = new_state(&message, now, delay_ms, retention_ms);
+            let (visible_at, expires_at) = (message_state.visible_at, message_state.expires_at);
             let payload = Payload {
                 message_id,
                 body: message.body,
@@ -1364,6 +1350,30 @@ struct Arrival {
     dead_letter_source: Option<QueueKey>,
     /// The message's own rule, kept by a re-queue.
     redrive: Option<MessageRedrivePolicy>,
+}
+
+/// The state of a message being sent: its delay and time to live, else the queue's.
+fn new_state(
+    message: &NewMessage,
+    now: Millis,
+    queue_delay_ms: Millis,
+    queue_retention_ms: Option<Millis>,
+) -> MessageState {
+    let expires_at = match message.ttl {
+        Some(Ttl::Never) => NEVER,
+        Some(Ttl::After(ms)) => now.saturating_add(ms),
+        None => queue_retention_ms.map_or(NEVER, |ms| now.saturating_add(ms)),
+    };
+    MessageState {
+        sent_at: now,
+        visible_at: now.saturating_add(message.delay_ms.unwrap_or(queue_delay_ms)),
+        expires_at,
+        first_received_at: 0,
+        receive_count: 0,
+        generation: 0,
+        body_bytes: body_bytes(&message.body),
+        dead_letter_on_release: false,
+    }
 }
 
 /// A moved message's state when it arrives as a fresh one: visible now, never received, its expiry kept.
