@@ -4,6 +4,7 @@
 //! account key, the clock's `now` and, for a queue SAS naming a stored access policy, the queue's ACL.
 
 use std::cmp::Ordering;
+use std::net::IpAddr;
 
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::STANDARD;
@@ -38,9 +39,21 @@ const ACCOUNT_SAS_ENCRYPTION_SCOPE_SINCE: &str = "2020-12-06";
 /// What a request presents to prove who it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credentials {
-    SharedKey { account: String, signature: String },
+    /// `SharedKey` or `SharedKeyLite <account>:<signature>`.
+    SharedKey {
+        scheme: KeyScheme,
+        account: String,
+        signature: String,
+    },
     Sas(Box<Sas>),
     Anonymous,
+}
+
+/// The two account-key schemes of the `Authorization` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyScheme {
+    SharedKey,
+    SharedKeyLite,
 }
 
 /// The fields of a shared access signature, as the query carries them.
@@ -82,9 +95,14 @@ pub fn credentials(headers: &HeaderMap, query: &Query) -> AzureResult<Credential
         let value = value
             .to_str()
             .map_err(|_| AzureError::authentication("The Authorization header is not ASCII."))?;
-        let Some(rest) = value.trim().strip_prefix("SharedKey ") else {
+        let value = value.trim();
+        let (scheme, rest) = if let Some(rest) = value.strip_prefix("SharedKeyLite ") {
+            (KeyScheme::SharedKeyLite, rest)
+        } else if let Some(rest) = value.strip_prefix("SharedKey ") {
+            (KeyScheme::SharedKey, rest)
+        } else {
             return Err(AzureError::authentication(format!(
-                "Authorization scheme of '{value}' is not supported; Veil verifies SharedKey and SAS."
+                "Authorization scheme of '{value}' is not supported; Veil verifies SharedKey, SharedKeyLite and SAS."
             )));
         };
         let Some((account, signature)) = rest.trim().split_once(':') else {
@@ -93,6 +111,7 @@ pub fn credentials(headers: &HeaderMap, query: &Query) -> AzureResult<Credential
             ));
         };
         return Ok(Credentials::SharedKey {
+            scheme,
             account: account.to_string(),
             signature: signature.to_string(),
         });
@@ -160,29 +179,20 @@ fn service_order(a: &str, b: &str) -> Ordering {
     key(a).cmp(&key(b)).then_with(|| a.cmp(b))
 }
 
-/// The Shared Key string-to-sign of a request (protocols/azure-queue.md, "Authorization").
-pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderOrder) -> String {
-    let header_value = |name: &str| -> String {
-        request
-            .headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let mut out = String::new();
-    out.push_str(&request.method.to_ascii_uppercase());
-    out.push('\n');
-    for name in SIGNED_HEADERS {
-        let value = header_value(name);
-        // Since version 2015-02-21 a zero Content-Length is signed as empty.
-        if !(name == "content-length" && value == "0") {
-            out.push_str(&value);
-        }
-        out.push('\n');
-    }
+/// The value of a header as signed: every value of the name, trimmed, joined by commas.
+fn header_value(request: &SignedRequest<'_>, name: &str) -> String {
+    request
+        .headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The canonicalized `x-ms-*` headers: `name:value\n` each, lower-case names in `order`.
+fn canonicalized_headers(request: &SignedRequest<'_>, order: HeaderOrder) -> String {
     let mut ms_headers: Vec<(String, String)> = request
         .headers
         .keys()
@@ -191,7 +201,7 @@ pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderO
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .map(|name| {
-            let value = header_value(&name);
+            let value = header_value(request, &name);
             (name, value)
         })
         .collect();
@@ -199,12 +209,26 @@ pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderO
         HeaderOrder::Service => ms_headers.sort_by(|a, b| service_order(&a.0, &b.0)),
         HeaderOrder::Ordinal => ms_headers.sort_by(|a, b| a.0.cmp(&b.0)),
     }
-    for (name, value) in ms_headers {
-        out.push_str(&name);
-        out.push(':');
-        out.push_str(&value);
+    ms_headers
+        .into_iter()
+        .map(|(name, value)| format!("{name}:{value}\n"))
+        .collect()
+}
+
+/// The Shared Key string-to-sign of a request (protocols/azure-queue.md, "Authorization").
+pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderOrder) -> String {
+    let mut out = String::new();
+    out.push_str(&request.method.to_ascii_uppercase());
+    out.push('\n');
+    for name in SIGNED_HEADERS {
+        let value = header_value(request, name);
+        // Since version 2015-02-21 a zero Content-Length is signed as empty.
+        if !(name == "content-length" && value == "0") {
+            out.push_str(&value);
+        }
         out.push('\n');
     }
+    out.push_str(&canonicalized_headers(request, order));
     out.push('/');
     out.push_str(account);
     out.push_str(request.path);
@@ -226,6 +250,34 @@ pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderO
     out
 }
 
+/// The Shared Key Lite string-to-sign of a Queue request (Azure's "Authorize with Shared Key", Shared Key
+/// Lite for the Blob and Queue services, version 2009-09-19 and later): the verb, Content-MD5,
+/// Content-Type and Date lines, the canonicalized `x-ms-*` headers, then the resource — `/<account><path>`
+/// (the account doubled in path style, as for Shared Key) and `?comp=<value>` when the query has `comp`,
+/// no other parameter.
+pub fn lite_string_to_sign(
+    request: &SignedRequest<'_>,
+    account: &str,
+    order: HeaderOrder,
+) -> String {
+    let mut out = format!(
+        "{}\n{}\n{}\n{}\n",
+        request.method.to_ascii_uppercase(),
+        header_value(request, "content-md5"),
+        header_value(request, "content-type"),
+        header_value(request, "date"),
+    );
+    out.push_str(&canonicalized_headers(request, order));
+    out.push('/');
+    out.push_str(account);
+    out.push_str(request.path);
+    if let Some(comp) = Query::parse(request.query).get("comp") {
+        out.push_str("?comp=");
+        out.push_str(comp);
+    }
+    out
+}
+
 /// Verifies a Shared Key signature; 403 AuthenticationFailed with the string Veil signed when it differs.
 pub fn verify_shared_key(
     request: &SignedRequest<'_>,
@@ -233,11 +285,34 @@ pub fn verify_shared_key(
     key: &[u8],
     signature: &str,
 ) -> AzureResult<()> {
-    let service = string_to_sign(request, account, HeaderOrder::Service);
+    verify_key_signature(key, signature, |order| {
+        string_to_sign(request, account, order)
+    })
+}
+
+/// Verifies a Shared Key Lite signature, as [`verify_shared_key`] does a Shared Key one.
+pub fn verify_shared_key_lite(
+    request: &SignedRequest<'_>,
+    account: &str,
+    key: &[u8],
+    signature: &str,
+) -> AzureResult<()> {
+    verify_key_signature(key, signature, |order| {
+        lite_string_to_sign(request, account, order)
+    })
+}
+
+/// Accepts `signature` if it signs the string of either header order.
+fn verify_key_signature(
+    key: &[u8],
+    signature: &str,
+    string_to_sign: impl Fn(HeaderOrder) -> String,
+) -> AzureResult<()> {
+    let service = string_to_sign(HeaderOrder::Service);
     if constant_time_eq(sign(key, &service).as_bytes(), signature.as_bytes()) {
         return Ok(());
     }
-    let ordinal = string_to_sign(request, account, HeaderOrder::Ordinal);
+    let ordinal = string_to_sign(HeaderOrder::Ordinal);
     if ordinal != service && constant_time_eq(sign(key, &ordinal).as_bytes(), signature.as_bytes())
     {
         return Ok(());
@@ -336,6 +411,8 @@ pub struct SasScope<'a> {
     /// The queue segment of the request's path (a queue SAS signs its queue's name).
     pub queue: Option<&'a str>,
     pub now: Millis,
+    /// The peer's address, checked against the SAS's `sip` (unknown: a SAS with `sip` is refused).
+    pub peer: Option<IpAddr>,
     /// The stored access policy the SAS's `si` names, looked up by the caller in the queue's ACL.
     pub policy: Option<&'a SignedIdentifier>,
 }
@@ -376,6 +453,9 @@ pub fn verify_sas(sas: &Sas, key: &[u8], scope: &SasScope<'_>) -> AzureResult<Sa
     let start = from_policy(&sas.start, |p| &p.start);
     let expiry = from_policy(&sas.expiry, |p| &p.expiry);
     check_time_window(start.as_deref(), expiry.as_deref(), scope.now)?;
+    if let Some(allowed) = &sas.ip {
+        check_source_ip(allowed, scope.peer)?;
+    }
     if sas
         .protocol
         .as_deref()
@@ -412,6 +492,38 @@ fn check_time_window(start: Option<&str>, expiry: Option<&str>, now: Millis) -> 
         rfc1123(expiry_ms),
         rfc1123(now)
     )))
+}
+
+/// `sip`: one address or an inclusive range `<low>-<high>`; the peer must fall in it (an IPv4 peer seen as
+/// an IPv4-mapped IPv6 address counts as IPv4). Azure's 403 AuthorizationSourceIPMismatch otherwise (its
+/// "SAS Error Codes" table: "This request is not authorized to perform this operation using this source IP
+/// {SourceIP}.").
+fn check_source_ip(allowed: &str, peer: Option<IpAddr>) -> AzureResult<()> {
+    let parse = |text: &str| {
+        text.trim().parse::<IpAddr>().map_err(|_| {
+            AzureError::authentication(format!(
+                "Signature fields not well formed: sip={allowed} is not an IP address or range."
+            ))
+        })
+    };
+    let (low, high) = match allowed.split_once('-') {
+        Some((low, high)) => (parse(low)?, parse(high)?),
+        None => (parse(allowed)?, parse(allowed)?),
+    };
+    let inside = peer.map(|p| p.to_canonical()).is_some_and(|peer| {
+        let comparable = peer.is_ipv4() == low.is_ipv4() && peer.is_ipv4() == high.is_ipv4();
+        comparable && low <= peer && peer <= high
+    });
+    if inside {
+        return Ok(());
+    }
+    let shown = peer.map_or_else(|| "unknown".to_string(), |p| p.to_canonical().to_string());
+    Err(AzureError::with_message(
+        ErrorCode::AuthorizationSourceIPMismatch,
+        format!(
+            "This request is not authorized to perform this operation using this source IP {shown}."
+        ),
+    ))
 }
 
 impl SasGrant {

@@ -30,6 +30,7 @@ pub enum ErrorCode {
     AuthorizationResourceTypeMismatch,
     AuthorizationServiceMismatch,
     AuthorizationProtocolMismatch,
+    AuthorizationSourceIPMismatch,
     CorsPreflightFailure,
     ServerBusy,
     InternalError,
@@ -59,6 +60,7 @@ impl ErrorCode {
             Self::AuthorizationResourceTypeMismatch => "AuthorizationResourceTypeMismatch",
             Self::AuthorizationServiceMismatch => "AuthorizationServiceMismatch",
             Self::AuthorizationProtocolMismatch => "AuthorizationProtocolMismatch",
+            Self::AuthorizationSourceIPMismatch => "AuthorizationSourceIPMismatch",
             Self::CorsPreflightFailure => "CorsPreflightFailure",
             Self::ServerBusy => "ServerBusy",
             Self::InternalError => "InternalError",
@@ -77,6 +79,7 @@ impl ErrorCode {
             | Self::AuthorizationResourceTypeMismatch
             | Self::AuthorizationServiceMismatch
             | Self::AuthorizationProtocolMismatch
+            | Self::AuthorizationSourceIPMismatch
             | Self::CorsPreflightFailure => 403,
             Self::InternalError => 500,
             Self::ServerBusy => 503,
@@ -131,6 +134,9 @@ impl ErrorCode {
             }
             Self::AuthorizationProtocolMismatch => {
                 "This request is not authorized to perform this operation using this protocol."
+            }
+            Self::AuthorizationSourceIPMismatch => {
+                "This request is not authorized to perform this operation using this source IP {SourceIP}."
             }
             Self::CorsPreflightFailure => {
                 "CORS not enabled or no matching rule found for this request."

@@ -7,6 +7,7 @@
 use axum::http::HeaderMap;
 
 use super::locate::Location;
+use super::properties;
 
 use super::query::Query;
 use super::xml;
@@ -171,7 +172,7 @@ fn set_service_properties(body: &[u8]) -> AzureResult<Operation> {
             "the root element must be StorageServiceProperties",
         ));
     }
-    // VALIDATE-PLACEHOLDER
+    properties::validate(&doc)?;
     Ok(Operation::SetServiceProperties {
         xml: String::from_utf8_lossy(body).into_owned(),
     })

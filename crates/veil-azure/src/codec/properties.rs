@@ -296,4 +296,120 @@ mod tests {
         assert!(cors_rules(&default_properties()).is_empty());
         assert!(to_document(&default_properties()).contains("<Cors />"));
     }
+
+    fn rule(origins: &str, methods: &str, exposed: &str) -> CorsRule {
+        CorsRule {
+            allowed_origins: origins.split(',').map(str::to_string).collect(),
+            allowed_methods: methods.split(',').map(str::to_string).collect(),
+            allowed_headers: Vec::new(),
+            exposed_headers: exposed.split(',').map(str::to_string).collect(),
+            max_age_s: 0,
+        }
+    }
+
+    fn names(headers: &[(&'static str, String)]) -> Vec<&'static str> {
+        headers.iter().map(|(name, _)| *name).collect()
+    }
+
+    #[test]
+    fn actual_responses_follow_azures_cors_table() {
+        let exact = [rule("https://a.example", "GET,PUT", "x-ms-meta-*")];
+        assert!(actual_response_headers(&[], Some("https://a.example"), "GET").is_empty());
+        assert_eq!(
+            actual_response_headers(&exact, Some("https://a.example"), "GET"),
+            vec![
+                (
+                    "access-control-allow-origin",
+                    "https://a.example".to_string()
+                ),
+                ("access-control-allow-credentials", "true".to_string()),
+                ("access-control-expose-headers", "x-ms-meta-*".to_string()),
+                ("vary", "Origin".to_string()),
+            ]
+        );
+        assert_eq!(
+            names(&actual_response_headers(
+                &exact,
+                Some("https://a.example"),
+                "PUT"
+            )),
+            [
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+                "access-control-expose-headers"
+            ],
+            "no Vary on a PUT"
+        );
+        assert_eq!(
+            names(&actual_response_headers(
+                &exact,
+                Some("https://b.example"),
+                "GET"
+            )),
+            ["vary"]
+        );
+        assert_eq!(
+            names(&actual_response_headers(&exact, None, "GET")),
+            ["vary"]
+        );
+        assert!(actual_response_headers(&exact, Some("https://a.example"), "DELETE").is_empty());
+        let wildcard = [rule("*", "GET", "*")];
+        for origin in [Some("https://b.example"), None] {
+            assert_eq!(
+                actual_response_headers(&wildcard, origin, "GET"),
+                vec![
+                    ("access-control-allow-origin", "*".to_string()),
+                    ("access-control-expose-headers", "*".to_string()),
+                ]
+            );
+        }
+    }
+
+    fn document(body: &str) -> Element {
+        xml::parse(
+            format!("<StorageServiceProperties>{body}</StorageServiceProperties>").as_bytes(),
+        )
+        .unwrap()
+    }
+
+    fn retention(days: &str) -> Element {
+        document(&format!(
+            "<Logging><RetentionPolicy><Enabled>true</Enabled>{days}</RetentionPolicy></Logging>"
+        ))
+    }
+
+    fn cors(count: usize, methods: &str) -> Element {
+        let rule = format!(
+            "<CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>{methods}</AllowedMethods>\
+<AllowedHeaders /><ExposedHeaders /><MaxAgeInSeconds>5</MaxAgeInSeconds></CorsRule>"
+        );
+        document(&format!("<Cors>{}</Cors>", rule.repeat(count)))
+    }
+
+    #[test]
+    fn validation_refuses_what_azure_refuses_with_invalid_xml_document() {
+        for accepted in [
+            retention("<Days>1</Days>"),
+            retention("<Days>365</Days>"),
+            cors(5, "GET,put,MERGE"),
+            document("<Cors />"),
+            default_properties(),
+        ] {
+            validate(&accepted).unwrap();
+        }
+        for refused in [
+            retention("<Days>0</Days>"),
+            retention("<Days>366</Days>"),
+            retention("<Days>seven</Days>"),
+            retention(""),
+            cors(6, "GET"),
+            cors(1, "GET,FETCH"),
+            cors(1, ""),
+        ] {
+            let error = validate(&refused).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidXmlDocument);
+            assert_eq!(error.code.status(), 400);
+            assert!(error.details.iter().any(|(name, _)| *name == "Reason"));
+        }
+    }
 }

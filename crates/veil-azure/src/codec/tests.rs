@@ -646,6 +646,7 @@ fn verify(
         account: "devstoreaccount1",
         queue,
         now,
+        peer: None,
         policy,
     };
     auth::verify_sas(sas, &dev_key(), &scope)?.authorize(kind)
@@ -688,10 +689,30 @@ fn account_sas_signature_matches_the_known_vector_and_grants_its_permissions() {
     );
 }
 
+fn authentication_detail(error: &AzureError) -> &str {
+    error
+        .details
+        .iter()
+        .find(|(name, _)| *name == "AuthenticationErrorDetail")
+        .map_or("", |(_, value)| value.as_str())
+}
+
 #[test]
-fn a_sas_outside_its_time_window_or_with_a_wrong_signature_fails_authentication() {
+fn a_sas_outside_its_time_window_says_so_and_a_wrong_signature_says_that() {
     let sas = account_sas();
-    for when in ["2024-04-30T23:59:59Z", "2024-05-02T00:00:00Z"] {
+    let cases = [
+        (
+            "2024-04-30T23:59:59Z",
+            "Signature not valid in the specified time frame: Start [Wed, 01 May 2024 00:00:00 GMT] - \
+             Expiry [Thu, 02 May 2024 00:00:00 GMT] - Current [Tue, 30 Apr 2024 23:59:59 GMT]",
+        ),
+        (
+            "2024-05-02T00:00:00Z",
+            "Signature not valid in the specified time frame: Start [Wed, 01 May 2024 00:00:00 GMT] - \
+             Expiry [Thu, 02 May 2024 00:00:00 GMT] - Current [Thu, 02 May 2024 00:00:00 GMT]",
+        ),
+    ];
+    for (when, expected) in cases {
         let error = verify(
             &sas,
             Some("orders"),
@@ -701,6 +722,7 @@ fn a_sas_outside_its_time_window_or_with_a_wrong_signature_fails_authentication(
         )
         .unwrap_err();
         assert_eq!(error.code, ErrorCode::AuthenticationFailed, "{when}");
+        assert_eq!(authentication_detail(&error), expected);
     }
     let mut forged = account_sas();
     forged.permissions = Some("raupdl".into());
@@ -713,6 +735,47 @@ fn a_sas_outside_its_time_window_or_with_a_wrong_signature_fails_authentication(
     )
     .unwrap_err();
     assert_eq!(error.code, ErrorCode::AuthenticationFailed);
+    assert!(
+        authentication_detail(&error).starts_with("Signature did not match."),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn shared_key_lite_signs_the_verb_three_headers_x_ms_headers_and_the_resource_with_comp_only() {
+    let map = headers(&[
+        ("x-ms-version", "2026-04-06"),
+        ("x-ms-date", DATE),
+        ("content-type", "application/xml"),
+        ("content-length", "10"),
+    ]);
+    let request = SignedRequest {
+        method: "put",
+        path: "/devstoreaccount1/orders",
+        query: Some("timeout=30&comp=metadata"),
+        headers: &map,
+    };
+    assert_eq!(
+        auth::lite_string_to_sign(&request, "devstoreaccount1", HeaderOrder::Service),
+        format!(
+            "PUT\n\napplication/xml\n\nx-ms-date:{DATE}\nx-ms-version:2026-04-06\n\
+             /devstoreaccount1/devstoreaccount1/orders?comp=metadata"
+        )
+    );
+    let text = auth::lite_string_to_sign(&request, "devstoreaccount1", HeaderOrder::Service);
+    let signature = auth::sign(&dev_key(), &text);
+    auth::verify_shared_key_lite(&request, "devstoreaccount1", &dev_key(), &signature).unwrap();
+    let full = auth::sign(
+        &dev_key(),
+        &auth::string_to_sign(&request, "devstoreaccount1", HeaderOrder::Service),
+    );
+    let error =
+        auth::verify_shared_key_lite(&request, "devstoreaccount1", &dev_key(), &full).unwrap_err();
+    assert_eq!(
+        error.code,
+        ErrorCode::AuthenticationFailed,
+        "a Shared Key signature is not a Lite one"
+    );
 }
 
 #[test]

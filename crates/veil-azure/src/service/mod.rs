@@ -28,7 +28,7 @@ use veil_core::{Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
 use veil_http::{header_str, into_response, HttpReply};
 
 use crate::api::{Operation, OperationKind, SignedIdentifier};
-use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
+use crate::auth::{self, Credentials, KeyScheme, Sas, SasGrant, SasScope, SignedRequest};
 use crate::codec::query::Query;
 use crate::codec::{self, HttpRequestParts, Location};
 use crate::error::{AzureError, AzureResult, ErrorCode};
@@ -146,6 +146,7 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
             codec::encode_error(&error, &request_id, &iso8601(now))
         }
     };
+    let reply = service.with_cors(reply, &parts);
     into_response(with_common_headers(reply, &parts, &request_id, now))
 }
 
@@ -170,6 +171,24 @@ fn with_common_headers(
 }
 
 impl Service {
+    /// Adds the CORS headers the account's rules give an actual request (`Origin` present or not; Azure's
+    /// rules decide). A preflight has its own answer; a request whose account cannot be read gets none.
+    fn with_cors(&self, mut reply: HttpReply, parts: &Parts) -> HttpReply {
+        let method = parts.method.as_str().to_ascii_uppercase();
+        if method == "OPTIONS" {
+            return reply;
+        }
+        let Ok(location) = codec::locate(header_str(&parts.headers, "host"), parts.uri.path())
+        else {
+            return reply;
+        };
+        let origin = header_str(&parts.headers, "origin");
+        for (name, value) in self.cors_headers(location.primary_account(), origin, &method) {
+            reply = reply.with_header(name, value);
+        }
+        reply
+    }
+
     async fn serve(
         &self,
         parts: &Parts,
@@ -239,6 +258,7 @@ impl Service {
         let account = location.primary_account();
         match auth::credentials(&parts.headers, query)? {
             Credentials::SharedKey {
+                scheme,
                 account: signer,
                 signature,
             } => {
@@ -253,7 +273,15 @@ impl Service {
                     query: parts.uri.query(),
                     headers: &parts.headers,
                 };
-                auth::verify_shared_key(&signed, account, self.key(account)?, &signature)?;
+                let key = self.key(account)?;
+                match scheme {
+                    KeyScheme::SharedKey => {
+                        auth::verify_shared_key(&signed, account, key, &signature)?
+                    }
+                    KeyScheme::SharedKeyLite => {
+                        auth::verify_shared_key_lite(&signed, account, key, &signature)?
+                    }
+                }
                 Ok(None)
             }
             Credentials::Sas(sas) => self.verify_sas(&sas, location, now, peer).map(Some),
@@ -266,7 +294,7 @@ impl Service {
         sas: &Sas,
         location: &Location,
         now: Millis,
-        _peer: Option<IpAddr>,
+        peer: Option<IpAddr>,
     ) -> AzureResult<SasGrant> {
         let account = location.primary_account();
         let policy = match (&sas.identifier, location.queue()) {
@@ -282,6 +310,7 @@ impl Service {
             account,
             queue: location.queue(),
             now,
+            peer,
             policy: policy.as_ref(),
         };
         auth::verify_sas(sas, self.key(account)?, &scope)

@@ -1,8 +1,11 @@
-//! Service-level handlers: Get/Set Service Properties, Get Service Stats and CORS preflight, and the
-//! per-account store of the properties documents.
+//! Service-level handlers: Get/Set Service Properties, Get Service Stats and CORS preflight, the CORS headers
+//! of actual responses, and the per-account store of the properties documents — kept durably in one file of
+//! the data directory when the server has one.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
@@ -10,19 +13,42 @@ use super::{Ctx, Service};
 use crate::api::Output;
 use crate::codec;
 use crate::codec::properties;
-use crate::codec::xml::Element;
+use crate::codec::xml::{self, Element};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 
-/// The service properties document of each account that set one.
+/// The file in the data directory that holds every account's service properties.
+const FILE_NAME: &str = "azure-service-properties.xml";
+/// Its root element; each `<Account>` holds a `<Name>` and the account's `<StorageServiceProperties>`.
+const ROOT: &str = "VeilAzureServiceProperties";
+
+/// The service properties document of each account that set one. A Set rewrites the whole file atomically
+/// (temporary file, fsync, rename, fsync of the directory) before it answers, so a 202 means the properties
+/// survive a crash or restart. The documents are small and change rarely; one file is the simplest durable
+/// home (the engine's store holds queues, not accounts).
 pub(super) struct PropertiesStore {
-    /// Held for a whole read-modify-write of one account's document.
+    /// `None`: kept for the life of the process only (the crate's tests).
+    path: Option<PathBuf>,
+    /// Held across a Set's merge *and* its file write, so concurrent Sets cannot write the file in the
+    /// opposite order of their merges (the file always holds the latest map). Reads take it briefly.
     documents: Mutex<HashMap<String, Element>>,
 }
 
 impl PropertiesStore {
-    pub(super) fn open(_data_dir: Option<&Path>) -> Self {
+    /// Loads `<data_dir>/azure-service-properties.xml` if there is one. A file that cannot be read or parsed
+    /// is reported and the accounts start from Azure's defaults; the file is left as it is until a Set.
+    pub(super) fn open(data_dir: Option<&Path>) -> Self {
+        let path = data_dir.map(|dir| dir.join(FILE_NAME));
+        let documents = match path.as_deref().map(load) {
+            Some(Ok(documents)) => documents,
+            Some(Err(error)) => {
+                tracing::error!(%error, "Azure service properties unreadable; serving defaults");
+                HashMap::new()
+            }
+            None => HashMap::new(),
+        };
         Self {
-            documents: Mutex::new(HashMap::new()),
+            path,
+            documents: Mutex::new(documents),
         }
     }
 
@@ -35,16 +61,77 @@ impl PropertiesStore {
             .unwrap_or_else(properties::default_properties)
     }
 
-    /// Replaces the sections `update` contains.
+    /// Replaces the sections `update` contains and makes the result durable. The write blocks this worker
+    /// for one small fsync'd file; Set Service Properties is an administrative call.
     fn merge(&self, account: &str, update: &Element) -> AzureResult<()> {
         let mut all = self.documents.lock();
         let current = all
             .get(account)
             .cloned()
             .unwrap_or_else(properties::default_properties);
-        all.insert(account.to_string(), properties::merge(&current, update));
+        let mut next = all.clone();
+        next.insert(account.to_string(), properties::merge(&current, update));
+        if let Some(path) = &self.path {
+            write_atomically(path, &encode(&next)).map_err(AzureError::internal)?;
+        }
+        *all = next;
         Ok(())
     }
+}
+
+fn load(path: &Path) -> io::Result<HashMap<String, Element>> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(error) => return Err(error),
+    };
+    let invalid = |reason: String| io::Error::new(io::ErrorKind::InvalidData, reason);
+    let root = xml::parse(&bytes).map_err(|e| invalid(format!("{}: {}", path.display(), e.0)))?;
+    if root.name != ROOT {
+        return Err(invalid(format!(
+            "{}: not a {ROOT} document",
+            path.display()
+        )));
+    }
+    let mut documents = HashMap::new();
+    for account in root.children_named("Account") {
+        if let (Some(name), Some(document)) = (
+            account.child_text("Name"),
+            account.child("StorageServiceProperties"),
+        ) {
+            documents.insert(name.to_string(), document.clone());
+        }
+    }
+    Ok(documents)
+}
+
+fn encode(documents: &HashMap<String, Element>) -> String {
+    let sorted: BTreeMap<&String, &Element> = documents.iter().collect();
+    let mut out = xml::writer();
+    out.open(ROOT);
+    for (name, document) in sorted {
+        out.open("Account");
+        out.leaf("Name", name);
+        document.write(&mut out);
+        out.close("Account");
+    }
+    out.close(ROOT);
+    out.finish()
+}
+
+/// Writes `path` so that it holds either the old or the new content after a crash: a temporary file in the
+/// same directory, fsync'd, renamed over `path`, then the directory fsync'd so the rename is durable.
+fn write_atomically(path: &Path, content: &str) -> io::Result<()> {
+    let temporary = path.with_extension("xml.tmp");
+    let mut file = File::create(&temporary)?;
+    file.write_all(content.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&temporary, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 impl Service {
@@ -84,5 +171,17 @@ impl Service {
             allow_headers: headers.join(","),
             max_age_s: rule.max_age_s,
         })
+    }
+
+    /// The `Access-Control-*` / `Vary` headers an actual (not preflight) request gets from the account's
+    /// CORS rules (`codec::properties::actual_response_headers`).
+    pub(super) fn cors_headers(
+        &self,
+        account: &str,
+        origin: Option<&str>,
+        method: &str,
+    ) -> Vec<(&'static str, String)> {
+        let rules = properties::cors_rules(&self.properties.get(account));
+        properties::actual_response_headers(&rules, origin, method)
     }
 }

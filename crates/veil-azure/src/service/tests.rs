@@ -180,6 +180,16 @@ impl Harness {
         .await
     }
 
+    /// `x-ms-approximate-messages-count`, which counts hidden and delayed messages too: a delete is checked
+    /// with it, not with a get that would not see a hidden message anyway.
+    async fn approximate_count(&self, queue: &str) -> String {
+        let reply = self
+            .send("HEAD", &format!("/{queue}?comp=metadata"), "")
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        reply.header("x-ms-approximate-messages-count").to_string()
+    }
+
     fn advance_s(&self, seconds: u64) {
         self.clock.advance_ms(seconds * 1_000);
     }
@@ -306,6 +316,7 @@ async fn delete_after_the_visibility_lapsed_but_before_a_new_get_succeeds() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(h.approximate_count("orders").await, "0", "deleted");
 }
 
 #[tokio::test]
@@ -349,6 +360,7 @@ async fn the_put_receipt_can_update_and_delete_before_any_get() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    assert_eq!(h.approximate_count("orders").await, "0", "deleted");
 }
 
 #[tokio::test]
@@ -887,4 +899,415 @@ async fn a_queue_sas_grants_only_its_permissions() {
         .await;
     assert_eq!(peek.status, StatusCode::FORBIDDEN);
     assert_eq!(peek.error_code(), "AuthorizationPermissionMismatch");
+}
+
+// ----- issue 9: authentication order, service properties, CORS, sip, Shared Key Lite -----
+
+fn dev_key() -> Vec<u8> {
+    auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap()
+}
+
+fn encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The query of a queue SAS for `orders`, signed with `key`.
+fn queue_sas_query(sas: &auth::Sas, key: &[u8]) -> String {
+    let signature = auth::sign(
+        key,
+        &auth::queue_sas_string_to_sign("devstoreaccount1", "orders", sas),
+    );
+    let mut query = format!("sv={}", sas.version);
+    for (name, value) in [
+        ("sp", &sas.permissions),
+        ("st", &sas.start),
+        ("se", &sas.expiry),
+        ("sip", &sas.ip),
+    ] {
+        if let Some(value) = value {
+            query.push_str(&format!("&{name}={}", encode(value)));
+        }
+    }
+    format!("{query}&sig={}", encode(&signature))
+}
+
+fn process_sas(expiry: &str) -> auth::Sas {
+    auth::Sas {
+        version: "2026-04-06".into(),
+        permissions: Some("rp".into()),
+        expiry: Some(expiry.into()),
+        ..auth::Sas::default()
+    }
+}
+
+/// A harness with verification on and the queue `orders` created with Shared Key.
+async fn verifying_harness() -> Harness {
+    let h = harness_with(AzureConfig::default());
+    let created = h
+        .call(signed_request(
+            "PUT",
+            "/devstoreaccount1/orders",
+            &dev_key(),
+            "",
+        ))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    h
+}
+
+#[tokio::test]
+async fn a_forged_sas_is_refused_before_any_parameter_is_read() {
+    let h = verifying_harness().await;
+    let forged = queue_sas_query(&process_sas("2030-01-01T00:00:00Z"), b"not the key");
+    let reply = h
+        .send(
+            "GET",
+            &format!("/orders/messages?numofmessages=99&{forged}"),
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    assert_eq!(reply.error_code(), "AuthenticationFailed");
+    // A genuine SAS with the right permission does reach parameter validation.
+    let genuine = queue_sas_query(&process_sas("2030-01-01T00:00:00Z"), &dev_key());
+    let reply = h
+        .send(
+            "GET",
+            &format!("/orders/messages?numofmessages=99&{genuine}"),
+            "",
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(reply.error_code(), "OutOfRangeQueryParameterValue");
+}
+
+#[tokio::test]
+async fn an_expired_sas_says_so_and_a_bad_signature_says_that() {
+    let h = verifying_harness().await;
+    // Valid for one minute from the harness's start (2023-11-14T22:13:20Z).
+    let sas = process_sas("2023-11-14T22:14:20Z");
+    let query = queue_sas_query(&sas, &dev_key());
+    let path = format!("/orders/messages?peekonly=true&{query}");
+    assert_eq!(h.send("GET", &path, "").await.status, StatusCode::OK);
+    h.advance_s(60);
+    let expired = h.send("GET", &path, "").await;
+    assert_eq!(expired.status, StatusCode::FORBIDDEN);
+    assert_eq!(expired.error_code(), "AuthenticationFailed");
+    assert_eq!(
+        expired.xml().child_text("AuthenticationErrorDetail"),
+        Some(
+            "Signature not valid in the specified time frame: Expiry [Tue, 14 Nov 2023 22:14:20 GMT] \
+             - Current [Tue, 14 Nov 2023 22:14:20 GMT]"
+        )
+    );
+    let forged = queue_sas_query(&process_sas("2030-01-01T00:00:00Z"), b"not the key");
+    let bad = h
+        .send(
+            "GET",
+            &format!("/orders/messages?peekonly=true&{forged}"),
+            "",
+        )
+        .await;
+    assert_eq!(bad.error_code(), "AuthenticationFailed");
+    let detail = bad
+        .xml()
+        .child_text("AuthenticationErrorDetail")
+        .unwrap()
+        .to_string();
+    assert!(detail.starts_with("Signature did not match."), "{detail}");
+}
+
+fn with_peer(mut request: Request<Body>, peer: &str) -> Request<Body> {
+    let addr: std::net::SocketAddr = peer.parse().unwrap();
+    request
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    request
+}
+
+#[tokio::test]
+async fn a_sas_with_sip_is_honoured_only_from_an_address_in_its_range() {
+    let h = verifying_harness().await;
+    let sas = auth::Sas {
+        ip: Some("10.1.1.10-10.1.1.20".into()),
+        ..process_sas("2030-01-01T00:00:00Z")
+    };
+    let uri = format!(
+        "/devstoreaccount1/orders/messages?peekonly=true&{}",
+        queue_sas_query(&sas, &dev_key())
+    );
+    let request = || {
+        Request::get(uri.as_str())
+            .header("host", "127.0.0.1:10001")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let inside = h.call(with_peer(request(), "10.1.1.15:40000")).await;
+    assert_eq!(inside.status, StatusCode::OK, "{}", inside.body);
+    let mapped = h
+        .call(with_peer(request(), "[::ffff:10.1.1.20]:40000"))
+        .await;
+    assert_eq!(mapped.status, StatusCode::OK, "{}", mapped.body);
+    for outside in ["10.1.1.21:40000", "127.0.0.1:40000"] {
+        let reply = h.call(with_peer(request(), outside)).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{outside}");
+        assert_eq!(
+            reply.error_code(),
+            "AuthorizationSourceIPMismatch",
+            "{outside}"
+        );
+    }
+    let unknown = h.call(request()).await;
+    assert_eq!(unknown.error_code(), "AuthorizationSourceIPMismatch");
+}
+
+/// A request signed with Shared Key Lite as Azure defines it for the Queue service.
+fn lite_request(method: &str, path_and_query: &str, key: &[u8]) -> Request<Body> {
+    let (path, comp) = match path_and_query.split_once('?') {
+        Some((path, query)) => (
+            path,
+            query
+                .split('&')
+                .find_map(|p| p.strip_prefix("comp="))
+                .map(|c| format!("?comp={c}"))
+                .unwrap_or_default(),
+        ),
+        None => (path_and_query, String::new()),
+    };
+    let date = "Tue, 14 Nov 2023 22:13:20 GMT";
+    let text = format!(
+        "{method}\n\n\n\nx-ms-date:{date}\nx-ms-version:2026-04-06\n/devstoreaccount1{path}{comp}"
+    );
+    Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .header("host", "127.0.0.1:10001")
+        .header("x-ms-date", date)
+        .header("x-ms-version", "2026-04-06")
+        .header(
+            "authorization",
+            format!("SharedKeyLite devstoreaccount1:{}", auth::sign(key, &text)),
+        )
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn shared_key_lite_with_the_account_key_works_and_a_wrong_key_is_403() {
+    let h = verifying_harness().await;
+    let ok = h
+        .call(lite_request(
+            "GET",
+            "/devstoreaccount1/orders?comp=metadata",
+            &dev_key(),
+        ))
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
+    let wrong = h
+        .call(lite_request(
+            "GET",
+            "/devstoreaccount1/orders?comp=metadata",
+            b"wrong key",
+        ))
+        .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    assert_eq!(wrong.error_code(), "AuthenticationFailed");
+}
+
+const PROPERTIES: &str = "/?restype=service&comp=properties";
+
+fn retention_document(days: &str) -> String {
+    format!(
+        "<StorageServiceProperties><HourMetrics><Version>1.0</Version><Enabled>true</Enabled>\
+<IncludeAPIs>false</IncludeAPIs><RetentionPolicy><Enabled>true</Enabled>{days}</RetentionPolicy>\
+</HourMetrics></StorageServiceProperties>"
+    )
+}
+
+fn cors_rule(origins: &str, methods: &str) -> String {
+    format!(
+        "<CorsRule><AllowedOrigins>{origins}</AllowedOrigins><AllowedMethods>{methods}</AllowedMethods>\
+<AllowedHeaders>x-ms-*</AllowedHeaders><ExposedHeaders>x-ms-request-id,x-ms-meta-*</ExposedHeaders>\
+<MaxAgeInSeconds>60</MaxAgeInSeconds></CorsRule>"
+    )
+}
+
+fn cors_document(rules: &[String]) -> String {
+    format!(
+        "<StorageServiceProperties><Cors>{}</Cors></StorageServiceProperties>",
+        rules.concat()
+    )
+}
+
+#[tokio::test]
+async fn set_service_properties_refuses_what_azure_refuses_and_keeps_the_old_document() {
+    let h = harness();
+    let refused = [
+        retention_document("<Days>0</Days>"),
+        retention_document("<Days>366</Days>"),
+        retention_document(""),
+        cors_document(&vec![cors_rule("*", "GET"); 6]),
+        cors_document(&[cors_rule("*", "FETCH")]),
+    ];
+    for document in refused {
+        let reply = h.send("PUT", PROPERTIES, &document).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{document}");
+        assert_eq!(reply.error_code(), "InvalidXmlDocument", "{document}");
+        assert!(reply.xml().child("Reason").is_some(), "{}", reply.body);
+    }
+    let stored = h.send("GET", PROPERTIES, "").await.xml();
+    assert_eq!(
+        stored.child("HourMetrics").unwrap().child_text("Enabled"),
+        Some("false"),
+        "nothing refused was kept"
+    );
+    for document in [
+        retention_document("<Days>1</Days>"),
+        retention_document("<Days>365</Days>"),
+        cors_document(&vec![cors_rule("*", "GET"); 5]),
+    ] {
+        let reply = h.send("PUT", PROPERTIES, &document).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::ACCEPTED,
+            "{document}: {}",
+            reply.body
+        );
+    }
+}
+
+fn temporary_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("veil-azure-test-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn service_properties_survive_a_new_service_over_the_same_data_dir() {
+    let dir = temporary_dir();
+    let config = || AzureConfig {
+        verify_auth: false,
+        data_dir: Some(dir.clone()),
+        ..AzureConfig::default()
+    };
+    let first = harness_with(config());
+    let document = cors_document(&[cors_rule("https://app.example", "GET,PUT")]);
+    let set = first.send("PUT", PROPERTIES, &document).await;
+    assert_eq!(set.status, StatusCode::ACCEPTED, "{}", set.body);
+    let retention = first
+        .send("PUT", PROPERTIES, &retention_document("<Days>7</Days>"))
+        .await;
+    assert_eq!(retention.status, StatusCode::ACCEPTED);
+    let before = first.send("GET", PROPERTIES, "").await.body;
+    drop(first);
+
+    let second = harness_with(config());
+    let after = second.send("GET", PROPERTIES, "").await;
+    assert_eq!(after.body, before);
+    let rule = after
+        .xml()
+        .child("Cors")
+        .unwrap()
+        .child("CorsRule")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        rule.child_text("AllowedOrigins"),
+        Some("https://app.example")
+    );
+    assert!(
+        !dir.join("azure-service-properties.xml.tmp").exists(),
+        "the temporary file was renamed"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn with_origin(origin: &str) -> [(&'static str, &str); 1] {
+    [("origin", origin)]
+}
+
+#[tokio::test]
+async fn actual_responses_carry_the_cors_headers_of_the_matching_rule() {
+    let h = harness();
+    h.create("orders").await;
+    let peek = "/orders/messages?peekonly=true";
+    let none = h
+        .send_with("GET", peek, "", &with_origin("https://app.example"))
+        .await;
+    assert!(
+        none.headers.get("access-control-allow-origin").is_none(),
+        "no rules: nothing"
+    );
+    assert!(none.headers.get("vary").is_none());
+
+    let document = cors_document(&[cors_rule("https://app.example", "GET,PUT")]);
+    assert_eq!(
+        h.send("PUT", PROPERTIES, &document).await.status,
+        StatusCode::ACCEPTED
+    );
+    let allowed = h
+        .send_with("GET", peek, "", &with_origin("https://app.example"))
+        .await;
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        "https://app.example"
+    );
+    assert_eq!(allowed.header("access-control-allow-credentials"), "true");
+    assert_eq!(
+        allowed.header("access-control-expose-headers"),
+        "x-ms-request-id,x-ms-meta-*"
+    );
+    assert_eq!(allowed.header("vary"), "Origin");
+
+    let stranger = h
+        .send_with("GET", peek, "", &with_origin("https://evil.example"))
+        .await;
+    assert_eq!(
+        stranger.status,
+        StatusCode::OK,
+        "CORS does not authorize or refuse"
+    );
+    assert!(stranger
+        .headers
+        .get("access-control-allow-origin")
+        .is_none());
+    assert_eq!(
+        stranger.header("vary"),
+        "Origin",
+        "caches must not reuse it"
+    );
+
+    let other_method = h
+        .send_with(
+            "DELETE",
+            "/orders/messages",
+            "",
+            &with_origin("https://app.example"),
+        )
+        .await;
+    assert_eq!(other_method.status, StatusCode::NO_CONTENT);
+    assert!(other_method
+        .headers
+        .get("access-control-allow-origin")
+        .is_none());
+    assert!(
+        other_method.headers.get("vary").is_none(),
+        "Vary only on GET and HEAD"
+    );
+
+    let wildcard = cors_document(&[cors_rule("*", "GET")]);
+    assert_eq!(
+        h.send("PUT", PROPERTIES, &wildcard).await.status,
+        StatusCode::ACCEPTED
+    );
+    let any = h
+        .send_with("GET", peek, "", &with_origin("https://any.example"))
+        .await;
+    assert_eq!(any.header("access-control-allow-origin"), "*");
+    assert!(any
+        .headers
+        .get("access-control-allow-credentials")
+        .is_none());
+    assert!(any.headers.get("vary").is_none());
 }
