@@ -158,7 +158,9 @@ impl Service {
             .attributes
             .into_iter()
             .filter(|(name, _)| !name.starts_with(RESERVED_ATTRIBUTE_PREFIX))
-            .filter(|(name, _)| message_attribute_selected(&input.message_attribute_names, name))
+            .filter(|(name, _)| {
+                validate::message_attribute_selected(&input.message_attribute_names, name)
+            })
             .collect();
         ReceivedMessage {
             message_id,
@@ -295,20 +297,6 @@ fn shown_body(payload: &Payload) -> (String, String) {
             (shown, digest)
         }
     }
-}
-
-/// Whether a ReceiveMessage `MessageAttributeNames` filter selects `name`: `All`, `.*`, the exact name, or
-/// `prefix.*` for names under `prefix.`.
-fn message_attribute_selected(filters: &[String], name: &str) -> bool {
-    filters.iter().any(|filter| {
-        filter == "All"
-            || filter == ".*"
-            || filter == name
-            || filter
-                .strip_suffix('*')
-                .filter(|prefix| prefix.ends_with('.'))
-                .is_some_and(|prefix| name.starts_with(prefix))
-    })
 }
 
 /// Validates a VisibilityTimeout and turns it into the engine's change (12 h cap from the receive).
