@@ -618,7 +618,8 @@ async fn queue_attributes_show_counts_settings_and_epoch_seconds() {
         attributes["QueueArn"],
         "arn:aws:sqs:us-east-1:000000000000:q"
     );
-    assert_eq!(attributes["SqsManagedSseEnabled"], "false");
+    // SSE-SQS is on for a new queue, as AWS creates them (attributes.rs).
+    assert_eq!(attributes["SqsManagedSseEnabled"], "true");
     let reply = h
         .json(
             "GetQueueAttributes",
