@@ -36,6 +36,11 @@ fn harness() -> Harness {
     }
 }
 
+/// A ChangeMessageVisibility request for `handle` on the test queue.
+fn change(handle: &str, visibility_timeout: u64) -> Value {
+    json!({ "QueueUrl": URL, "ReceiptHandle": handle, "VisibilityTimeout": visibility_timeout })
+}
+
 struct JsonReply {
     status: StatusCode,
     headers: HeaderMap,
@@ -115,6 +120,27 @@ impl Harness {
         }
         let body = self.ok("ReceiveMessage", request).await;
         body["Messages"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The handle of the one message a receive returns.
+    async fn receive_handle(&self, extra: Value) -> String {
+        let messages = self.receive(extra).await;
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        messages[0]["ReceiptHandle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// ApproximateNumberOfMessages and ApproximateNumberOfMessagesNotVisible: what a receive cannot show
+    /// while a message is hidden.
+    async fn counts(&self, url: &str) -> [String; 2] {
+        let attributes = self.attributes(url).await;
+        [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+        ]
+        .map(|name| attributes[name].as_str().unwrap_or_default().to_string())
     }
 
     async fn attributes(&self, url: &str) -> Value {
@@ -376,15 +402,20 @@ async fn delete_accepts_any_issued_receipt_and_rejects_forged_ones() {
     let h = harness();
     h.create("q").await;
     h.send("m").await;
-    let first = h.receive(json!({ "VisibilityTimeout": 0 })).await;
-    let second = h.receive(json!({})).await;
-    let old_handle = first[0]["ReceiptHandle"].as_str().unwrap();
-    assert_ne!(old_handle, second[0]["ReceiptHandle"].as_str().unwrap());
+    let old_handle = h.receive_handle(json!({ "VisibilityTimeout": 0 })).await;
+    let new_handle = h.receive_handle(json!({ "VisibilityTimeout": 30 })).await;
+    assert_ne!(old_handle, new_handle);
+    // The second receive hides the message, so a receive cannot tell deleted from hidden: the counts can,
+    // and so can a receive once the 30 s would have lapsed.
+    assert_eq!(h.counts(URL).await, ["0", "1"]);
     h.ok(
         "DeleteMessage",
         json!({ "QueueUrl": URL, "ReceiptHandle": old_handle }),
     )
     .await;
+    assert_eq!(h.counts(URL).await, ["0", "0"]);
+    h.clock.advance_ms(30_000);
+    assert_eq!(h.receive(json!({})).await, Vec::<Value>::new());
     // Already deleted: still 200.
     h.ok(
         "DeleteMessage",
@@ -412,43 +443,50 @@ async fn change_visibility_counts_from_the_call_and_is_capped_at_12_hours_from_t
     let h = harness();
     h.create("q").await;
     h.send("m").await;
-    let handle = h.receive(json!({})).await[0]["ReceiptHandle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let handle = h.receive_handle(json!({ "VisibilityTimeout": 30 })).await;
+    // 20 s into its 30 s, 60 s more: visible 80 s after the receive. Counting from the receive would make it
+    // visible at 60 s.
+    h.clock.advance_ms(20_000);
+    h.ok("ChangeMessageVisibility", change(&handle, 60)).await;
+    h.clock.advance_ms(59_999);
+    assert_eq!(h.receive(json!({})).await, Vec::<Value>::new());
+    h.clock.advance_ms(1);
+    let handle = h.receive_handle(json!({})).await;
+    // An hour after this receive, 11 hours more reach the 12-hour cap exactly; a second more passes it.
     h.clock.advance_ms(3_600_000);
     let reply = h
-        .json(
-            "ChangeMessageVisibility",
-            json!({ "QueueUrl": URL, "ReceiptHandle": handle, "VisibilityTimeout": 43_200 }),
-        )
+        .json("ChangeMessageVisibility", change(&handle, 39_601))
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert!(reply.body["message"]
-        .as_str()
-        .unwrap()
-        .contains("43200 seconds"));
-    h.ok(
-        "ChangeMessageVisibility",
-        json!({ "QueueUrl": URL, "ReceiptHandle": handle, "VisibilityTimeout": 0 }),
-    )
-    .await;
-    assert_eq!(h.receive(json!({})).await.len(), 1);
-    // The old handle's message was received again: not available for a change any more.
-    let reply = h
-        .json(
-            "ChangeMessageVisibility",
-            json!({ "QueueUrl": URL, "ReceiptHandle": handle, "VisibilityTimeout": 5 }),
-        )
-        .await;
     assert_eq!(
-        reply.headers["x-amzn-query-error"],
-        "InvalidParameterValue;Sender"
+        reply.error_type(),
+        "com.amazonaws.sqs#InvalidParameterValueException"
     );
-    assert!(reply.body["message"]
-        .as_str()
-        .unwrap()
-        .contains("Message does not exist or is not available for visibility timeout change."));
+    assert_eq!(
+        reply.body["message"],
+        "Value 39601 for parameter VisibilityTimeout is invalid. Reason: \
+         Total VisibilityTimeout for the message is beyond the limit [43200 seconds]."
+    );
+    h.ok("ChangeMessageVisibility", change(&handle, 39_600))
+        .await;
+    h.clock.advance_ms(39_600_000 - 1);
+    assert_eq!(h.receive(json!({})).await, Vec::<Value>::new());
+    h.clock.advance_ms(1);
+    assert_eq!(h.receive(json!({})).await.len(), 1);
+}
+
+#[tokio::test]
+async fn change_visibility_accepts_the_handle_of_an_earlier_delivery() {
+    let h = harness();
+    h.create("q").await;
+    h.send("m").await;
+    let old_handle = h.receive_handle(json!({ "VisibilityTimeout": 0 })).await;
+    h.receive_handle(json!({ "VisibilityTimeout": 30 })).await;
+    // Standard queues honour any handle issued for the message, as AWS does (`VisibilityChange::receipts`):
+    // the old handle ends the second delivery's 30 s at once.
+    h.ok("ChangeMessageVisibility", change(&old_handle, 0))
+        .await;
+    assert_eq!(h.receive(json!({})).await.len(), 1);
 }
 
 #[tokio::test]
@@ -464,13 +502,38 @@ async fn send_message_batch_reports_each_failed_entry_and_sends_the_rest() {
                 { "Id": "late", "MessageBody": "b", "DelaySeconds": 901 } ] }),
         )
         .await;
-    assert_eq!(body["Successful"].as_array().unwrap().len(), 1);
-    assert_eq!(body["Successful"][0]["Id"], "good");
-    let failed = body["Failed"].as_array().unwrap();
-    assert_eq!(failed.len(), 2);
-    assert_eq!(failed[0]["Code"], "InvalidMessageContents");
-    assert_eq!(failed[0]["SenderFault"], true);
-    assert_eq!(failed[1]["Code"], "InvalidParameterValue");
+    let successful = body["Successful"].as_array().cloned().unwrap_or_default();
+    assert_eq!(successful.len(), 1);
+    assert_eq!(successful[0]["Id"], "good");
+    let failed = body["Failed"].as_array().cloned().unwrap_or_default();
+    let failures: Vec<(&Value, &Value, &Value)> = failed
+        .iter()
+        .map(|f| (&f["Id"], &f["Code"], &f["SenderFault"]))
+        .collect();
+    assert_eq!(
+        failures,
+        [
+            (
+                &json!("bad"),
+                &json!("InvalidMessageContents"),
+                &json!(true)
+            ),
+            (
+                &json!("late"),
+                &json!("InvalidParameterValue"),
+                &json!(true)
+            ),
+        ]
+    );
+    // Only the good entry reached the queue, once: nothing delayed, one message to receive.
+    let attributes = h.attributes(URL).await;
+    assert_eq!(attributes["ApproximateNumberOfMessages"], "1");
+    assert_eq!(attributes["ApproximateNumberOfMessagesDelayed"], "0");
+    let received = h.receive(json!({ "MaxNumberOfMessages": 10 })).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0]["Body"], "a");
+    assert_eq!(received[0]["MessageId"], successful[0]["MessageId"]);
+    assert_eq!(received[0]["MD5OfBody"], successful[0]["MD5OfMessageBody"]);
 }
 
 #[tokio::test]
