@@ -1,9 +1,10 @@
 """Visibility-timeout rules through boto3: a new receipt handle per receive; standard-queue deletes with older
 handles and twice; forged handles; ChangeMessageVisibility counting from the call, 0 = visible now, not
-remembered for the next receive, the 12 h cap from the receive (an error, never clamped), old handles after a
-re-receive, a lapsed-but-not-re-received handle; redelivery after the timeout with growing ApproximateReceiveCount;
-long polling that wakes promptly on a send or a visibility expiry; and the in-flight OverLimit (server started
-with --inflight-max 5). Sleeps stay at 1-2 s."""
+remembered for the next receive, the 12 h cap from the receive (an error, never clamped), older handles after a
+re-receive (honoured on standard queues, as AWS does: docs/semantics.md §SQS), a lapsed-but-not-re-received
+handle; redelivery after the timeout with growing ApproximateReceiveCount; long polling woken by a send, a
+visibility expiry or a nack; and the in-flight OverLimit (server started with --inflight-max 5). Sleeps stay at
+1-2 s; long polls that an event must end wait 20 s."""
 
 import threading
 import time
@@ -46,6 +47,7 @@ def test_deleting_a_message_twice_succeeds(sqs, queue_url):
     first = sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
     second = sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=h)
     assert first["ResponseMetadata"]["HTTPStatusCode"] == second["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert counts(sqs, queue_url) == (0, 0, 0), "the first delete did not delete the message"
 
 
 def test_garbage_receipt_handle_is_receipt_handle_is_invalid(sqs, queue_url):
@@ -113,15 +115,18 @@ def test_approximate_receive_count_grows_and_first_receive_timestamp_is_set_once
 
 def test_change_visibility_counts_from_the_call(sqs, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="m")
-    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
-    time.sleep(0.8)
+    h = receive_one(sqs, queue_url, VisibilityTimeout=2)["ReceiptHandle"]
+    t_recv = time.monotonic()
+    time.sleep(1.0)
     t_call = time.monotonic()
-    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=1)
-    time.sleep(0.4)  # past receive + 1 s: counted from the receive, the message would be visible now
-    assert receive(sqs, queue_url) == [], "ChangeMessageVisibility counted from the receive, not from the call"
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=2)
+    # Half a second past receive + 2 s (counted from the receive the message would be visible again) and half a
+    # second before call + 2 s.
+    time.sleep(max(0.0, t_recv + 2.5 - time.monotonic()))
+    assert counts(sqs, queue_url) == (0, 1, 0), "ChangeMessageVisibility counted from the receive, not from the call"
     receive_one(sqs, queue_url, WaitTimeSeconds=5)
     waited = time.monotonic() - t_call
-    assert 0.8 <= waited <= 2.0, f"visible {waited:.2f}s after ChangeMessageVisibility(1)"
+    assert 1.8 <= waited <= 4.0, f"visible {waited:.2f}s after ChangeMessageVisibility(2)"
 
 
 def test_change_visibility_zero_makes_the_message_visible_now(sqs, queue_url):
@@ -165,10 +170,12 @@ def test_change_visibility_past_12_hours_from_the_receive_is_rejected_not_clampe
     assert 1.6 <= waited <= 3.0, f"after the rejected change the message came back at {waited:.2f}s, not ~2 s"
 
 
-def test_change_visibility_within_12_hours_of_the_receive_is_accepted(sqs, queue_url):
+def test_change_visibility_within_12_hours_of_the_receive_is_accepted_and_applied(sqs, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="m")
-    h = receive_one(sqs, queue_url, VisibilityTimeout=5)["ReceiptHandle"]
+    h = receive_one(sqs, queue_url, VisibilityTimeout=1)["ReceiptHandle"]
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=43000)
+    # Past the receive's own 1 s: only the accepted 43,000 s keeps the message hidden now.
+    assert receive(sqs, queue_url, WaitTimeSeconds=2) == [], "the accepted change was not applied"
     assert counts(sqs, queue_url) == (0, 1, 0)
 
 
@@ -181,16 +188,16 @@ def test_visibility_timeout_outside_0_to_43200_is_invalid_parameter_value(sqs, q
                  QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=seconds)
 
 
-def test_change_visibility_with_an_old_handle_after_a_re_receive_is_invalid_parameter_value(sqs, queue_url):
+def test_change_visibility_with_an_older_handle_after_a_re_receive_changes_the_message(sqs, queue_url):
+    # Standard queues honour any handle issued for the message (docs/semantics.md §SQS, as AWS's service does).
     sqs.send_message(QueueUrl=queue_url, MessageBody="m")
     old = receive_one(sqs, queue_url, VisibilityTimeout=0)["ReceiptHandle"]
     current = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
-    expect_error(sqs.change_message_visibility, "InvalidParameterValue",
-                 message="Message does not exist or is not available for visibility timeout change",
-                 QueueUrl=queue_url, ReceiptHandle=old, VisibilityTimeout=0)
-    assert receive(sqs, queue_url) == [], "the rejected change with the old handle made the message visible"
-    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=current, VisibilityTimeout=0)
-    receive_one(sqs, queue_url)
+    assert old != current
+    assert counts(sqs, queue_url) == (0, 1, 0)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=old, VisibilityTimeout=0)
+    m = receive_one(sqs, queue_url, VisibilityTimeout=60, AttributeNames=["ApproximateReceiveCount"])
+    assert m["Attributes"]["ApproximateReceiveCount"] == "3", "the older handle did not end the 60 s delivery"
 
 
 def test_change_visibility_after_the_timeout_lapsed_without_re_receive_succeeds(sqs, queue_url):
@@ -224,42 +231,54 @@ def _receive_in_thread(client, url, wait):
     return t, box
 
 
-def test_long_poll_wakes_promptly_on_a_send(sqs, endpoint, queue_url):
+# The long polls below wait up to 20 s and the event that should end them comes after ~1 s: one that returns the
+# message well before its 20 s were up was woken by that event, not by the end of its wait. (How many
+# milliseconds the wake takes is not asserted: on a shared machine that measures the scheduler.)
+LONG_POLL_S = 20
+WELL_BEFORE_THE_WAIT_ENDS = 10
+
+
+def test_long_poll_is_woken_by_a_send(sqs, endpoint, queue_url):
     poller = make_client(endpoint)
-    t_start = time.monotonic()
-    thread, box = _receive_in_thread(poller, queue_url, 10)
-    time.sleep(0.7)
-    assert thread.is_alive(), f"long poll of 10 s on an empty queue returned early: {box}"
+    thread, box = _receive_in_thread(poller, queue_url, LONG_POLL_S)
+    time.sleep(1.0)
+    assert thread.is_alive(), f"long poll of {LONG_POLL_S} s on an empty queue returned early: {box}"
     t_send = time.monotonic()
     sqs.send_message(QueueUrl=queue_url, MessageBody="wake up")
-    thread.join(12)
+    thread.join(LONG_POLL_S + 5)
     assert not thread.is_alive()
     assert [m["Body"] for m in box["messages"]] == ["wake up"]
     latency = box["done"] - t_send
-    assert latency < 1.0, f"long poll returned {latency:.2f}s after the send (must wake promptly)"
-    assert box["done"] - t_start < 3.0
+    assert latency < WELL_BEFORE_THE_WAIT_ENDS, f"long poll returned {latency:.2f}s after the send: not woken by it"
 
 
-def test_long_poll_wakes_when_a_visibility_timeout_expires(sqs, queue_url):
+def test_long_poll_is_woken_when_a_visibility_timeout_expires(sqs, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="m")
     receive_one(sqs, queue_url, VisibilityTimeout=1)
     t = time.monotonic()
-    receive_one(sqs, queue_url, WaitTimeSeconds=10)
-    assert time.monotonic() - t < 2.0
+    m = receive_one(sqs, queue_url, WaitTimeSeconds=LONG_POLL_S, AttributeNames=["ApproximateReceiveCount"])
+    waited = time.monotonic() - t
+    assert m["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert 0.5 <= waited < WELL_BEFORE_THE_WAIT_ENDS, (
+        f"the 1 s visibility timeout ended a {LONG_POLL_S} s long poll after {waited:.2f}s"
+    )
 
 
-def test_long_poll_wakes_promptly_when_a_message_is_made_visible_again(sqs, endpoint, queue_url):
+def test_long_poll_is_woken_when_a_message_is_made_visible_again(sqs, endpoint, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="nacked")
     h = receive_one(sqs, queue_url, VisibilityTimeout=60)["ReceiptHandle"]
-    thread, box = _receive_in_thread(make_client(endpoint), queue_url, 10)
-    time.sleep(0.7)
+    thread, box = _receive_in_thread(make_client(endpoint), queue_url, LONG_POLL_S)
+    time.sleep(1.0)
     assert thread.is_alive(), f"long poll returned while the only message was hidden: {box}"
     t_nack = time.monotonic()
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=h, VisibilityTimeout=0)
-    thread.join(12)
+    thread.join(LONG_POLL_S + 5)
+    assert not thread.is_alive()
     assert [m["Body"] for m in box["messages"]] == ["nacked"]
     latency = box["done"] - t_nack
-    assert latency < 1.0, f"long poll returned {latency:.2f}s after ChangeMessageVisibility(0)"
+    assert latency < WELL_BEFORE_THE_WAIT_ENDS, (
+        f"long poll returned {latency:.2f}s after ChangeMessageVisibility(0): not woken by it"
+    )
 
 
 def test_long_poll_on_an_empty_queue_waits_the_full_time(sqs, queue_url):
@@ -273,9 +292,16 @@ def test_queue_receive_wait_time_is_the_default_wait(sqs, new_queue):
     t = time.monotonic()
     assert receive(sqs, url) == []
     assert 0.9 <= time.monotonic() - t <= 2.5, "ReceiveMessageWaitTimeSeconds=1 was not applied"
+
+
+def test_an_explicit_wait_time_of_zero_overrides_the_queue_wait(sqs, new_queue):
+    url = new_queue("q", ReceiveMessageWaitTimeSeconds=LONG_POLL_S)
     t = time.monotonic()
     assert receive(sqs, url, WaitTimeSeconds=0) == []
-    assert time.monotonic() - t < 0.5, "an explicit WaitTimeSeconds=0 must not wait"
+    waited = time.monotonic() - t
+    assert waited < WELL_BEFORE_THE_WAIT_ENDS, (
+        f"WaitTimeSeconds=0 waited {waited:.2f}s: the queue's {LONG_POLL_S} s was used"
+    )
 
 
 def test_receive_at_the_in_flight_limit_is_over_limit(make_server, queue_name):
