@@ -252,19 +252,24 @@ def test_delete_message_batch_deletes_and_reports_bad_handles(sqs, queue_url):
 def test_change_message_visibility_batch_changes_each_entry(sqs, queue_url):
     for i in range(3):
         sqs.send_message(QueueUrl=queue_url, MessageBody=f"c{i}")
-    msgs = receive(sqs, queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60)
+    # Received with 1 s: after that only the batch's own values can keep a message hidden.
+    msgs = receive(sqs, queue_url, MaxNumberOfMessages=10, VisibilityTimeout=1)
     assert len(msgs) == 3
     entries = [{"Id": "now", "ReceiptHandle": msgs[0]["ReceiptHandle"], "VisibilityTimeout": 0},
                {"Id": "later", "ReceiptHandle": msgs[1]["ReceiptHandle"], "VisibilityTimeout": 120},
-               {"Id": "same", "ReceiptHandle": msgs[2]["ReceiptHandle"], "VisibilityTimeout": 60},
+               {"Id": "also", "ReceiptHandle": msgs[2]["ReceiptHandle"], "VisibilityTimeout": 60},
                {"Id": "forged", "ReceiptHandle": "garbage", "VisibilityTimeout": 0}]
     resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
-    assert sorted(s["Id"] for s in resp["Successful"]) == ["later", "now", "same"]
+    assert sorted(s["Id"] for s in resp["Successful"]) == ["also", "later", "now"]
     assert [(f["Id"], f["Code"], f["SenderFault"]) for f in resp["Failed"]] == [
         ("forged", "ReceiptHandleIsInvalid", True)
     ]
-    again = receive(sqs, queue_url, MaxNumberOfMessages=10)
-    assert [m["MessageId"] for m in again] == [msgs[0]["MessageId"]]
+    again = receive(sqs, queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60)
+    assert [m["MessageId"] for m in again] == [msgs[0]["MessageId"]], "VisibilityTimeout 0 did not show it at once"
+    assert receive(sqs, queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2) == [], (
+        "a message the batch hid for 60 or 120 s came back after the receive's 1 s"
+    )
+    assert counts(sqs, queue_url) == (0, 3, 0)
 
 
 def test_body_of_exactly_1_mib_is_accepted(sqs, queue_url):
@@ -290,6 +295,9 @@ def test_body_and_attributes_together_count_toward_the_size_limit(sqs, queue_url
         sqs.send_message, "InvalidParameterValue", message="Message must be shorter than 1048576 bytes.",
         QueueUrl=queue_url, MessageBody="a" * (MIB - size + 1), MessageAttributes=attrs,
     )
+    # One byte less is exactly the limit, and fits.
+    sqs.send_message(QueueUrl=queue_url, MessageBody="a" * (MIB - size), MessageAttributes=attrs)
+    assert counts(sqs, queue_url) == (1, 0, 0)
 
 
 def test_maximum_message_size_attribute_lowers_the_limit(sqs, new_queue):
