@@ -159,8 +159,9 @@ def test_get_queue_attributes_with_unknown_name_is_invalid_attribute_name(sqs, q
     expect_error(sqs.get_queue_attributes, "InvalidAttributeName", QueueUrl=queue_url, AttributeNames=["Bogus"])
 
 
-def test_set_queue_attributes_round_trip(sqs, queue_url):
+def test_set_queue_attributes_round_trip_and_update_last_modified(sqs, queue_url):
     created = int(queue_attrs(sqs, queue_url, "CreatedTimestamp")["CreatedTimestamp"])
+    time.sleep(1.1)  # the timestamps are whole seconds: the change must land in a later one
     new = {
         "VisibilityTimeout": "45",
         "DelaySeconds": "3",
@@ -171,7 +172,7 @@ def test_set_queue_attributes_round_trip(sqs, queue_url):
     sqs.set_queue_attributes(QueueUrl=queue_url, Attributes=new)
     a = queue_attrs(sqs, queue_url)
     assert {k: a[k] for k in new} == new
-    assert int(a["LastModifiedTimestamp"]) >= created
+    assert int(a["LastModifiedTimestamp"]) > created, "SetQueueAttributes did not update LastModifiedTimestamp"
     assert int(a["CreatedTimestamp"]) == created
 
 
@@ -252,7 +253,10 @@ def test_second_purge_within_60_seconds_is_purge_queue_in_progress(sqs, queue_ur
 def test_purge_rule_is_per_queue(sqs, new_queue):
     a, b = new_queue("a"), new_queue("b")
     sqs.purge_queue(QueueUrl=a)
-    sqs.purge_queue(QueueUrl=b)
+    sqs.purge_queue(QueueUrl=b)  # a's purge does not hold b back...
+    expect_error(  # ...while a itself is held back
+        sqs.purge_queue, "AWS.SimpleQueueService.PurgeQueueInProgress", status=403, QueueUrl=a,
+    )
 
 
 def test_tag_list_and_untag_queue(sqs, queue_url):
