@@ -111,6 +111,7 @@ def test_redrive_policy_to_a_missing_queue_is_rejected(sqs, new_queue, queue_nam
     missing = qarn(sqs, src).rsplit(":", 1)[0] + f":{queue_name}-nope"
     expect_error(sqs.set_queue_attributes, BAD_POLICY,
                     QueueUrl=src, Attributes={"RedrivePolicy": redrive(missing, 3)})
+    assert "RedrivePolicy" not in queue_attrs(sqs, src)
 
 
 def test_redrive_policy_without_max_receive_count_is_rejected(sqs, new_queue):
@@ -118,6 +119,7 @@ def test_redrive_policy_without_max_receive_count_is_rejected(sqs, new_queue):
     src = new_queue("src")
     expect_error(sqs.set_queue_attributes, BAD_POLICY,
                     QueueUrl=src, Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": qarn(sqs, dlq)})})
+    assert "RedrivePolicy" not in queue_attrs(sqs, src)
 
 
 def test_list_dead_letter_source_queues_lists_exactly_the_sources(sqs, new_queue):
