@@ -14,6 +14,13 @@ from helpers import ACCOUNT, md5_hex, md5_of_message_attributes, parse_xml, quer
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 
 
+def query_attributes(endpoint, qurl, *names) -> dict:
+    params = {"Action": "GetQueueAttributes", "QueueUrl": qurl}
+    params.update({f"AttributeName.{i + 1}": name for i, name in enumerate(names)})
+    root = ok(query_call(endpoint, params), "GetQueueAttributes")
+    return {a.findtext("Name"): a.findtext("Value") for a in root.findall("GetQueueAttributesResult/Attribute")}
+
+
 def ok(resp, action):
     assert resp.status_code == 200, f"{action}: HTTP {resp.status_code} {resp.text[:800]}"
     assert "xml" in resp.headers.get("Content-Type", ""), resp.headers
@@ -44,15 +51,17 @@ def qurl(endpoint, queue_name):
     return root.findtext("CreateQueueResult/QueueUrl")
 
 
-def test_query_create_queue_returns_the_queue_url(endpoint, queue_name):
+def test_query_create_queue_returns_the_queue_url_and_applies_its_attributes(endpoint, queue_name):
     resp = query_call(endpoint, {
         "Action": "CreateQueue", "QueueName": queue_name,
         "Attribute.1.Name": "VisibilityTimeout", "Attribute.1.Value": "42",
     })
     root = ok(resp, "CreateQueue")
-    assert root.findtext("CreateQueueResult/QueueUrl") == f"{endpoint}/{ACCOUNT}/{queue_name}"
+    url = root.findtext("CreateQueueResult/QueueUrl")
+    assert url == f"{endpoint}/{ACCOUNT}/{queue_name}"
     raw = resp.text
     assert XMLNS in raw, f"response lacks the SQS XML namespace {XMLNS}: {raw[:300]}"
+    assert query_attributes(endpoint, url, "VisibilityTimeout") == {"VisibilityTimeout": "42"}
 
 
 def test_query_get_queue_url_and_attributes(endpoint, qurl, queue_name):
@@ -120,10 +129,7 @@ def test_query_send_message_with_attributes_then_receive_and_delete(endpoint, qu
 
     handle = m.findtext("ReceiptHandle")
     ok(query_call(endpoint, {"Action": "DeleteMessage", "QueueUrl": qurl, "ReceiptHandle": handle}), "DeleteMessage")
-    root = ok(query_call(endpoint, {
-        "Action": "GetQueueAttributes", "QueueUrl": qurl, "AttributeName.1": "All",
-    }), "GetQueueAttributes")
-    attrs = {a.findtext("Name"): a.findtext("Value") for a in root.findall("GetQueueAttributesResult/Attribute")}
+    attrs = query_attributes(endpoint, qurl, "All")
     assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
 
 
@@ -145,6 +151,7 @@ def test_query_send_message_batch(endpoint, qurl):
     for e in ok_entries:
         assert e.findtext("MD5OfMessageBody") == md5_hex({"one": "b1", "two": "b2"}[e.findtext("Id")])
     assert root.findall("SendMessageBatchResult/BatchResultErrorEntry") == []
+    assert query_attributes(endpoint, qurl, "ApproximateNumberOfMessages") == {"ApproximateNumberOfMessages": "2"}
 
 
 def test_query_request_to_the_queue_url_path_needs_no_queue_url_parameter(endpoint, sqs, qurl, queue_name):
