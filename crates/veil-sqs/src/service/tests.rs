@@ -258,6 +258,10 @@ async fn list_queues_filters_by_prefix_and_pages_with_an_opaque_token() {
     assert!(second.get("NextToken").is_none());
     let reply = h.json("ListQueues", json!({ "MaxResults": 0 })).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        reply.error_type(),
+        "com.amazonaws.sqs#InvalidParameterValueException"
+    );
 }
 
 #[tokio::test]
@@ -598,6 +602,10 @@ async fn message_over_the_queue_maximum_size_is_refused() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        reply.error_type(),
+        "com.amazonaws.sqs#InvalidParameterValueException"
+    );
     assert!(reply.body["message"]
         .as_str()
         .unwrap()
@@ -787,6 +795,10 @@ async fn redrive_allow_policy_deny_all_refuses_every_source() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        reply.error_type(),
+        "com.amazonaws.sqs#InvalidParameterValueException"
+    );
     assert!(reply.body["message"]
         .as_str()
         .unwrap()
