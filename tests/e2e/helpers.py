@@ -396,3 +396,11 @@ def azure_error(resp: requests.Response) -> dict:
     """Code and detail fields of a raw Azure error response."""
     root = ET.fromstring(resp.content)
     return {child.tag: (child.text or "") for child in root}
+
+
+def query_error(resp: requests.Response) -> tuple[int, str, str]:
+    """(HTTP status, <Code>, <Message>) of a raw Query protocol error answer."""
+    root = parse_xml(resp)
+    error = root.find("Error")
+    assert error is not None, f"not an ErrorResponse: HTTP {resp.status_code} {resp.text[:500]!r}"
+    return resp.status_code, error.findtext("Code", ""), error.findtext("Message", "")
