@@ -396,7 +396,12 @@ mod tests {
             config: Some(path),
             ..ServeArgs::default()
         };
-        assert!(Settings::resolve(args).is_err());
+        match Settings::resolve(args) {
+            Err(ConfigError::Invalid(message)) => {
+                assert!(message.contains("default_visibility_seconds"), "{message}")
+            }
+            other => panic!("expected the visibility default to be refused, got {other:?}"),
+        }
     }
 
     #[test]
@@ -464,10 +469,12 @@ mod tests {
             config: Some(path),
             ..ServeArgs::default()
         };
-        assert!(matches!(
-            Settings::resolve(args),
-            Err(ConfigError::Invalid(_))
-        ));
+        match Settings::resolve(args) {
+            Err(ConfigError::Invalid(message)) => {
+                assert!(message.contains("is not base64"), "{message}")
+            }
+            other => panic!("expected the key to be refused, got {other:?}"),
+        }
     }
 
     #[test]
@@ -499,9 +506,11 @@ mod tests {
             config: Some(path),
             ..ServeArgs::default()
         };
-        assert!(matches!(
-            Settings::resolve(args),
-            Err(ConfigError::Parse { .. })
-        ));
+        match Settings::resolve(args) {
+            Err(ConfigError::Parse { source, .. }) => {
+                assert!(source.to_string().contains("data_dri"), "{source}")
+            }
+            other => panic!("expected the unknown key to be refused, got {other:?}"),
+        }
     }
 }
