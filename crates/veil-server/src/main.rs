@@ -162,6 +162,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
             },
         ),
         inflight_max_default: settings.inflight_max,
+        data_dir: Some(settings.data_dir.clone()),
     };
     let azure_app = veil_azure::router(engine.clone(), azure_config);
     let sqs_listener = bind(settings.sqs_listen).await?;
@@ -202,9 +203,13 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         axum::serve(sqs_listener, sqs_app)
             .with_graceful_shutdown(until_stopped(stopped.clone()))
             .into_future(),
-        axum::serve(azure_listener, azure_app)
-            .with_graceful_shutdown(until_stopped(stopped.clone()))
-            .into_future(),
+        // With the peer address, which a SAS's `sip` is checked against.
+        axum::serve(
+            azure_listener,
+            azure_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(until_stopped(stopped.clone()))
+        .into_future(),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
         veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
