@@ -2,7 +2,9 @@
 AuthenticationFailed; a request with no credentials is refused; account SAS and queue SAS work and their
 permissions (read/peek, add, update, process), resource types, times and queue binding are enforced; a
 queue SAS can take its permissions from a stored access policy; `--azure-auth off` accepts unsigned
-requests; accounts from the TOML config have their own keys and namespaces."""
+requests; accounts from the TOML config have their own keys and namespaces. Issue 9: a forged SAS is refused
+before any parameter is read; an expired SAS and a bad signature are told apart by Azure's detail; a SAS's
+`sip` is enforced against the peer address (AuthorizationSourceIPMismatch); Shared Key Lite is verified."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -20,7 +22,7 @@ from azure.storage.queue import (
     generate_queue_sas,
 )
 
-from helpers import AZURE_ACCOUNT, AZURE_KEY, azure_name, expect_azure_error
+from helpers import AZURE_ACCOUNT, AZURE_KEY, azure_name, error_details, expect_azure_error
 
 WRONG_KEY = "d3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZyBrZXkgd3Jvbmcga2V5IHdyb25nIGtleQ=="
 
@@ -79,19 +81,42 @@ def test_an_account_sas_is_limited_to_its_resource_types(server, azure_queue):
     expect_azure_error(q.get_queue_properties, "AuthorizationResourceTypeMismatch", 403)
 
 
-def test_an_expired_or_not_yet_valid_sas_fails_authentication(server, azure_queue):
+def authentication_detail(e) -> str:
+    return error_details(e)["AuthenticationErrorDetail"]
+
+
+def test_an_expired_or_not_yet_valid_sas_fails_authentication_for_its_time_window(server, azure_queue):
+    # Both are correctly signed with the account key: only their time windows are wrong.
     past = account_sas(AccountSasPermissions(read=True), expiry=datetime.now(timezone.utc) - timedelta(minutes=1))
     q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=past)
-    expect_azure_error(q.peek_messages, "AuthenticationFailed", 403)
+    e = expect_azure_error(q.peek_messages, "AuthenticationFailed", 403)
+    detail = authentication_detail(e)
+    assert detail.startswith("Signature not valid in the specified time frame:") and "- Current [" in detail, detail
     future = account_sas(AccountSasPermissions(read=True), start=datetime.now(timezone.utc) + timedelta(minutes=30))
     q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=future)
-    expect_azure_error(q.peek_messages, "AuthenticationFailed", 403)
+    e = expect_azure_error(q.peek_messages, "AuthenticationFailed", 403)
+    detail = authentication_detail(e)
+    assert detail.startswith("Signature not valid in the specified time frame: Start ["), detail
 
 
-def test_a_tampered_sas_fails_authentication(server, azure_queue):
+def test_a_tampered_sas_fails_authentication_for_its_signature(server, azure_queue):
     sas = account_sas(AccountSasPermissions(read=True)).replace("sp=r", "sp=rdp")
     q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=sas)
-    expect_azure_error(q.clear_messages, "AuthenticationFailed", 403)
+    e = expect_azure_error(q.clear_messages, "AuthenticationFailed", 403)
+    assert authentication_detail(e).startswith("Signature did not match."), authentication_detail(e)
+
+
+def test_a_forged_sas_is_refused_before_its_parameters_are_read(server, azure_queue):
+    forged = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, WRONG_KEY,
+                                permission=QueueSasPermissions(process=True), expiry=in_an_hour())
+    url = f"{server.azure_endpoint}/{azure_queue.queue_name}/messages?numofmessages=99&{forged}"
+    resp = requests.get(url, timeout=10)
+    assert (resp.status_code, resp.headers["x-ms-error-code"]) == (403, "AuthenticationFailed"), resp.text
+    # With the real key the same request reaches parameter validation.
+    genuine = queue_sas(azure_queue.queue_name, process=True)
+    url = f"{server.azure_endpoint}/{azure_queue.queue_name}/messages?numofmessages=99&{genuine}"
+    resp = requests.get(url, timeout=10)
+    assert (resp.status_code, resp.headers["x-ms-error-code"]) == (400, "OutOfRangeQueryParameterValue")
 
 
 def queue_sas(queue: str, **permissions) -> str:
@@ -141,6 +166,51 @@ def test_a_queue_sas_can_take_its_rights_from_a_stored_access_policy(server, azu
     unknown = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY, policy_id="nobody")
     q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=unknown)
     expect_azure_error(q.send_message, "AuthenticationFailed", 403, content="x")
+
+
+def test_a_sas_limited_to_another_ip_is_403_authorization_source_ip_mismatch(server, azure_queue):
+    azure_queue.send_message("seed")
+    elsewhere = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY,
+                                   permission=QueueSasPermissions(read=True), expiry=in_an_hour(), ip="10.20.30.40")
+    q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=elsewhere)
+    e = expect_azure_error(q.peek_messages, "AuthorizationSourceIPMismatch", 403)
+    assert "127.0.0.1" in e.message
+    for allowed in ("127.0.0.1", "127.0.0.0-127.0.0.255"):
+        here = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY,
+                                  permission=QueueSasPermissions(read=True), expiry=in_an_hour(), ip=allowed)
+        q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=here)
+        assert [m.content for m in q.peek_messages()] == ["seed"], allowed
+
+
+def shared_key_lite_request(server, key: str, method: str, path: str, comp: str | None = None):
+    """A raw request authorized with Shared Key Lite, signed as Azure's "Authorize with Shared Key" defines it
+    for the Queue service (2009-09-19 and later): VERB, Content-MD5, Content-Type, Date, the canonicalized
+    x-ms-* headers, then /<account><path>[?comp=...] (the account doubled in path style)."""
+    import base64
+    import hashlib
+    import hmac
+    from email.utils import formatdate
+
+    headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2025-05-05"}
+    canonical_headers = "".join(f"{name}:{headers[name]}\n" for name in sorted(headers))
+    resource = f"/{AZURE_ACCOUNT}/{AZURE_ACCOUNT}{path}" + (f"?comp={comp}" if comp else "")
+    string_to_sign = f"{method}\n\n\n\n{canonical_headers}{resource}"
+    signature = base64.b64encode(hmac.new(base64.b64decode(key), string_to_sign.encode(), hashlib.sha256).digest())
+    headers["Authorization"] = f"SharedKeyLite {AZURE_ACCOUNT}:{signature.decode()}"
+    url = f"{server.azure_endpoint}{path}" + (f"?comp={comp}" if comp else "")
+    return requests.request(method, url, headers=headers, timeout=10)
+
+
+def test_shared_key_lite_is_verified(server, azure_queue):
+    azure_queue.set_queue_metadata({"color": "blue"})
+    resp = shared_key_lite_request(server, AZURE_KEY, "GET", f"/{azure_queue.queue_name}", comp="metadata")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-ms-meta-color"] == "blue"
+    listed = shared_key_lite_request(server, AZURE_KEY, "GET", "/", comp="list")
+    assert listed.status_code == 200, listed.text
+    assert f"<Name>{azure_queue.queue_name}</Name>" in listed.text
+    wrong = shared_key_lite_request(server, WRONG_KEY, "GET", f"/{azure_queue.queue_name}", comp="metadata")
+    assert (wrong.status_code, wrong.headers["x-ms-error-code"]) == (403, "AuthenticationFailed")
 
 
 def test_auth_off_accepts_unsigned_requests(make_server):
