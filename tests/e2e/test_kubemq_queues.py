@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 
+import grpc
 import pytest
 from kubemq.queues import Client, QueueMessage
 
@@ -44,12 +45,31 @@ def receive(client: Client, channel: str, max_messages: int = 1, wait: int = 1, 
     return response
 
 
+def counts(sqs, name: str) -> tuple[int, int]:
+    """(visible, in flight) of the channel, as SQS reports them for the same queue in the default namespace."""
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def eventually_counts(sqs, name: str, expected: tuple[int, int], within_s: float = 10.0) -> None:
+    """The SDKs send acks, nacks and re-queues without waiting for an answer: wait until the channel shows
+    `expected`. The server-side visibility (60 s) is far longer, so only the settlement can produce it."""
+    deadline = time.monotonic() + within_s
+    while (seen := counts(sqs, name)) != expected:
+        assert time.monotonic() < deadline, f"{name}: {seen}, expected {expected}"
+        time.sleep(0.05)
+
+
 def test_ping_reports_the_server(kmq):
     info = kmq.ping()
     assert info.host == "veil"
 
 
-def test_send_over_the_upstream_stream_then_receive_and_ack(kmq, channel):
+def test_send_over_the_upstream_stream_then_receive_and_ack(kmq, sqs, channel):
     result = kmq.send_queue_message(
         QueueMessage(channel=channel, body=b"hello", metadata="greeting", tags={"kind": "test"})
     )
@@ -65,8 +85,7 @@ def test_send_over_the_upstream_stream_then_receive_and_ack(kmq, channel):
     assert message.receive_count == 1
     assert message.sequence >= 1
     message.ack()
-    time.sleep(0.2)  # ack is fire-and-forget on the stream
-    assert receive(kmq, channel, wait=0).messages == []
+    eventually_counts(sqs, channel, (0, 0))
 
 
 def test_unary_and_batch_sends_then_receive_max_items(kmq, channel):
@@ -99,11 +118,11 @@ def test_receive_waits_for_a_message_sent_later(kmq, channel):
     response.ack_all()
 
 
-def test_an_empty_receive_answers_within_its_wait(kmq, channel):
+def test_an_empty_receive_answers_at_the_end_of_its_wait(kmq, channel):
     started = time.monotonic()
     response = receive(kmq, channel, wait=1)
     assert response.messages == []
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started >= 0.9
 
 
 def test_nack_redelivers_with_a_higher_receive_count(kmq, channel):
@@ -118,7 +137,7 @@ def test_nack_redelivers_with_a_higher_receive_count(kmq, channel):
     second[0].ack()
 
 
-def test_re_queue_moves_the_message_to_another_channel(kmq, channel):
+def test_re_queue_moves_the_message_to_another_channel(kmq, sqs, channel):
     other = channel_name("kmq-requeued")
     kmq.send_queue_message(QueueMessage(channel=channel, body=b"move me", tags={"t": "1"}))
     message = receive(kmq, channel, wait=2).messages[0]
@@ -127,7 +146,7 @@ def test_re_queue_moves_the_message_to_another_channel(kmq, channel):
     assert [m.body for m in moved] == [b"move me"]
     assert moved[0].tags.get("t") == "1"
     moved[0].ack()
-    assert receive(kmq, channel, wait=0).messages == []
+    assert counts(sqs, channel) == (0, 0), "gone from the source, not hidden there"
 
 
 def test_ack_all_queue_messages_empties_the_channel(kmq, channel):
@@ -148,24 +167,24 @@ def test_peek_changes_nothing(kmq, channel):
     received.ack_all()
 
 
-def test_pull_consumes_at_once(kmq, channel):
+def test_pull_consumes_at_once(kmq, sqs, channel):
     kmq.send_queue_messages_batch([QueueMessage(channel=channel, body=f"q{i}".encode()) for i in range(3)])
     pulled = kmq.pull(channel, 2, 1)
     assert not pulled.is_error, pulled.error
     assert [m.body for m in pulled.messages] == [b"q0", b"q1"]
     assert pulled.messages_received == 2
-    # Settled by the pull itself: nothing hidden comes back, the third is what is left.
+    # Settled by the pull itself: nothing is left in flight, the third is what is left.
+    assert counts(sqs, channel) == (1, 0)
     assert [m.body for m in kmq.peek_queue_messages(channel, 10, 1).messages] == [b"q2"]
 
 
 def test_a_delayed_message_is_not_delivered_before_its_delay(kmq, channel):
-    result = kmq.send_queue_message(QueueMessage(channel=channel, body=b"later", delay_in_seconds=1))
-    assert not result.is_error, result.error
-    assert receive(kmq, channel, wait=0).messages == []
     started = time.monotonic()
-    response = receive(kmq, channel, wait=3)
+    result = kmq.send_queue_message(QueueMessage(channel=channel, body=b"later", delay_in_seconds=2))
+    assert not result.is_error, result.error
+    response = receive(kmq, channel, wait=10)
     assert [m.body for m in response.messages] == [b"later"]
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started >= 1.9, "delivered before its delay"
     response.ack_all()
 
 
@@ -174,7 +193,7 @@ def test_an_expired_message_is_never_delivered(kmq, channel):
     assert not result.is_error, result.error
     assert result.expired_at is not None
     kmq.send_queue_message(QueueMessage(channel=channel, body=b"long"))
-    time.sleep(1.3)
+    time.sleep(2)
     response = receive(kmq, channel, max_messages=10, wait=1)
     assert [m.body for m in response.messages] == [b"long"]
     response.ack_all()
@@ -270,30 +289,29 @@ def test_a_consumer_that_never_acks_loses_the_message_to_the_next_poll(short_vis
         assert len(taken) == 1
         # The hung consumer keeps its stream open and never acks: hidden for now ...
         assert receive(other, channel, wait=0).messages == []
-        # ... and visible again after the server-side timeout (1 s here).
-        started = time.monotonic()
-        again = receive(other, channel, wait=3).messages
+        # ... and visible again after the server-side timeout (1 s here; nothing else releases it).
+        again = receive(other, channel, wait=10).messages
         assert [m.body for m in again] == [b"work"]
         assert again[0].receive_count == 2
-        assert time.monotonic() - started < 2.5
         again[0].ack()
     finally:
         hung.close()
         other.close()
 
 
-def test_closing_the_client_releases_its_unacked_messages_at_once(short_visibility_server):
+def test_closing_the_client_releases_its_unacked_messages_at_once(server):
+    # The module's server keeps the default 60 s server-side visibility: only the close can release it
+    # within the second receive's wait.
     channel = channel_name("kmq-closed")
-    first = kubemq_client(short_visibility_server, client_id="first", auth_token="secret-token")
+    first = kubemq_client(server, client_id="first")
     first.send_queue_message(QueueMessage(channel=channel, body=b"released"))
     assert len(receive(first, channel, wait=2).messages) == 1
     first.close()
-    second = kubemq_client(short_visibility_server, client_id="second", auth_token="secret-token")
+    second = kubemq_client(server, client_id="second")
     try:
-        started = time.monotonic()
-        got = receive(second, channel, wait=1).messages
+        got = receive(second, channel, wait=10).messages
         assert [m.body for m in got] == [b"released"]
-        assert time.monotonic() - started < 0.8, "released by the close, not by the 1 s timeout"
+        assert got[0].receive_count == 2
         got[0].ack()
     finally:
         second.close()
@@ -302,9 +320,11 @@ def test_closing_the_client_releases_its_unacked_messages_at_once(short_visibili
 def test_a_wrong_token_is_refused(short_visibility_server):
     client = kubemq_client(short_visibility_server, client_id="intruder", auth_token="wrong")
     try:
-        with pytest.raises(Exception) as raised:
+        # The SDK passes the unary send's gRPC error through as it came.
+        with pytest.raises(grpc.RpcError) as raised:
             client.send_queue_message_simple(QueueMessage(channel=channel_name("kmq-auth"), body=b"x"))
-        assert "auth" in str(raised.value).lower() or "unauthenticated" in str(raised.value).lower()
+        assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert raised.value.details() == "invalid authorization token"
     finally:
         client.close()
 
@@ -379,8 +399,6 @@ def _queues_info_types():
 
 
 def test_queues_info_reports_each_channel_and_the_totals(kmq, server, channel):
-    import grpc
-
     kmq.send_queue_messages_batch([QueueMessage(channel=channel, body=b"x" * size) for size in (10, 20, 30)])
     held = receive(kmq, channel, wait=2).messages
     assert len(held) == 1
