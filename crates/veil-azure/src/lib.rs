@@ -1,11 +1,12 @@
 //! veil-azure: the Azure Queue Storage REST API over Veil's engine, so that the official SDKs and the az CLI
 //! work unchanged against `http://127.0.0.1:10001/<account>` (path style).
 //!
-//! Two layers, as in veil-sqs. [`codec`] is pure: it turns HTTP request parts into a typed
-//! [`api::Operation`], verifies Shared Key and SAS signatures ([`auth`]), and encodes typed outputs and
-//! [`error::AzureError`]s into status, headers and XML. [`service`] is thin: one axum handler that
-//! authenticates, resolves the account's namespace (SPEC §7), calls the [`veil_core::Engine`] — the only
-//! place that decides visibility — and encodes.
+//! Two layers, as in veil-sqs. [`codec`] is pure: it names a request's operation from its method and path
+//! ([`codec::route`]), reads its parameters into a typed [`api::Operation`], and encodes typed outputs and
+//! [`error::AzureError`]s into status, headers and XML; [`auth`] (pure too) verifies Shared Key, Shared Key
+//! Lite and SAS. [`service`] is thin: one axum handler that authenticates before any parameter is read,
+//! resolves the account's namespace (SPEC §7), calls the [`veil_core::Engine`] — the only place that decides
+//! visibility — and encodes, adding the CORS headers of the account's rules.
 
 pub mod api;
 pub mod auth;

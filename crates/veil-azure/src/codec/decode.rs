@@ -108,11 +108,11 @@ pub fn decode_operation(
     query: &Query,
 ) -> AzureResult<Operation> {
     use OperationKind as K;
-    if kind == K::Preflight {
-        return preflight(parts.headers);
+    if kind != K::Preflight {
+        // `timeout` is accepted on every operation; it only bounds the server's time, which Veil never
+        // exceeds. A preflight carries no parameters.
+        let _ = int_param(query, "timeout", 0, i64::MAX)?;
     }
-    // `timeout` is accepted on every operation; it only bounds the server's time, which Veil never exceeds.
-    let _ = int_param(query, "timeout", 0, i64::MAX)?;
     match kind {
         K::ListQueues => list_queues(query),
         K::GetServiceProperties => Ok(Operation::GetServiceProperties),
