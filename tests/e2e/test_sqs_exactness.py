@@ -308,6 +308,15 @@ def test_message_and_batch_sizes(sqs, new_queue, queue_url):
     small = new_queue("small", MaximumMessageSize=1024)
     resp = expect_error(sqs.send_message, "InvalidParameterValue", 400, QueueUrl=small, MessageBody="x" * 1025)
     assert resp["Error"]["Message"] == "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes."
+    # One entry too long fails alone, worded "cannot be validated" (LocalStack's AWS-recorded
+    # test_send_batch_message_size).
+    result = sqs.send_message_batch(QueueUrl=small, Entries=[{"Id": "big", "MessageBody": "x" * 1025},
+                                                             {"Id": "ok", "MessageBody": "x"}])
+    assert [e["Id"] for e in result["Successful"]] == ["ok"]
+    assert result["Failed"] == [{
+        "Id": "big", "SenderFault": True, "Code": "InvalidParameterValue",
+        "Message": "One or more parameters cannot be validated. Reason: Message must be shorter than 1024 bytes.",
+    }]
     entries = [{"Id": "a", "MessageBody": "x" * 524288}, {"Id": "b", "MessageBody": "x" * 524289}]
     resp = expect_error(sqs.send_message_batch, "AWS.SimpleQueueService.BatchRequestTooLong", 400,
                         QueueUrl=queue_url, Entries=entries)

@@ -481,9 +481,22 @@ pub fn system_attributes(
     Ok(trace_header)
 }
 
-/// The size error SQS gives for a message (body plus attributes) over the queue's MaximumMessageSize.
+/// The size error SQS gives for a message (body plus attributes) over the queue's MaximumMessageSize
+/// (LocalStack's AWS-recorded `test_send_oversized_message` snapshot).
 pub fn message_too_long(max_bytes: u64) -> SqsError {
     SqsError::invalid_parameters(format!("Message must be shorter than {max_bytes} bytes."))
+}
+
+/// The same, for one entry of a SendMessageBatch: AWS words it "cannot be validated" there (LocalStack's
+/// AWS-recorded `test_send_batch_message_size` snapshot).
+pub fn batch_entry_too_long(max_bytes: u64) -> SqsError {
+    SqsError::new(
+        ErrorCode::InvalidParameterValue,
+        format!(
+            "One or more parameters cannot be validated. Reason: Message must be shorter than \
+             {max_bytes} bytes."
+        ),
+    )
 }
 
 #[cfg(test)]
