@@ -981,3 +981,32 @@ async fn ping_reports_kubemq_2_4_0_with_veils_version_as_build_metadata() {
     assert_eq!(info.host, "veil");
     veil.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_reaches_the_in_flight_limit_while_collecting_answers_with_what_it_holds() {
+    let clock = ManualClock::new(MANUAL_START_MS);
+    let settings = veil_kubemq::Settings {
+        max_inflight: 2,
+        ..Default::default()
+    };
+    let veil = Veil::start_on(settings, Arc::new(clock.clone())).await;
+    let client = veil.client("rust-limit").await;
+    for body in ["a", "b", "c"] {
+        client
+            .send_queue_message(message("rs.limit", body))
+            .await
+            .expect("send");
+    }
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
+    requests
+        .send(get("get-1", "rs.limit", 3, 5_000))
+        .await
+        .expect("send get");
+    // The clock never moves: the answer comes from the limit, and carries the two messages held.
+    let got = next(&mut responses).await;
+    assert!(!got.is_error, "{}", got.error);
+    assert_eq!(got.active_offsets, vec![1, 2]);
+    assert_eq!(counts(&veil.stats("rs.limit")), (1, 2));
+    drop(requests);
+    veil.stop().await;
+}

@@ -158,8 +158,15 @@ impl Inner {
                 wait_ms: Some(deadline.saturating_sub(self.engine.now())),
             };
             let received = tokio::select! {
-                received = self.engine.receive_detailed(&key, options) => received?,
+                received = self.engine.receive_detailed(&key, options) => received,
                 () = &mut cancelled => break,
+            };
+            let received = match received {
+                Ok(received) => received,
+                // What is already held is answered (e.g. the in-flight limit reached mid-collect), not lost to
+                // its visibility timeout.
+                Err(_) if !polled.held.is_empty() => break,
+                Err(error) => return Err(error.into()),
             };
             polled.expired += received.expired;
             if received.messages.is_empty() {
