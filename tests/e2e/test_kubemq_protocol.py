@@ -171,14 +171,6 @@ def test_re_queued_messages_are_all_found_by_a_pull_that_waits_for_them(kmq, cha
 
 # ----- re-queued messages are marked -----
 
-NEEDS_MOVE_SOURCE = pytest.mark.xfail(
-    strict=True,
-    reason="needs veil-core: Engine::move_message records no source (dead_letter_source None); see the "
-    "KubeMQ report of issue 9",
-)
-
-
-@NEEDS_MOVE_SOURCE
 def test_a_re_queued_message_arrives_marked_with_its_source_channel(kmq, channel):
     target = channel_name("kmqp-requeued")
     kmq.send_queue_message(QueueMessage(channel=channel, body=b"move me"))
@@ -225,7 +217,6 @@ def receive_on_legacy(legacy: LegacyStream, channel: str):
     return legacy.call(kubemq_pb2.ReceiveMessage, Channel=channel, VisibilitySeconds=30, WaitTimeSeconds=WAIT_S)
 
 
-@NEEDS_MOVE_SOURCE
 def test_a_legacy_resend_arrives_marked_with_its_source_channel(kmq, legacy, channel):
     target = channel_name("kmqp-resent")
     kmq.send_queue_message(QueueMessage(channel=channel, body=b"resend me"))

@@ -467,7 +467,7 @@ impl Engine {
                 attributes: message.attributes,
                 sent_at: now,
                 sender_id: message.sender_id,
-                dead_letter_source: None,
+                moved_from: None,
             };
             wake |= index.insert(seq, message_state, now);
             if let Some(policy) = &message.redrive {
@@ -783,7 +783,10 @@ impl Engine {
                 from: (source, seq),
                 target,
                 state: arrived,
-                dead_letter_source: Some(source_key.clone()),
+                moved_from: MovedFrom {
+                    queue: source_key.clone(),
+                    reason: MoveReason::DeadLetter,
+                },
                 redrive: None,
             };
             if Self::arrive(state, arrival, now, ops) && !woken.contains(&target) {
@@ -811,7 +814,7 @@ impl Engine {
             from: arrival.from,
             to: (arrival.target, to_seq),
             state: arrival.state,
-            dead_letter_source: arrival.dead_letter_source,
+            moved_from: arrival.moved_from,
             redrive: arrival.redrive,
         });
         wake
@@ -837,7 +840,10 @@ impl Engine {
                 from: (id, seq),
                 target: target_id,
                 state: fresh_arrival(moved, now),
-                dead_letter_source: None,
+                moved_from: MovedFrom {
+                    queue: key.clone(),
+                    reason: MoveReason::Requeue,
+                },
                 redrive,
             };
             let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
@@ -1346,8 +1352,8 @@ struct Arrival {
     from: (QueueId, Seq),
     target: QueueId,
     state: MessageState,
-    /// Set for dead letters: the payload records where they came from.
-    dead_letter_source: Option<QueueKey>,
+    /// Recorded in the payload: where the message came from, and why.
+    moved_from: MovedFrom,
     /// The message's own rule, kept by a re-queue.
     redrive: Option<MessageRedrivePolicy>,
 }

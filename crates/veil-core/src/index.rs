@@ -14,8 +14,7 @@ use tokio::sync::Notify;
 use crate::clock::Millis;
 use crate::limits;
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq,
-    NEVER,
+    Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
 };
 use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;

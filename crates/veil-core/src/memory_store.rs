@@ -76,15 +76,13 @@ impl Inner {
                 from,
                 to,
                 state,
-                dead_letter_source,
+                moved_from,
                 redrive,
             } => {
                 self.states.remove(&from);
                 self.redrives.remove(&from);
                 if let Some(mut payload) = self.payloads.remove(&from) {
-                    if dead_letter_source.is_some() {
-                        payload.dead_letter_source = dead_letter_source;
-                    }
+                    payload.moved_from = Some(moved_from);
                     self.payloads.insert(to, payload);
                     self.states.insert(to, state);
                     if let Some(policy) = redrive {

@@ -167,8 +167,34 @@ pub struct Payload {
     pub attributes: Attributes,
     pub sent_at: Millis,
     pub sender_id: String,
-    /// Set when the message was moved here as a dead letter.
-    pub dead_letter_source: Option<QueueKey>,
+    /// Set when an engine move brought the message here: as a dead letter, or re-queued by its consumer.
+    pub moved_from: Option<MovedFrom>,
+}
+
+impl Payload {
+    /// The queue this message was dead-lettered from, if it was (SQS's `DeadLetterQueueSourceArn`).
+    pub fn dead_letter_source(&self) -> Option<&QueueKey> {
+        self.moved_from
+            .as_ref()
+            .filter(|moved| moved.reason == MoveReason::DeadLetter)
+            .map(|moved| &moved.queue)
+    }
+}
+
+/// Where and why an engine move brought a message into its queue (KubeMQ shows both as `ReRouted` /
+/// `ReRoutedFromQueue`; SQS shows only dead letters).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedFrom {
+    pub queue: QueueKey,
+    pub reason: MoveReason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MoveReason {
+    /// A dead-letter rule moved it (docs/semantics.md §3).
+    DeadLetter,
+    /// Its consumer moved it (KubeMQ's re-queue, `Engine::move_message`).
+    Requeue,
 }
 
 /// The mutable part of a stored message. The engine keeps exactly this in memory for every message.

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueKey, QueueRecord, Seq,
+    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -53,13 +53,13 @@ pub enum StoreOp {
     },
     /// Removes every message of the queue, keeping the queue.
     PurgeQueue(QueueId),
-    /// Moves a message to another queue (a dead-letter move or a re-queue). A dead letter's payload records
-    /// where it came from; the message's own redrive rule moves only when given here.
+    /// Moves a message to another queue (a dead-letter move or a re-queue). The payload records where and why
+    /// it came from; the message's own redrive rule moves only when given here.
     MoveMessage {
         from: (QueueId, Seq),
         to: (QueueId, Seq),
         state: MessageState,
-        dead_letter_source: Option<QueueKey>,
+        moved_from: MovedFrom,
         redrive: Option<MessageRedrivePolicy>,
     },
     ReplaceBody {

@@ -56,7 +56,7 @@ async fn a_message_moves_on_the_receive_after_max_receive_count() {
         moved.state.receive_count, 3,
         "the receive count carries into the dead-letter queue"
     );
-    assert_eq!(moved.payload.dead_letter_source, Some(source.clone()));
+    assert_eq!(moved.payload.dead_letter_source(), Some(&source));
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn dead_letter_state_survives_a_restart() {
     h.restart();
     assert_eq!(h.stats(&source).counters.dead_letter_moves, 1);
     let moved = h.receive_one(&dlq, 30).await;
-    assert_eq!(moved.payload.dead_letter_source, Some(source));
+    assert_eq!(moved.payload.dead_letter_source(), Some(&source));
 }
 
 #[tokio::test]

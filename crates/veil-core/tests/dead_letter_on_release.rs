@@ -75,7 +75,7 @@ async fn a_nack_that_uses_up_the_receives_moves_the_message_at_once() {
     );
     let moved = h.receive_one(&dead, 30).await;
     assert_eq!(body(&moved), "poison");
-    assert_eq!(moved.payload.dead_letter_source, Some(source.clone()));
+    assert_eq!(moved.payload.dead_letter_source(), Some(&source));
     let source_stats = h.stats(&source);
     assert_eq!(source_stats.visible + source_stats.hidden, 0);
     assert_eq!(source_stats.counters.dead_letter_moves, 1);

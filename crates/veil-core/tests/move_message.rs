@@ -63,8 +63,17 @@ async fn a_moved_message_arrives_fresh_with_its_id_body_rule_and_expiry() {
     );
     assert_eq!(moved.redrive.map(|r| r.dead_letter_queue), Some(Some(dead)));
     assert_eq!(
-        moved.payload.dead_letter_source, None,
+        moved.payload.dead_letter_source(),
+        None,
         "a re-queue is no dead letter"
+    );
+    assert_eq!(
+        moved.payload.moved_from,
+        Some(MovedFrom {
+            queue: source.clone(),
+            reason: MoveReason::Requeue
+        }),
+        "but it records where it came from (KubeMQ's ReRoutedFromQueue)"
     );
     h.engine.check_invariants();
 }
@@ -125,7 +134,7 @@ async fn a_move_is_durable_and_keeps_the_rule_across_a_restart() {
 }
 
 #[tokio::test]
-async fn a_moved_dead_letter_still_shows_where_it_died() {
+async fn a_re_queued_dead_letter_records_its_latest_move() {
     let h = Harness::new();
     let dlq = h.queue("dlq").await;
     let source = h
@@ -154,5 +163,12 @@ async fn a_moved_dead_letter_still_shows_where_it_died() {
         .await
         .unwrap();
     let moved = h.receive_one(&elsewhere, 30).await;
-    assert_eq!(moved.payload.dead_letter_source, Some(source));
+    assert_eq!(
+        moved.payload.moved_from,
+        Some(MovedFrom {
+            queue: dlq.clone(),
+            reason: MoveReason::Requeue
+        }),
+        "the latest move is the one recorded"
+    );
 }

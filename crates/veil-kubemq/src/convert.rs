@@ -23,7 +23,7 @@ pub const RESERVED_PREFIX: &str = "kubemq.";
 pub const ATTR_METADATA: &str = "kubemq.metadata";
 pub const ATTR_MESSAGE_ID: &str = "kubemq.message_id";
 /// The channel a message was re-routed from when it arrived by a route the engine does not record (a legacy
-/// stream's SendModifiedMessage is a new send); engine moves record theirs in `dead_letter_source`.
+/// stream's SendModifiedMessage is a new send); engine moves record theirs in `Payload::moved_from`.
 pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
 
 const NANOS_PER_MS: i64 = 1_000_000;
@@ -328,9 +328,9 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
     }
     let rerouted_from = message
         .payload
-        .dead_letter_source
+        .moved_from
         .as_ref()
-        .map(|key| key.name.clone())
+        .map(|moved| moved.queue.name.clone())
         .or_else(|| attribute_text(attributes, ATTR_REROUTED_FROM));
     let policy = message
         .redrive

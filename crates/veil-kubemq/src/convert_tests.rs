@@ -2,7 +2,7 @@
 //! attributes that carry KubeMQ fields, and the rendering of delivered messages.
 
 use super::*;
-use veil_core::{MessageState, Payload, QueueKey};
+use veil_core::{MessageState, MoveReason, MovedFrom, Payload, QueueKey};
 
 fn wire(channel: &str, body: &[u8]) -> pb::QueueMessage {
     pb::QueueMessage {
@@ -33,7 +33,7 @@ fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
             attributes: new.attributes,
             sent_at: state.sent_at,
             sender_id: new.sender_id,
-            dead_letter_source: None,
+            moved_from: None,
         },
         state,
         receipt: Some("r".into()),
@@ -232,7 +232,10 @@ fn a_policy_without_a_channel_drops_rather_than_moves() {
 #[test]
 fn an_engine_dead_letter_source_shows_as_rerouted() {
     let mut message = stored(to_new_message(wire("q", b"x")), 0, state(1));
-    message.payload.dead_letter_source = Some(QueueKey::new("default", "orders"));
+    message.payload.moved_from = Some(MovedFrom {
+        queue: QueueKey::new("default", "orders"),
+        reason: MoveReason::DeadLetter,
+    });
     let attributes = to_queue_message(&message, "dlq")
         .attributes
         .unwrap_or_default();

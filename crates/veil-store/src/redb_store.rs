@@ -420,7 +420,7 @@ impl<'txn> Tables<'txn> {
                 from,
                 to,
                 state,
-                dead_letter_source,
+                moved_from,
                 redrive,
             } => {
                 self.states
@@ -428,9 +428,7 @@ impl<'txn> Tables<'txn> {
                     .map_err(redb_err!("deleting a moved state"))?;
                 self.remove_redrive(from)?;
                 if let Some(mut payload) = self.take_payload(from)? {
-                    if dead_letter_source.is_some() {
-                        payload.dead_letter_source = dead_letter_source;
-                    }
+                    payload.moved_from = Some(moved_from);
                     self.put_payload(to, &payload)?;
                     self.put_state(to, &state)?;
                     if let Some(policy) = redrive {

@@ -254,7 +254,7 @@ async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
     let moved = engine.receive(&dead, options).await.unwrap();
     assert_eq!(moved.len(), 1);
     assert_eq!(moved[0].redrive, None);
-    assert_eq!(moved[0].payload.dead_letter_source, Some(orders()));
+    assert_eq!(moved[0].payload.dead_letter_source(), Some(&orders()));
     let mut redrives = 0;
     store.load_redrives(&mut |_, _, _| redrives += 1).unwrap();
     assert_eq!(redrives, 0, "the move cleared the rule on disk too");

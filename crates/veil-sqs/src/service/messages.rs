@@ -203,7 +203,7 @@ impl Service {
             ));
         }
         if wants("DeadLetterQueueSourceArn") {
-            if let Some(source) = &payload.dead_letter_source {
+            if let Some(source) = payload.dead_letter_source() {
                 system.push((
                     "DeadLetterQueueSourceArn".to_string(),
                     self.arn(context, source),
