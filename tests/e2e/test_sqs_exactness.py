@@ -76,11 +76,16 @@ POLICY = json.dumps({
 })
 
 
-def test_a_new_queue_has_sse_sqs_on_as_aws_creates_it(sqs, queue_url):
+def test_a_new_queue_has_sse_sqs_on_as_aws_creates_it(sqs, queue_name, queue_url):
     # LocalStack's AWS-recorded test_set_queue_attributes_default_values: SqsManagedSseEnabled "true".
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     assert attrs["SqsManagedSseEnabled"] == "true"
     assert "KmsMasterKeyId" not in attrs and "Policy" not in attrs
+    # What CDK and Terraform send finds the queue unchanged, so CreateQueue stays idempotent.
+    again = sqs.create_queue(QueueName=queue_name, Attributes={"SqsManagedSseEnabled": "true"})
+    assert again["QueueUrl"] == queue_url
+    expect_error(sqs.create_queue, "QueueAlreadyExists", 400, QueueName=queue_name,
+                 Attributes={"SqsManagedSseEnabled": "false"})
 
 
 def test_kms_and_policy_attributes_are_kept_returned_and_compared(sqs, queue_name):

@@ -366,12 +366,15 @@ pub fn apply(config: &mut QueueConfig, setting: &QueueSetting) {
             let stored = (*s != sqs_limits::KMS_DATA_KEY_REUSE_S_DEFAULT).then(|| s.to_string());
             set_protocol_setting(config, KMS_DATA_KEY_REUSE_SETTING, stored);
         }
-        QueueSetting::SqsManagedSseEnabled(on) => {
-            if *on {
-                set_protocol_setting(config, KMS_MASTER_KEY_ID_SETTING, None);
-                set_protocol_setting(config, KMS_DATA_KEY_REUSE_SETTING, None);
-            }
-            set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, Some(on.to_string()));
+        // On is the default and is not stored, so that CreateQueue with `SqsManagedSseEnabled=true` (what CDK
+        // and Terraform send) finds an existing new queue unchanged; turning it on turns SSE-KMS off.
+        QueueSetting::SqsManagedSseEnabled(true) => {
+            set_protocol_setting(config, KMS_MASTER_KEY_ID_SETTING, None);
+            set_protocol_setting(config, KMS_DATA_KEY_REUSE_SETTING, None);
+            set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, None);
+        }
+        QueueSetting::SqsManagedSseEnabled(false) => {
+            set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, Some("false".into()))
         }
     }
 }
@@ -664,6 +667,16 @@ mod tests {
         assert_eq!(
             shown(&reset, "SqsManagedSseEnabled").as_deref(),
             Some("false")
+        );
+        let mut sse_on = fresh.clone();
+        apply(&mut sse_on, &QueueSetting::SqsManagedSseEnabled(true));
+        assert_eq!(sse_on, fresh, "turning on the default changes nothing");
+        let mut back_on = kms.clone();
+        apply(&mut back_on, &QueueSetting::SqsManagedSseEnabled(true));
+        assert_eq!(shown(&back_on, "KmsMasterKeyId"), None);
+        assert_eq!(
+            shown(&back_on, "SqsManagedSseEnabled").as_deref(),
+            Some("true")
         );
         let both = configured(&[("KmsMasterKeyId", "k"), ("SqsManagedSseEnabled", "true")]);
         assert_eq!(
