@@ -112,7 +112,9 @@ def test_message_attribute_names_select_exact_names_and_prefix_wildcards(sqs, qu
     assert received_attrs(["All"]) == attrs
     assert received_attrs([".*"]) == attrs
     assert received_attrs(["bar"]) == {"bar": attrs["bar"]}
-    assert received_attrs(["foo.*"]) == {"foo.a": attrs["foo.a"], "foo.b": attrs["foo.b"]}
+    # AWS's prefix rule: "foo.*" selects every name that starts with "foo", so "food" too (docs/semantics.md §SQS).
+    assert received_attrs(["foo.*"]) == {"foo.a": attrs["foo.a"], "foo.b": attrs["foo.b"], "food": attrs["food"]}
+    assert received_attrs(["foo.a.*"]) == {"foo.a": attrs["foo.a"]}
     assert received_attrs(["bar", "foo.b", "missing"]) == {"bar": attrs["bar"], "foo.b": attrs["foo.b"]}
     assert received_attrs(["nothing-matches"]) == {}
 
