@@ -72,9 +72,11 @@ def test_receipt_handle_of_another_queue_is_receipt_handle_is_invalid(sqs, new_q
     a, b = new_queue("a"), new_queue("b")
     sqs.send_message(QueueUrl=a, MessageBody="m")
     h = receive_one(sqs, a, VisibilityTimeout=60)["ReceiptHandle"]
-    expect_error(sqs.delete_message, "ReceiptHandleIsInvalid", QueueUrl=b, ReceiptHandle=h)
-    expect_error(sqs.change_message_visibility, "ReceiptHandleIsInvalid", QueueUrl=b, ReceiptHandle=h,
-                 VisibilityTimeout=0)
+    # AWS's text for a handle of another queue (docs/semantics.md §SQS), not the malformed-handle one.
+    expected = f'The receipt handle "{h}" is not valid for this queue.'
+    expect_error(sqs.delete_message, "ReceiptHandleIsInvalid", message=expected, QueueUrl=b, ReceiptHandle=h)
+    expect_error(sqs.change_message_visibility, "ReceiptHandleIsInvalid", message=expected, QueueUrl=b,
+                 ReceiptHandle=h, VisibilityTimeout=0)
     assert counts(sqs, a) == (0, 1, 0), "a receipt used on another queue changed the message"
 
 

@@ -1002,7 +1002,8 @@ impl Engine {
     fn decode_receipt(&self, queue: QueueId, receipt: &str) -> EngineResult<Receipt> {
         match self.receipts.decode(receipt) {
             Some(decoded) if decoded.queue == queue => Ok(decoded),
-            _ => Err(EngineError::ReceiptInvalid),
+            Some(_) => Err(EngineError::ReceiptOfAnotherQueue),
+            None => Err(EngineError::ReceiptInvalid),
         }
     }
 

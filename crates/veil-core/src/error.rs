@@ -8,9 +8,12 @@ use crate::store::StoreError;
 pub enum EngineError {
     #[error("queue {0} does not exist")]
     QueueNotFound(QueueKey),
-    /// The receipt was not issued by Veil for a message of this queue.
-    #[error("the receipt is not one Veil issued for this queue")]
+    /// The receipt was not issued by Veil (it fails its authentication), or names no message Veil sent.
+    #[error("the receipt is not one Veil issued")]
     ReceiptInvalid,
+    /// The receipt is authentic but was issued for a message of another queue (queue ids are never reused).
+    #[error("the receipt was issued for another queue")]
+    ReceiptOfAnotherQueue,
     /// The receipt is authentic but its message is gone or was received (or updated) again since.
     #[error("the message does not exist or its receipt is no longer current")]
     MessageNotAvailable,

@@ -183,7 +183,7 @@ async fn a_receipt_veil_never_issued_is_invalid() {
 }
 
 #[tokio::test]
-async fn a_receipt_of_another_queue_is_invalid() {
+async fn a_receipt_of_another_queue_is_refused_as_such() {
     let h = Harness::new();
     let a = h.queue("a").await;
     let b = h.queue("b").await;
@@ -191,8 +191,13 @@ async fn a_receipt_of_another_queue_is_invalid() {
     let receipt = h.receive_one(&a, 30).await.receipt.unwrap();
     assert!(matches!(
         h.engine.delete(&b, &receipt, ReceiptRule::AnyIssued).await,
-        Err(EngineError::ReceiptInvalid)
+        Err(EngineError::ReceiptOfAnotherQueue)
     ));
+    assert_eq!(
+        h.stats(&a).hidden,
+        1,
+        "the message in its own queue is untouched"
+    );
 }
 
 #[tokio::test]
@@ -206,7 +211,7 @@ async fn a_receipt_does_not_survive_its_queue_being_recreated() {
     h.send(&q, "b").await;
     assert!(matches!(
         h.engine.delete(&q, &receipt, ReceiptRule::AnyIssued).await,
-        Err(EngineError::ReceiptInvalid)
+        Err(EngineError::ReceiptOfAnotherQueue)
     ));
     assert_eq!(h.stats(&q).visible, 1);
 }

@@ -116,7 +116,9 @@ pub enum KubemqError {
 impl From<EngineError> for KubemqError {
     fn from(error: EngineError) -> Self {
         match error {
-            EngineError::ReceiptInvalid | EngineError::MessageNotAvailable => KubemqError::NotHeld,
+            EngineError::ReceiptInvalid
+            | EngineError::ReceiptOfAnotherQueue
+            | EngineError::MessageNotAvailable => KubemqError::NotHeld,
             EngineError::OverLimit { inflight, limit } => {
                 KubemqError::OverLimit { inflight, limit }
             }

@@ -426,7 +426,10 @@ impl Service {
 fn engine_error(error: EngineError) -> AzureError {
     match error {
         EngineError::QueueNotFound(_) => AzureError::new(ErrorCode::QueueNotFound),
-        EngineError::MessageNotAvailable => AzureError::new(ErrorCode::MessageNotFound),
+        // A well-formed receipt of another queue names a message this queue does not have.
+        EngineError::MessageNotAvailable | EngineError::ReceiptOfAnotherQueue => {
+            AzureError::new(ErrorCode::MessageNotFound)
+        }
         EngineError::ReceiptInvalid => AzureError::new(ErrorCode::InvalidQueryParameterValue)
             .detail("QueryParameterName", "popreceipt")
             .detail("Reason", "Invalid pop receipt format"),

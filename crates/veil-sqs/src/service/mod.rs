@@ -161,6 +161,10 @@ fn engine_error(error: EngineError) -> SqsError {
             ErrorCode::ReceiptHandleIsInvalid,
             "The input receipt handle is not a valid receipt handle.",
         ),
+        EngineError::ReceiptOfAnotherQueue => SqsError::new(
+            ErrorCode::ReceiptHandleIsInvalid,
+            "The receipt handle is not valid for this queue.",
+        ),
         EngineError::MessageNotAvailable => SqsError::new(
             ErrorCode::InvalidParameterValue,
             "Message does not exist or is not available for visibility timeout change.",
@@ -187,6 +191,10 @@ fn engine_error(error: EngineError) -> SqsError {
 fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> SqsError {
     match error {
         EngineError::ReceiptInvalid => SqsError::receipt_handle_invalid(handle),
+        EngineError::ReceiptOfAnotherQueue => SqsError::new(
+            ErrorCode::ReceiptHandleIsInvalid,
+            format!("The receipt handle \"{handle}\" is not valid for this queue."),
+        ),
         EngineError::MessageNotAvailable => SqsError::invalid_value(
             "ReceiptHandle",
             handle,
