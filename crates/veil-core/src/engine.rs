@@ -1195,12 +1195,7 @@ impl Engine {
 
     /// The message's state if `receipt` is its current one (issued by its latest receive or update).
     fn current(index: &QueueIndex, receipt: &Receipt) -> EngineResult<MessageState> {
-        let current = index
-            .get(receipt.seq)
-            .ok_or(EngineError::MessageNotAvailable)?;
-        if receipt.generation > current.generation {
-            return Err(EngineError::ReceiptInvalid);
-        }
+        let current = Self::issued(index, receipt)?;
         if receipt.generation != current.generation {
             return Err(EngineError::MessageNotAvailable);
         }

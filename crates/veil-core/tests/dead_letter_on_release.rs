@@ -19,6 +19,18 @@ fn with_rule(body: &str, max_receive_count: u32, dead_letter_queue: &QueueKey) -
     }
 }
 
+/// `orders` holding one message `body` whose own rule moves it to `orders-dead` after `max_receive_count`
+/// receives; returns (orders, orders-dead).
+async fn orders_with_rule(h: &Harness, body: &str, max_receive_count: u32) -> (QueueKey, QueueKey) {
+    let source = h.queue("orders").await;
+    let dead = h.queue("orders-dead").await;
+    h.engine
+        .send(&source, vec![with_rule(body, max_receive_count, &dead)])
+        .await
+        .unwrap();
+    (source, dead)
+}
+
 /// A receive of one message with KubeMQ's dead-letter timing.
 async fn receive_on_release(h: &Harness, key: &QueueKey, visibility_s: u64) -> Message {
     let options = ReceiveOptions {
@@ -49,12 +61,7 @@ fn visible(h: &Harness, key: &QueueKey) -> u64 {
 #[tokio::test]
 async fn a_nack_that_uses_up_the_receives_moves_the_message_at_once() {
     let h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("poison", 2, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "poison", 2).await;
 
     let first = receive_on_release(&h, &source, 30).await;
     h.engine
@@ -85,12 +92,7 @@ async fn a_nack_that_uses_up_the_receives_moves_the_message_at_once() {
 #[tokio::test]
 async fn a_lapse_that_uses_up_the_receives_moves_the_message_on_the_sweep() {
     let h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("slow", 1, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "slow", 1).await;
     receive_on_release(&h, &source, 10).await;
     h.advance_s(9);
     h.engine.sweep();
@@ -114,12 +116,7 @@ async fn a_lapse_that_uses_up_the_receives_moves_the_message_on_the_sweep() {
 #[tokio::test]
 async fn any_operation_on_the_source_moves_a_lapsed_message() {
     let h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("slow", 1, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "slow", 1).await;
     receive_on_release(&h, &source, 10).await;
     h.advance_s(10);
     h.send(&source, "another").await;
@@ -160,12 +157,7 @@ async fn a_queue_rule_moves_on_release_too() {
 #[tokio::test]
 async fn on_receive_timing_waits_for_the_next_receive() {
     let h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("sqs-like", 1, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "sqs-like", 1).await;
     let got = h.receive_one(&source, 30).await;
     h.engine
         .change_visibility(&source, got.receipt.as_deref().unwrap(), nack())
@@ -188,12 +180,7 @@ async fn on_receive_timing_waits_for_the_next_receive() {
 #[tokio::test]
 async fn a_deleted_message_is_not_moved_by_a_later_lapse() {
     let h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("done", 1, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "done", 1).await;
     let got = receive_on_release(&h, &source, 10).await;
     h.engine
         .delete(
@@ -235,12 +222,7 @@ async fn a_release_move_survives_a_restart() {
 #[tokio::test]
 async fn a_delivery_made_before_a_restart_still_moves_when_it_lapses_after() {
     let mut h = Harness::new();
-    let source = h.queue("orders").await;
-    let dead = h.queue("orders-dead").await;
-    h.engine
-        .send(&source, vec![with_rule("in flight", 1, &dead)])
-        .await
-        .unwrap();
+    let (source, dead) = orders_with_rule(&h, "in flight", 1).await;
     receive_on_release(&h, &source, 10).await;
     h.restart();
     h.advance_s(10);
