@@ -1,4 +1,4 @@
-"""The az CLI (azure-cli, in the venv .venv-az beside the test venv, since it pins its own SDK) running seed 003's commands against Veil with a
+"""The az CLI (azure-cli, in the venv .venv-az beside the test venv, since it pins its own SDK) running an operator's runbook commands against Veil with a
 connection string: `az storage message put/peek/get/update/delete` and `az storage queue metadata show`,
 plus queue create and the CLI's report of a service error."""
 

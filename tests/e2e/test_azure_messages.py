@@ -1,5 +1,5 @@
 """Azure Queue Storage messages with the official SDK (azure-storage-queue) against the real binary: put, get,
-peek, update, delete and clear, the visibility flows of seed 003 (get hides, peek does not, update rotates
+peek, update, delete and clear, the visibility flows of an operator's runbook (get hides, peek does not, update rotates
 the pop receipt and the old one gets 404, TimeNextVisible is right, delete after the visibility lapsed but
 before a re-get works, TTL -1, initial invisibility, order by time-next-visible), and the wire errors
 (413 for 64 KiB + 1, numofmessages and visibilitytimeout ranges with their detail fields, malformed and

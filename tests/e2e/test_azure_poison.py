@@ -1,4 +1,4 @@
-"""The poison-queue policy (seed 003; Azure Functions does it client-side, Veil server-side): a get that would
+"""The poison-queue policy (Azure Functions does it client-side, Veil server-side): a get that would
 deliver a message already dequeued the maximum number of times moves it to the poison queue instead (same
 id, text and insertion time). Set per queue with the reserved metadata `veilmaxdequeuecount` (and optionally
 `veilpoisonqueue`), or server-wide for queues created through Azure with `--azure-max-dequeue-count`."""

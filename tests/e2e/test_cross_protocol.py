@@ -1,4 +1,4 @@
-"""One namespace across protocols (SPEC §7): the SQS default account/region and the Azure development account
+"""One namespace across protocols (docs/semantics.md §7): the SQS default account/region and the Azure development account
 share Veil's default namespace. A message sent with boto3 to `orders` is peeked, got, updated and deleted with
 the Azure SDK, and a message put with the Azure SDK is received and deleted with boto3; bodies are the same
 bytes, rendered as text by each protocol. (Other Azure accounts being separate namespaces is checked in

@@ -27,7 +27,7 @@ pub struct SignedIdentifier {
     pub permission: Option<String>,
 }
 
-/// Every operation of protocols/azure-queue.md, with its validated parameters.
+/// Every operation of docs/semantics.md §Azure, with its validated parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Operation {
     ListQueues {

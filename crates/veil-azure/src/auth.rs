@@ -1,6 +1,6 @@
 //! Authentication, pure: Shared Key (`Authorization: SharedKey <account>:<signature>`) and shared access
 //! signatures (account SAS and queue SAS), verified with HMAC-SHA256 over exactly the strings Azure defines
-//! (protocols/azure-queue.md), and the permissions each SAS grants per operation. The service supplies the
+//! (docs/semantics.md §Azure), and the permissions each SAS grants per operation. The service supplies the
 //! account key, the clock's `now` and, for a queue SAS naming a stored access policy, the queue's ACL.
 
 use std::cmp::Ordering;
@@ -215,7 +215,7 @@ fn canonicalized_headers(request: &SignedRequest<'_>, order: HeaderOrder) -> Str
         .collect()
 }
 
-/// The Shared Key string-to-sign of a request (protocols/azure-queue.md, "Authorization").
+/// The Shared Key string-to-sign of a request (docs/semantics.md §Azure, "Authentication").
 pub fn string_to_sign(request: &SignedRequest<'_>, account: &str, order: HeaderOrder) -> String {
     let mut out = String::new();
     out.push_str(&request.method.to_ascii_uppercase());

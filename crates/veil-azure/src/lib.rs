@@ -5,7 +5,7 @@
 //! ([`codec::route`]), reads its parameters into a typed [`api::Operation`], and encodes typed outputs and
 //! [`error::AzureError`]s into status, headers and XML; [`auth`] (pure too) verifies Shared Key, Shared Key
 //! Lite and SAS. [`service`] is thin: one axum handler that authenticates before any parameter is read,
-//! resolves the account's namespace (SPEC §7), calls the [`veil_core::Engine`] — the only place that decides
+//! resolves the account's namespace (docs/semantics.md §7), calls the [`veil_core::Engine`] — the only place that decides
 //! visibility — and encodes, adding the CORS headers of the account's rules.
 
 pub mod api;

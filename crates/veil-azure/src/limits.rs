@@ -1,4 +1,4 @@
-//! Every number the Azure Queue Storage front-end enforces, in one place (protocols/azure-queue.md). The
+//! Every number the Azure Queue Storage front-end enforces, in one place (docs/semantics.md §Azure). The
 //! service and the codec validate against these names, and the README quotes them.
 
 use veil_core::limits::{DAY_MS, SECOND_MS};

@@ -2,7 +2,7 @@
 //! query — and Azure answers 404 MessageNotFound when the two do not belong together. The engine's receipt
 //! names a message by its position, not its id, so a pop receipt is the message id (16 bytes, base64url)
 //! followed by the engine receipt: the id check is a comparison of bytes, with no store read, and the engine
-//! receipt keeps its own authentication (SPEC §6). Both parts are URL-safe, so the receipt survives query
+//! receipt keeps its own authentication (docs/semantics.md §6). Both parts are URL-safe, so the receipt survives query
 //! strings without any escaping.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -1,4 +1,4 @@
-//! Dead-lettering (SPEC §3): a receive that would deliver a message whose receive count already equals the
+//! Dead-lettering (docs/semantics.md §3): a receive that would deliver a message whose receive count already equals the
 //! queue's maximum moves it to the dead-letter queue instead, keeping its id, body, send time and count.
 
 mod common;

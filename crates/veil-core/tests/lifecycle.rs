@@ -1,4 +1,4 @@
-//! Engine scenarios for the message lifecycle of SPEC §1–2, each named after the rule it checks, driven by a
+//! Engine scenarios for the message lifecycle of docs/semantics.md §1–2, each named after the rule it checks, driven by a
 //! manual clock: no test sleeps for a visibility timeout.
 
 mod common;

@@ -1,4 +1,4 @@
-//! A message's own dead-letter rule (KubeMQ's MaxReceiveCount / MaxReceiveQueue, SPEC §3 "per message for
+//! A message's own dead-letter rule (KubeMQ's MaxReceiveCount / MaxReceiveQueue, docs/semantics.md §3 "per message for
 //! KubeMQ"): decided by the engine inside the receive, so the move is atomic and survives restarts.
 
 mod common;

@@ -1,7 +1,7 @@
 //! Randomised test of the engine against a simple reference model: random sequences of sends, receives, peeks,
 //! deletes, visibility changes, clock advances and restarts over three queues, with the model predicting
 //! exactly which messages each receive returns and what every queue's statistics say after each step. Checks
-//! the invariants of SPEC §1–3 and §5: never delivered while hidden, nothing acknowledged lost, deleted never
+//! the invariants of docs/semantics.md §1–3 and §5: never delivered while hidden, nothing acknowledged lost, deleted never
 //! redelivered, receive counts only grow, counts and stored bytes add up, and dead letters go where their rule
 //! says (a message's own rule before its queue's). proptest prints the shrunk failing sequence and records its
 //! seed in `model.proptest-regressions`; `PROPTEST_CASES` sets the count.

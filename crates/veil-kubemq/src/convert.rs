@@ -28,7 +28,7 @@ pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
 
 const NANOS_PER_MS: i64 = 1_000_000;
 
-/// The KubeMQ server settings in force (protocols/kubemq.md); each defaults to KubeMQ's value.
+/// The KubeMQ server settings in force (docs/semantics.md §KubeMQ); each defaults to KubeMQ's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub max_number_of_messages: i32,

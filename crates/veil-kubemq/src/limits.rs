@@ -1,4 +1,4 @@
-//! KubeMQ's server settings (protocols/kubemq.md), named in one place with their unit last. The defaults are
+//! KubeMQ's server settings (docs/semantics.md §KubeMQ), named in one place with their unit last. The defaults are
 //! KubeMQ's; [`crate::KubemqConfig`] makes each configurable.
 
 use veil_core::Millis;
@@ -17,7 +17,7 @@ pub const DEFAULT_WAIT_TIMEOUT_S: i32 = 1;
 pub const MAX_INFLIGHT: u32 = 2_048;
 /// gRPC's default frame limit, used as the channel's message size cap.
 pub const MESSAGE_SIZE_BYTES_MAX: u32 = 4 * 1_024 * 1_024;
-/// ModifyVisibility may not push a deadline further than this after the receive (SPEC §2: 12 h).
+/// ModifyVisibility may not push a deadline further than this after the receive (docs/semantics.md §2: 12 h).
 pub const VISIBILITY_TOTAL_MS_MAX: Millis = 43_200 * 1_000;
 /// The KubeMQ release whose queues protocol Veil implements (kubemq-community v2.4.0): what Ping reports as
 /// the server version, so that SDKs checking a tested server range accept it.

@@ -60,7 +60,7 @@ struct AzureFile {
 }
 
 /// The `[kubemq]` table of the config file: the listener, the accepted auth tokens and KubeMQ's server
-/// settings (protocols/kubemq.md), each defaulting to KubeMQ's value.
+/// settings (docs/semantics.md §KubeMQ), each defaulting to KubeMQ's value.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 struct KubemqFile {

@@ -1,4 +1,4 @@
-//! Where an SQS request lands (SPEC §7): the region and access key from the SigV4 `Authorization` header, the
+//! Where an SQS request lands (docs/semantics.md §7): the region and access key from the SigV4 `Authorization` header, the
 //! account from the queue URL, and from those the engine namespace. Also the two ways SQS names a queue to
 //! clients, URLs and ARNs, in both directions. Signatures are not verified here (a later issue).
 

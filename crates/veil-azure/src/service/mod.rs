@@ -1,6 +1,6 @@
 //! The thin HTTP service: one axum handler for every request. It locates the account, authenticates (Shared
 //! Key or SAS, unless verification is off) before any parameter is read, names and decodes the operation
-//! with the codec, resolves the account's namespace (SPEC §7), calls the engine — which alone decides
+//! with the codec, resolves the account's namespace (docs/semantics.md §7), calls the engine — which alone decides
 //! visibility — and encodes the answer with the headers every Azure response carries (and the CORS headers
 //! an account's rules give a browser). The handlers live by resource: [`queues`] (list, create, delete,
 //! metadata, ACL and the poison policy), [`messages`] (put, get, peek, update, delete, clear) and
@@ -42,7 +42,7 @@ pub use queues::{ACL_SETTING, META_MAX_DEQUEUE_COUNT, META_POISON_QUEUE};
 pub struct AzureAccount {
     pub name: String,
     pub key: Vec<u8>,
-    /// The engine namespace of its queues; `None` for the rule of SPEC §7 (`devstoreaccount1` → the
+    /// The engine namespace of its queues; `None` for the rule of docs/semantics.md §7 (`devstoreaccount1` → the
     /// default namespace, any other account → `azure:<account>`).
     pub namespace: Option<String>,
 }
