@@ -393,7 +393,8 @@ fn assert_message(message: &Message, m: &ModelMessage, what: &str) {
         m.body
     );
     assert_eq!(
-        message.payload.dead_letter_source().cloned(), m.dead_letter_source,
+        message.payload.dead_letter_source().cloned(),
+        m.dead_letter_source,
         "{what}: dead-letter source of {}",
         m.body
     );
