@@ -482,14 +482,41 @@ mod tests {
         parse_settings(&BTreeMap::from([(name.into(), value.into())]), &names())
     }
 
+    /// The code and text a refused attribute gets: what the client sees, so that is what the tests check.
+    fn refusal<T: std::fmt::Debug>(result: SqsResult<T>) -> (ErrorCode, String) {
+        let error = result.unwrap_err();
+        (error.code, error.message)
+    }
+
+    /// "Value <value> for parameter <name> is invalid. Reason: <reason>"
+    fn invalid_value(name: &str, value: &str, reason: &str) -> (ErrorCode, String) {
+        (
+            ErrorCode::InvalidParameterValue,
+            format!("Value {value} for parameter {name} is invalid. Reason: {reason}"),
+        )
+    }
+
     #[test]
     fn numeric_attributes_are_range_checked() {
-        assert!(parse("VisibilityTimeout", "43200").is_ok());
-        assert!(parse("VisibilityTimeout", "43201").is_err());
-        assert!(parse("MessageRetentionPeriod", "59").is_err());
-        assert!(parse("MaximumMessageSize", "1023").is_err());
-        assert!(parse("ReceiveMessageWaitTimeSeconds", "21").is_err());
-        assert!(parse("DelaySeconds", "-1").is_err());
+        assert_eq!(
+            parse("VisibilityTimeout", "43200").unwrap()[0].1,
+            QueueSetting::VisibilityTimeoutSeconds(43_200)
+        );
+        for (name, value) in [
+            ("VisibilityTimeout", "43201"),
+            ("MessageRetentionPeriod", "59"),
+            ("MaximumMessageSize", "1023"),
+            ("ReceiveMessageWaitTimeSeconds", "21"),
+            ("DelaySeconds", "-1"),
+        ] {
+            assert_eq!(
+                refusal(parse(name, value)),
+                (
+                    ErrorCode::InvalidAttributeValue,
+                    format!("Invalid value for the parameter {name}.")
+                )
+            );
+        }
     }
 
     #[test]
@@ -508,11 +535,18 @@ mod tests {
             }))
         );
         for count in ["0", "1001"] {
-            assert!(parse(
-                "RedrivePolicy",
-                &format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":{count}}}"#)
-            )
-            .is_err());
+            let policy = format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":{count}}}"#);
+            assert_eq!(
+                refusal(parse("RedrivePolicy", &policy)),
+                invalid_value(
+                    "RedrivePolicy",
+                    &policy,
+                    &format!(
+                        "Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both \
+                         inclusive."
+                    )
+                )
+            );
         }
         assert_eq!(
             parse("RedrivePolicy", "").unwrap()[0].1,
@@ -522,23 +556,33 @@ mod tests {
 
     #[test]
     fn redrive_allow_policy_by_queue_needs_1_to_10_arns() {
-        assert!(parse(
-            "RedriveAllowPolicy",
-            r#"{"redrivePermission":"byQueue","sourceQueueArns":["a"]}"#
-        )
-        .is_ok());
-        assert!(parse(
-            "RedriveAllowPolicy",
-            r#"{"redrivePermission":"byQueue","sourceQueueArns":[]}"#
-        )
-        .is_err());
+        let one = r#"{"redrivePermission":"byQueue","sourceQueueArns":["a"]}"#;
+        assert_eq!(parse("RedriveAllowPolicy", one).map(|s| s.len()), Ok(1));
+        let none = r#"{"redrivePermission":"byQueue","sourceQueueArns":[]}"#.to_string();
         let eleven: Vec<String> = (0..11).map(|i| format!("\"a{i}\"")).collect();
-        let json = format!(
+        let too_many = format!(
             r#"{{"redrivePermission":"byQueue","sourceQueueArns":[{}]}}"#,
             eleven.join(",")
         );
-        assert!(parse("RedriveAllowPolicy", &json).is_err());
-        assert!(parse("RedriveAllowPolicy", r#"{"redrivePermission":"sometimes"}"#).is_err());
+        for json in [none, too_many] {
+            assert_eq!(
+                refusal(parse("RedriveAllowPolicy", &json)),
+                invalid_value(
+                    "RedriveAllowPolicy",
+                    &json,
+                    "byQueue needs 1 to 10 sourceQueueArns."
+                )
+            );
+        }
+        let unknown = r#"{"redrivePermission":"sometimes"}"#;
+        assert_eq!(
+            refusal(parse("RedriveAllowPolicy", unknown)),
+            invalid_value(
+                "RedriveAllowPolicy",
+                unknown,
+                "redrivePermission must be allowAll, denyAll or byQueue."
+            )
+        );
     }
 
     #[test]
@@ -701,6 +745,12 @@ mod tests {
         let mut removed = with_policy.clone();
         apply(&mut removed, &QueueSetting::Policy(None));
         assert_eq!(shown(&removed, "Policy"), None);
-        assert!(configured(&[("Policy", "[1]")]).is_err());
+        assert_eq!(
+            refusal(configured(&[("Policy", "[1]")])),
+            (
+                ErrorCode::InvalidAttributeValue,
+                "Invalid value for the parameter Policy.".to_string()
+            )
+        );
     }
 }

@@ -503,6 +503,19 @@ pub fn batch_entry_too_long(max_bytes: u64) -> SqsError {
 mod tests {
     use super::*;
 
+    /// The code and text a refused input gets: what the client sees, so that is what the tests check.
+    fn refusal<T: std::fmt::Debug>(result: SqsResult<T>) -> (ErrorCode, String) {
+        let error = result.unwrap_err();
+        (error.code, error.message)
+    }
+
+    fn invalid(message: &str) -> (ErrorCode, String) {
+        (ErrorCode::InvalidParameterValue, message.to_string())
+    }
+
+    const RESERVED_NAME: &str = "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. \
+        These strings are reserved for internal use. Additionally, they cannot start or end with '.'.";
+
     fn string_attribute(data_type: &str, value: &str) -> MessageAttributeInput {
         MessageAttributeInput {
             data_type: Some(data_type.into()),
@@ -515,9 +528,15 @@ mod tests {
     fn queue_names_are_1_to_80_word_characters() {
         assert!(queue_name("orders-2_x").is_ok());
         assert!(queue_name(&"a".repeat(80)).is_ok());
-        assert!(queue_name(&"a".repeat(81)).is_err());
-        assert!(queue_name("").is_err());
-        assert!(queue_name("bad name").is_err());
+        for bad in ["a".repeat(81), String::new(), "bad name".into()] {
+            assert_eq!(
+                refusal(queue_name(&bad)),
+                invalid(
+                    "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+                ),
+                "{bad:?}"
+            );
+        }
         assert_eq!(
             queue_name("jobs.fifo").unwrap_err().message,
             "FIFO queues are not supported by Veil yet."
@@ -548,15 +567,34 @@ mod tests {
             message_contents("nul\u{0}").unwrap_err().code,
             ErrorCode::InvalidMessageContents
         );
-        assert!(message_contents("\u{FFFE}").is_err());
+        assert_eq!(
+            refusal(message_contents("\u{FFFE}")).0,
+            ErrorCode::InvalidMessageContents
+        );
     }
 
     #[test]
     fn attribute_names_reject_reserved_prefixes_and_bad_periods() {
-        for bad in ["AWS.x", "amazon.y", ".lead", "trail.", "a..b", "sp ace"] {
-            let inputs = BTreeMap::from([(bad.to_string(), string_attribute("String", "v"))]);
-            assert!(message_attributes(&inputs).is_err(), "{bad}");
+        let of = |name: &str| {
+            refusal(message_attributes(&BTreeMap::from([(
+                name.to_string(),
+                string_attribute("String", "v"),
+            )])))
+        };
+        for reserved in ["AWS.x", "amazon.y", ".lead", "trail."] {
+            assert_eq!(of(reserved), invalid(RESERVED_NAME), "{reserved}");
         }
+        assert_eq!(
+            of("a..b"),
+            invalid("Message (user) attribute name 'a..b' is invalid: it cannot contain two periods in a row.")
+        );
+        assert_eq!(
+            of("sp ace"),
+            invalid(
+                "Message (user) attributes name can only contain upper and lower score characters, digits, \
+                 periods, hyphens and underscores. "
+            )
+        );
     }
 
     #[test]
@@ -565,9 +603,26 @@ mod tests {
             message_attributes(&BTreeMap::from([("a".to_string(), input)]))
         };
         assert!(check(string_attribute("Number.float", "-1.5e3")).is_ok());
-        assert!(check(string_attribute("Number", "abc")).is_err());
-        assert!(check(string_attribute("String", "")).is_err());
-        assert!(check(string_attribute("Text", "x")).is_err());
+        assert_eq!(
+            refusal(check(string_attribute("Number", "abc"))),
+            invalid(
+                "Value abc for parameter MessageAttribute.a.Value.StringValue is invalid. Reason: Must be a \
+                 number of up to 38 significant digits between -10^126 and 10^126 (magnitude at least 10^-128)."
+            )
+        );
+        assert_eq!(
+            refusal(check(string_attribute("String", ""))),
+            invalid(
+                "Message (user) attribute 'a' must contain a non-empty value of type 'String'."
+            )
+        );
+        assert_eq!(
+            refusal(check(string_attribute("Text", "x"))),
+            invalid(
+                "The type of message (user) attribute 'a' is invalid. You must use only the following \
+                 supported type prefixes: Binary, Number, String."
+            )
+        );
         let (attributes, size) = check(string_attribute("String.custom", "value")).unwrap();
         assert_eq!(size, 1 + 13 + 5);
         assert_eq!(attributes["a"].data_type, "String.custom");
@@ -584,7 +639,13 @@ mod tests {
         let inputs: BTreeMap<_, _> = (0..11)
             .map(|i| (format!("a{i}"), string_attribute("String", "v")))
             .collect();
-        assert!(message_attributes(&inputs).is_err());
+        assert_eq!(
+            refusal(message_attributes(&inputs)),
+            invalid(
+                "One or more parameters are invalid. Reason: Number of message attributes [11] exceeds the \
+                 allowed maximum [10]."
+            )
+        );
     }
 
     fn attribute_error(name: &str, input: MessageAttributeInput) -> String {
@@ -618,25 +679,29 @@ mod tests {
 
     #[test]
     fn attribute_names_may_use_any_letters_and_up_to_256_characters() {
-        let ok = |name: &str| {
+        let of = |name: &str| {
             message_attributes(&BTreeMap::from([(
                 name.to_string(),
                 string_attribute("String", "v"),
             )]))
-            .is_ok()
+            .map(|(attributes, _)| attributes.len())
         };
-        assert!(ok("attr.1øßä"));
-        assert!(ok(&"L".repeat(256)));
-        assert!(!ok(&"L".repeat(257)));
-        assert!(!ok("aWs.lower"));
-        assert!(!ok("Invalid."));
-        assert!(!ok("a..b"));
+        assert_eq!(of("attr.1øßä"), Ok(1));
+        assert_eq!(of(&"L".repeat(256)), Ok(1));
+        assert_eq!(
+            refusal(of(&"L".repeat(257))),
+            invalid("Message (user) attribute names must be shorter than 256 Bytes")
+        );
+        assert_eq!(refusal(of("aWs.lower")), invalid(RESERVED_NAME));
+        assert_eq!(refusal(of("Invalid.")), invalid(RESERVED_NAME));
         let long_type = format!("Number.{}", "L".repeat(256));
-        assert!(message_attributes(&BTreeMap::from([(
-            "n".to_string(),
-            string_attribute(&long_type, "1")
-        )]))
-        .is_err());
+        assert_eq!(
+            refusal(message_attributes(&BTreeMap::from([(
+                "n".to_string(),
+                string_attribute(&long_type, "1")
+            )]))),
+            invalid("Message (user) attribute types must be shorter than 256 Bytes")
+        );
     }
 
     #[test]
@@ -706,15 +771,36 @@ mod tests {
         let one = |key: &str, value: &str| {
             tags::given(&BTreeMap::from([(key.to_string(), value.to_string())]))
         };
-        assert!(one("team", "a b_.:/=+-@é").is_ok());
-        assert!(one(&"k".repeat(128), &"v".repeat(256)).is_ok());
-        assert!(one(&"k".repeat(129), "v").is_err());
-        assert!(one("k", &"v".repeat(257)).is_err());
-        assert!(one("", "v").is_err());
-        assert!(one("aws:owner", "v").is_err());
-        assert!(one("AWS:owner", "v").is_err());
-        assert!(one("semi;colon", "v").is_err());
-        assert!(one("k", "semi;colon").is_err());
+        assert_eq!(one("team", "a b_.:/=+-@é"), Ok(()));
+        assert_eq!(one(&"k".repeat(128), &"v".repeat(256)), Ok(()));
+        let key_length = invalid("Tag keys must be between 1 and 128 characters in length.");
+        assert_eq!(refusal(one(&"k".repeat(129), "v")), key_length);
+        assert_eq!(refusal(one("", "v")), key_length);
+        assert_eq!(
+            refusal(one("k", &"v".repeat(257))),
+            invalid("Tag values must be between 0 and 256 characters in length.")
+        );
+        for reserved in ["aws:owner", "AWS:owner"] {
+            assert_eq!(
+                refusal(one(reserved, "v")),
+                invalid(&format!(
+                    "Tag key {reserved} is invalid. The aws: prefix is reserved for AWS use."
+                ))
+            );
+        }
+        let characters = "may contain only letters, digits, white space and _ . : / = + - @.";
+        assert_eq!(
+            refusal(one("semi;colon", "v")),
+            invalid(&format!(
+                "Tag key semi;colon is invalid. Tag keys and values {characters}"
+            ))
+        );
+        assert_eq!(
+            refusal(one("k", "semi;colon")),
+            invalid(&format!(
+                "Tag value for key k is invalid. Tag keys and values {characters}"
+            ))
+        );
         assert_eq!(
             tags::keys(&[]).unwrap_err().message,
             "Tag keys must be between 1 and 128 characters in length."
