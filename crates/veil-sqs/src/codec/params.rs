@@ -203,127 +203,187 @@ impl<'a> Params<'a> {
     fn entry_id(&self) -> SqsResult<String> {
         Ok(self.string("Id")?.unwrap_or_default())
     }
+
+    /// A batch action's `Entries`, each decoded by `decode` (which sees the entry's position in its errors).
+    fn entries<T>(&self, decode: impl Fn(&Params<'a>) -> SqsResult<T>) -> SqsResult<Vec<T>> {
+        self.object_list("Entries")?.iter().map(decode).collect()
+    }
 }
 
-/// Builds the typed action from its parameters.
+/// Builds the typed action from its parameters. The match stays exhaustive so that a new action cannot be
+/// left without a decoder.
 pub(crate) fn decode_action(name: ActionName, params: &Params<'_>) -> SqsResult<Action> {
     use ActionName as N;
     Ok(match name {
-        N::CreateQueue => Action::CreateQueue(CreateQueueInput {
-            queue_name: params.required_string("QueueName")?,
-            attributes: params.string_map("Attributes")?,
-            tags: params.string_map("tags")?,
-        }),
+        N::CreateQueue => Action::CreateQueue(create_queue(params)?),
         N::DeleteQueue => Action::DeleteQueue(params.target()?),
-        N::GetQueueUrl => Action::GetQueueUrl(GetQueueUrlInput {
-            queue_name: params.required_string("QueueName")?,
-            queue_owner_account_id: params
-                .string("QueueOwnerAWSAccountId")?
-                .filter(|id| !id.is_empty()),
-        }),
-        N::ListQueues => Action::ListQueues(ListQueuesInput {
-            queue_name_prefix: params.string("QueueNamePrefix")?,
-            max_results: params.integer("MaxResults")?,
-            next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
-        }),
-        N::GetQueueAttributes => Action::GetQueueAttributes(GetQueueAttributesInput {
-            target: params.target()?,
-            attribute_names: params.string_list("AttributeNames")?,
-        }),
-        N::SetQueueAttributes => Action::SetQueueAttributes(SetQueueAttributesInput {
-            target: params.target()?,
-            attributes: params.string_map("Attributes")?,
-        }),
-        N::SendMessage => Action::SendMessage(SendMessageInput {
-            target: params.target()?,
-            message: params.message()?,
-        }),
-        N::SendMessageBatch => Action::SendMessageBatch(SendMessageBatchInput {
-            target: params.target()?,
-            entries: params
-                .object_list("Entries")?
-                .iter()
-                .map(|entry| {
-                    Ok(SendMessageBatchEntry {
-                        id: entry.entry_id()?,
-                        message: entry.message()?,
-                    })
-                })
-                .collect::<SqsResult<_>>()?,
-        }),
-        N::ReceiveMessage => {
-            let mut system_attribute_names = params.string_list("AttributeNames")?;
-            system_attribute_names.extend(params.string_list("MessageSystemAttributeNames")?);
-            Action::ReceiveMessage(ReceiveMessageInput {
-                target: params.target()?,
-                max_number_of_messages: params.integer("MaxNumberOfMessages")?,
-                visibility_timeout: params.integer("VisibilityTimeout")?,
-                wait_time_seconds: params.integer("WaitTimeSeconds")?,
-                system_attribute_names,
-                message_attribute_names: params.string_list("MessageAttributeNames")?,
-            })
-        }
-        N::DeleteMessage => Action::DeleteMessage(DeleteMessageInput {
-            target: params.target()?,
-            receipt_handle: params.required_string("ReceiptHandle")?,
-        }),
-        N::DeleteMessageBatch => Action::DeleteMessageBatch(DeleteMessageBatchInput {
-            target: params.target()?,
-            entries: params
-                .object_list("Entries")?
-                .iter()
-                .map(|entry| {
-                    Ok(DeleteMessageBatchEntry {
-                        id: entry.entry_id()?,
-                        receipt_handle: entry.required_string("ReceiptHandle")?,
-                    })
-                })
-                .collect::<SqsResult<_>>()?,
-        }),
+        N::GetQueueUrl => Action::GetQueueUrl(get_queue_url(params)?),
+        N::ListQueues => Action::ListQueues(list_queues(params)?),
+        N::GetQueueAttributes => Action::GetQueueAttributes(get_queue_attributes(params)?),
+        N::SetQueueAttributes => Action::SetQueueAttributes(set_queue_attributes(params)?),
+        N::SendMessage => Action::SendMessage(send_message(params)?),
+        N::SendMessageBatch => Action::SendMessageBatch(send_message_batch(params)?),
+        N::ReceiveMessage => Action::ReceiveMessage(receive_message(params)?),
+        N::DeleteMessage => Action::DeleteMessage(delete_message(params)?),
+        N::DeleteMessageBatch => Action::DeleteMessageBatch(delete_message_batch(params)?),
         N::ChangeMessageVisibility => {
-            Action::ChangeMessageVisibility(ChangeMessageVisibilityInput {
-                target: params.target()?,
-                receipt_handle: params.required_string("ReceiptHandle")?,
-                visibility_timeout: params.required_integer("VisibilityTimeout")?,
-            })
+            Action::ChangeMessageVisibility(change_message_visibility(params)?)
         }
         N::ChangeMessageVisibilityBatch => {
-            Action::ChangeMessageVisibilityBatch(ChangeMessageVisibilityBatchInput {
-                target: params.target()?,
-                entries: params
-                    .object_list("Entries")?
-                    .iter()
-                    .map(|entry| {
-                        Ok(ChangeMessageVisibilityBatchEntry {
-                            id: entry.entry_id()?,
-                            receipt_handle: entry.required_string("ReceiptHandle")?,
-                            visibility_timeout: entry.integer("VisibilityTimeout")?,
-                        })
-                    })
-                    .collect::<SqsResult<_>>()?,
-            })
+            Action::ChangeMessageVisibilityBatch(change_message_visibility_batch(params)?)
         }
         N::PurgeQueue => Action::PurgeQueue(params.target()?),
-        N::TagQueue => Action::TagQueue(TagQueueInput {
-            target: params.target()?,
-            tags: params.string_map("Tags")?,
-        }),
-        N::UntagQueue => Action::UntagQueue(UntagQueueInput {
-            target: params.target()?,
-            tag_keys: params.string_list("TagKeys")?,
-        }),
+        N::TagQueue => Action::TagQueue(tag_queue(params)?),
+        N::UntagQueue => Action::UntagQueue(untag_queue(params)?),
         N::ListQueueTags => Action::ListQueueTags(params.target()?),
         N::ListDeadLetterSourceQueues => {
-            Action::ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput {
-                target: params.target()?,
-                max_results: params.integer("MaxResults")?,
-                next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
-            })
+            Action::ListDeadLetterSourceQueues(list_dead_letter_source_queues(params)?)
         }
         N::AddPermission
         | N::RemovePermission
         | N::StartMessageMoveTask
         | N::ListMessageMoveTasks
         | N::CancelMessageMoveTask => Action::Unsupported(name),
+    })
+}
+
+// The order of the reads below is part of the wire: when several parameters are wrong, the first one read is
+// the error the client gets.
+
+fn create_queue(params: &Params<'_>) -> SqsResult<CreateQueueInput> {
+    Ok(CreateQueueInput {
+        queue_name: params.required_string("QueueName")?,
+        attributes: params.string_map("Attributes")?,
+        tags: params.string_map("tags")?,
+    })
+}
+
+fn get_queue_url(params: &Params<'_>) -> SqsResult<GetQueueUrlInput> {
+    Ok(GetQueueUrlInput {
+        queue_name: params.required_string("QueueName")?,
+        queue_owner_account_id: params
+            .string("QueueOwnerAWSAccountId")?
+            .filter(|id| !id.is_empty()),
+    })
+}
+
+fn list_queues(params: &Params<'_>) -> SqsResult<ListQueuesInput> {
+    Ok(ListQueuesInput {
+        queue_name_prefix: params.string("QueueNamePrefix")?,
+        max_results: params.integer("MaxResults")?,
+        next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
+    })
+}
+
+fn get_queue_attributes(params: &Params<'_>) -> SqsResult<GetQueueAttributesInput> {
+    Ok(GetQueueAttributesInput {
+        target: params.target()?,
+        attribute_names: params.string_list("AttributeNames")?,
+    })
+}
+
+fn set_queue_attributes(params: &Params<'_>) -> SqsResult<SetQueueAttributesInput> {
+    Ok(SetQueueAttributesInput {
+        target: params.target()?,
+        attributes: params.string_map("Attributes")?,
+    })
+}
+
+fn send_message(params: &Params<'_>) -> SqsResult<SendMessageInput> {
+    Ok(SendMessageInput {
+        target: params.target()?,
+        message: params.message()?,
+    })
+}
+
+fn send_message_batch(params: &Params<'_>) -> SqsResult<SendMessageBatchInput> {
+    Ok(SendMessageBatchInput {
+        target: params.target()?,
+        entries: params.entries(|entry| {
+            Ok(SendMessageBatchEntry {
+                id: entry.entry_id()?,
+                message: entry.message()?,
+            })
+        })?,
+    })
+}
+
+/// `AttributeNames` (legacy) and `MessageSystemAttributeNames` both name system attributes; they are merged.
+fn receive_message(params: &Params<'_>) -> SqsResult<ReceiveMessageInput> {
+    let mut system_attribute_names = params.string_list("AttributeNames")?;
+    system_attribute_names.extend(params.string_list("MessageSystemAttributeNames")?);
+    Ok(ReceiveMessageInput {
+        target: params.target()?,
+        max_number_of_messages: params.integer("MaxNumberOfMessages")?,
+        visibility_timeout: params.integer("VisibilityTimeout")?,
+        wait_time_seconds: params.integer("WaitTimeSeconds")?,
+        system_attribute_names,
+        message_attribute_names: params.string_list("MessageAttributeNames")?,
+    })
+}
+
+fn delete_message(params: &Params<'_>) -> SqsResult<DeleteMessageInput> {
+    Ok(DeleteMessageInput {
+        target: params.target()?,
+        receipt_handle: params.required_string("ReceiptHandle")?,
+    })
+}
+
+fn delete_message_batch(params: &Params<'_>) -> SqsResult<DeleteMessageBatchInput> {
+    Ok(DeleteMessageBatchInput {
+        target: params.target()?,
+        entries: params.entries(|entry| {
+            Ok(DeleteMessageBatchEntry {
+                id: entry.entry_id()?,
+                receipt_handle: entry.required_string("ReceiptHandle")?,
+            })
+        })?,
+    })
+}
+
+fn change_message_visibility(params: &Params<'_>) -> SqsResult<ChangeMessageVisibilityInput> {
+    Ok(ChangeMessageVisibilityInput {
+        target: params.target()?,
+        receipt_handle: params.required_string("ReceiptHandle")?,
+        visibility_timeout: params.required_integer("VisibilityTimeout")?,
+    })
+}
+
+fn change_message_visibility_batch(
+    params: &Params<'_>,
+) -> SqsResult<ChangeMessageVisibilityBatchInput> {
+    Ok(ChangeMessageVisibilityBatchInput {
+        target: params.target()?,
+        entries: params.entries(|entry| {
+            Ok(ChangeMessageVisibilityBatchEntry {
+                id: entry.entry_id()?,
+                receipt_handle: entry.required_string("ReceiptHandle")?,
+                visibility_timeout: entry.integer("VisibilityTimeout")?,
+            })
+        })?,
+    })
+}
+
+fn tag_queue(params: &Params<'_>) -> SqsResult<TagQueueInput> {
+    Ok(TagQueueInput {
+        target: params.target()?,
+        tags: params.string_map("Tags")?,
+    })
+}
+
+fn untag_queue(params: &Params<'_>) -> SqsResult<UntagQueueInput> {
+    Ok(UntagQueueInput {
+        target: params.target()?,
+        tag_keys: params.string_list("TagKeys")?,
+    })
+}
+
+fn list_dead_letter_source_queues(
+    params: &Params<'_>,
+) -> SqsResult<ListDeadLetterSourceQueuesInput> {
+    Ok(ListDeadLetterSourceQueuesInput {
+        target: params.target()?,
+        max_results: params.integer("MaxResults")?,
+        next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
     })
 }
