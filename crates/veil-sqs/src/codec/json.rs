@@ -105,31 +105,13 @@ pub fn encode_output(action: ActionName, output: &Output) -> Value {
         Output::Empty => json!({}),
         Output::QueueUrl(url) => json!({ "QueueUrl": url }),
         Output::QueueUrls { urls, next_token } => {
-            let mut out = Map::new();
-            // botocore spells this member differently per action.
-            let key = if action == ActionName::ListDeadLetterSourceQueues {
-                "queueUrls"
-            } else {
-                "QueueUrls"
-            };
-            // AWS omits an empty ListQueues list but ListDeadLetterSourceQueues requires the member.
-            if !urls.is_empty() || action == ActionName::ListDeadLetterSourceQueues {
-                out.insert(key.into(), json!(urls));
-            }
-            if let Some(token) = next_token {
-                out.insert("NextToken".into(), json!(token));
-            }
-            Value::Object(out)
+            queue_urls_json(action, urls, next_token.as_deref())
         }
         // No attribute to show (none asked for, or none the queue has a value for): AWS sends no
         // `Attributes` member at all (moto's AWS-verified `test_get_queue_attributes`).
         Output::QueueAttributes(attributes) if attributes.is_empty() => json!({}),
         Output::QueueAttributes(attributes) => {
-            let map: Map<String, Value> = attributes
-                .iter()
-                .map(|(name, value)| (name.clone(), json!(value)))
-                .collect();
-            json!({ "Attributes": map })
+            json!({ "Attributes": string_pairs_json(attributes) })
         }
         Output::Tags(tags) => {
             if tags.is_empty() {
@@ -143,43 +125,64 @@ pub fn encode_output(action: ActionName, output: &Output) -> Value {
             "Successful": successful.iter().map(|sent| sent_json(sent, true)).collect::<Vec<_>>(),
             "Failed": failures_json(failed),
         }),
-        Output::ReceiveMessage(messages) => {
-            if messages.is_empty() {
-                return json!({});
-            }
-            let messages: Vec<Value> = messages
-                .iter()
-                .map(|message| {
-                    let mut out = Map::new();
-                    out.insert("MessageId".into(), json!(message.message_id));
-                    out.insert("ReceiptHandle".into(), json!(message.receipt_handle));
-                    out.insert("MD5OfBody".into(), json!(message.md5_of_body));
-                    out.insert("Body".into(), json!(message.body));
-                    if !message.attributes.is_empty() {
-                        let attributes: Map<String, Value> = message
-                            .attributes
-                            .iter()
-                            .map(|(name, value)| (name.clone(), json!(value)))
-                            .collect();
-                        out.insert("Attributes".into(), Value::Object(attributes));
-                    }
-                    if let Some(md5) = &message.md5_of_message_attributes {
-                        out.insert("MD5OfMessageAttributes".into(), json!(md5));
-                        out.insert(
-                            "MessageAttributes".into(),
-                            message_attributes_json(&message.message_attributes),
-                        );
-                    }
-                    Value::Object(out)
-                })
-                .collect();
-            json!({ "Messages": messages })
-        }
+        Output::ReceiveMessage(messages) if messages.is_empty() => json!({}),
+        Output::ReceiveMessage(messages) => json!({
+            "Messages": messages.iter().map(received_json).collect::<Vec<_>>(),
+        }),
         Output::BatchIds { successful, failed } => json!({
             "Successful": successful.iter().map(|id| json!({ "Id": id })).collect::<Vec<_>>(),
             "Failed": failures_json(failed),
         }),
     }
+}
+
+/// ListQueues' and ListDeadLetterSourceQueues' answer.
+fn queue_urls_json(action: ActionName, urls: &[String], next_token: Option<&str>) -> Value {
+    let mut out = Map::new();
+    // botocore spells this member differently per action.
+    let key = if action == ActionName::ListDeadLetterSourceQueues {
+        "queueUrls"
+    } else {
+        "QueueUrls"
+    };
+    // AWS omits an empty ListQueues list but ListDeadLetterSourceQueues requires the member.
+    if !urls.is_empty() || action == ActionName::ListDeadLetterSourceQueues {
+        out.insert(key.into(), json!(urls));
+    }
+    if let Some(token) = next_token {
+        out.insert("NextToken".into(), json!(token));
+    }
+    Value::Object(out)
+}
+
+/// Name/value pairs (queue or system attributes) as a JSON object.
+fn string_pairs_json(pairs: &[(String, String)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(name, value)| (name.clone(), json!(value)))
+        .collect()
+}
+
+fn received_json(message: &ReceivedMessage) -> Value {
+    let mut out = Map::new();
+    out.insert("MessageId".into(), json!(message.message_id));
+    out.insert("ReceiptHandle".into(), json!(message.receipt_handle));
+    out.insert("MD5OfBody".into(), json!(message.md5_of_body));
+    out.insert("Body".into(), json!(message.body));
+    if !message.attributes.is_empty() {
+        out.insert(
+            "Attributes".into(),
+            Value::Object(string_pairs_json(&message.attributes)),
+        );
+    }
+    if let Some(md5) = &message.md5_of_message_attributes {
+        out.insert("MD5OfMessageAttributes".into(), json!(md5));
+        out.insert(
+            "MessageAttributes".into(),
+            message_attributes_json(&message.message_attributes),
+        );
+    }
+    Value::Object(out)
 }
 
 pub(crate) fn reply(output_body: &Value, request_id: &str) -> HttpReply {
