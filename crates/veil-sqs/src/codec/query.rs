@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
-use veil_core::AttributeData;
+use veil_core::{AttributeData, Attributes};
 
 use super::params::{decode_action, Params};
 use super::HttpReply;
@@ -113,88 +113,129 @@ type IndexedFields<'a> = BTreeMap<&'a str, BTreeMap<u32, Vec<(String, String)>>>
 
 /// Rebuilds the parameter object from flattened form fields.
 fn unflatten(pairs: &[(String, String)], action: ActionName) -> SqsResult<Map<String, Value>> {
-    let mut object = Map::new();
-    let mut string_lists: BTreeMap<&str, BTreeMap<u32, String>> = BTreeMap::new();
-    let mut object_lists: IndexedFields = BTreeMap::new();
-    let mut maps: IndexedFields = BTreeMap::new();
+    let mut sorted = Sorted::default();
     for (key, value) in pairs {
+        sorted.add(key, value)?;
+    }
+    sorted.assemble(action)
+}
+
+/// Form fields sorted by the shape they rebuild. All are collected before any list or map is assembled
+/// because an entry's fields may arrive in any order, interleaved with other entries'.
+#[derive(Default)]
+struct Sorted {
+    object: Map<String, Value>,
+    string_lists: BTreeMap<&'static str, BTreeMap<u32, String>>,
+    object_lists: IndexedFields<'static>,
+    maps: IndexedFields<'static>,
+}
+
+impl Sorted {
+    fn add(&mut self, key: &str, value: &str) -> SqsResult<()> {
         let Some((head, rest)) = key.split_once('.') else {
-            object.insert(key.clone(), Value::String(value.clone()));
-            continue;
+            self.object
+                .insert(key.to_string(), Value::String(value.to_string()));
+            return Ok(());
         };
         if let Some((_, member)) = STRING_LISTS.iter().find(|(name, _)| *name == head) {
             let index = parse_index(key, rest)?;
-            string_lists
+            self.string_lists
                 .entry(member)
                 .or_default()
-                .insert(index, value.clone());
+                .insert(index, value.to_string());
         } else if let Some((_, member)) = OBJECT_LISTS.iter().find(|(name, _)| *name == head) {
-            let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
-            let index = parse_index(key, index)?;
-            object_lists
-                .entry(member)
-                .or_default()
-                .entry(index)
-                .or_default()
-                .push((field.to_string(), value.clone()));
+            add_indexed(&mut self.object_lists, member, key, rest, value)?;
         } else if let Some(shape) = MAPS.iter().find(|shape| shape.prefix == head) {
-            let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
-            let index = parse_index(key, index)?;
-            maps.entry(shape.prefix)
-                .or_default()
-                .entry(index)
-                .or_default()
-                .push((field.to_string(), value.clone()));
+            add_indexed(&mut self.maps, shape.prefix, key, rest, value)?;
         } else {
             // Unknown dotted parameters are kept verbatim and ignored by the typed decoder, as SQS does.
-            object.insert(key.clone(), Value::String(value.clone()));
+            self.object
+                .insert(key.to_string(), Value::String(value.to_string()));
         }
+        Ok(())
     }
-    for (member, items) in string_lists {
-        object.insert(
-            member.to_string(),
-            Value::Array(items.into_values().map(Value::String).collect()),
-        );
-    }
-    for (member, items) in object_lists {
-        let entries = items
-            .into_values()
-            .map(|fields| unflatten(&fields, action).map(Value::Object))
-            .collect::<SqsResult<Vec<_>>>()?;
-        object.insert(member.to_string(), Value::Array(entries));
-    }
-    for (prefix, entries) in maps {
-        let Some(shape) = MAPS.iter().find(|shape| shape.prefix == prefix) else {
-            continue;
-        };
-        let mut map = Map::new();
-        for (index, fields) in entries {
-            let key = fields
-                .iter()
-                .find(|(field, _)| field == shape.key_field)
-                .map(|(_, value)| value.clone())
-                .ok_or_else(|| missing_map_key(shape, index))?;
-            let value = if shape.structured_value {
-                let mut structure = Map::new();
-                for (field, value) in &fields {
-                    if let Some(member) = field.strip_prefix("Value.") {
-                        structure.insert(member.to_string(), Value::String(value.clone()));
-                    }
-                }
-                Value::Object(structure)
-            } else {
-                let text = fields
-                    .iter()
-                    .find(|(field, _)| field == "Value")
-                    .map(|(_, value)| value.clone())
-                    .unwrap_or_default();
-                Value::String(text)
+
+    fn assemble(self, action: ActionName) -> SqsResult<Map<String, Value>> {
+        let mut object = self.object;
+        for (member, items) in self.string_lists {
+            object.insert(
+                member.to_string(),
+                Value::Array(items.into_values().map(Value::String).collect()),
+            );
+        }
+        for (member, items) in self.object_lists {
+            let entries = items
+                .into_values()
+                .map(|fields| unflatten(&fields, action).map(Value::Object))
+                .collect::<SqsResult<Vec<_>>>()?;
+            object.insert(member.to_string(), Value::Array(entries));
+        }
+        for (prefix, entries) in self.maps {
+            let Some(shape) = MAPS.iter().find(|shape| shape.prefix == prefix) else {
+                continue;
             };
-            map.insert(key, value);
+            let map = assemble_map(shape, entries)?;
+            object.insert(map_member(prefix, action).to_string(), Value::Object(map));
         }
-        object.insert(map_member(prefix, action).to_string(), Value::Object(map));
+        Ok(object)
     }
-    Ok(object)
+}
+
+/// Files `Prefix.N.Field=value` (`rest` is `N.Field`) under `prefix`, entry `N`.
+fn add_indexed(
+    fields: &mut IndexedFields<'static>,
+    prefix: &'static str,
+    key: &str,
+    rest: &str,
+    value: &str,
+) -> SqsResult<()> {
+    let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
+    let index = parse_index(key, index)?;
+    fields
+        .entry(prefix)
+        .or_default()
+        .entry(index)
+        .or_default()
+        .push((field.to_string(), value.to_string()));
+    Ok(())
+}
+
+/// One flattened map from its entries' fields: each entry's key field names it, and its value is the
+/// `Value` field or, for a structured value, the `Value.*` fields.
+fn assemble_map(
+    shape: &MapShape,
+    entries: BTreeMap<u32, Vec<(String, String)>>,
+) -> SqsResult<Map<String, Value>> {
+    let mut map = Map::new();
+    for (index, fields) in entries {
+        let key =
+            field_value(&fields, shape.key_field).ok_or_else(|| missing_map_key(shape, index))?;
+        let value = if shape.structured_value {
+            Value::Object(structured_value(&fields))
+        } else {
+            Value::String(field_value(&fields, "Value").unwrap_or_default())
+        };
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+fn field_value(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(field, _)| field == name)
+        .map(|(_, value)| value.clone())
+}
+
+/// `Value.DataType=String`, `Value.StringValue=x` → `{"DataType": "String", "StringValue": "x"}`.
+fn structured_value(fields: &[(String, String)]) -> Map<String, Value> {
+    let mut structure = Map::new();
+    for (field, value) in fields {
+        if let Some(member) = field.strip_prefix("Value.") {
+            structure.insert(member.to_string(), Value::String(value.clone()));
+        }
+    }
+    structure
 }
 
 /// Decodes a Query protocol request from its form fields (query string and body together).
@@ -267,14 +308,7 @@ fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
                 xml.leaf("NextToken", token);
             }
         }
-        Output::QueueAttributes(attributes) => {
-            for (name, value) in attributes {
-                xml.open("Attribute")
-                    .leaf("Name", name)
-                    .leaf("Value", value)
-                    .close("Attribute");
-            }
-        }
+        Output::QueueAttributes(attributes) => write_attributes(xml, attributes),
         Output::Tags(tags) => {
             for (key, value) in tags {
                 xml.open("Tag")
@@ -294,49 +328,68 @@ fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
         }
         Output::ReceiveMessage(messages) => {
             for message in messages {
-                xml.open("Message")
-                    .leaf("MessageId", &message.message_id)
-                    .leaf("ReceiptHandle", &message.receipt_handle)
-                    .leaf("MD5OfBody", &message.md5_of_body)
-                    .leaf("Body", &message.body);
-                for (name, value) in &message.attributes {
-                    xml.open("Attribute")
-                        .leaf("Name", name)
-                        .leaf("Value", value)
-                        .close("Attribute");
-                }
-                if let Some(md5) = &message.md5_of_message_attributes {
-                    xml.leaf("MD5OfMessageAttributes", md5);
-                    for (name, attribute) in &message.message_attributes {
-                        xml.open("MessageAttribute")
-                            .leaf("Name", name)
-                            .open("Value");
-                        match &attribute.value {
-                            AttributeData::String(text) => xml.leaf("StringValue", text),
-                            AttributeData::Binary(bytes) => {
-                                xml.leaf("BinaryValue", &BASE64.encode(bytes))
-                            }
-                        };
-                        xml.leaf("DataType", &attribute.data_type)
-                            .close("Value")
-                            .close("MessageAttribute");
-                    }
-                }
-                xml.close("Message");
+                write_message(xml, message);
             }
         }
-        Output::BatchIds { successful, failed } => {
-            let entry = if action == ActionName::DeleteMessageBatch {
-                "DeleteMessageBatchResultEntry"
-            } else {
-                "ChangeMessageVisibilityBatchResultEntry"
-            };
-            for id in successful {
-                xml.open(entry).leaf("Id", id).close(entry);
-            }
-            write_failures(xml, failed);
-        }
+        Output::BatchIds { successful, failed } => write_batch_ids(xml, action, successful, failed),
     }
+}
+
+/// Queue attributes or a message's system attributes: `<Attribute><Name/><Value/></Attribute>` each.
+fn write_attributes(xml: &mut XmlWriter, attributes: &[(String, String)]) {
+    for (name, value) in attributes {
+        xml.open("Attribute")
+            .leaf("Name", name)
+            .leaf("Value", value)
+            .close("Attribute");
+    }
+}
+
+fn write_message(xml: &mut XmlWriter, message: &ReceivedMessage) {
+    xml.open("Message")
+        .leaf("MessageId", &message.message_id)
+        .leaf("ReceiptHandle", &message.receipt_handle)
+        .leaf("MD5OfBody", &message.md5_of_body)
+        .leaf("Body", &message.body);
+    write_attributes(xml, &message.attributes);
+    if let Some(md5) = &message.md5_of_message_attributes {
+        xml.leaf("MD5OfMessageAttributes", md5);
+        write_message_attributes(xml, &message.message_attributes);
+    }
+    xml.close("Message");
+}
+
+fn write_message_attributes(xml: &mut XmlWriter, attributes: &Attributes) {
+    for (name, attribute) in attributes {
+        xml.open("MessageAttribute")
+            .leaf("Name", name)
+            .open("Value");
+        match &attribute.value {
+            AttributeData::String(text) => xml.leaf("StringValue", text),
+            AttributeData::Binary(bytes) => xml.leaf("BinaryValue", &BASE64.encode(bytes)),
+        };
+        xml.leaf("DataType", &attribute.data_type)
+            .close("Value")
+            .close("MessageAttribute");
+    }
+}
+
+/// DeleteMessageBatch's and ChangeMessageVisibilityBatch's result: one entry per succeeded id, then the failures.
+fn write_batch_ids(
+    xml: &mut XmlWriter,
+    action: ActionName,
+    successful: &[String],
+    failed: &[BatchFailure],
+) {
+    let entry = if action == ActionName::DeleteMessageBatch {
+        "DeleteMessageBatchResultEntry"
+    } else {
+        "ChangeMessageVisibilityBatchResultEntry"
+    };
+    for id in successful {
+        xml.open(entry).leaf("Id", id).close(entry);
+    }
+    write_failures(xml, failed);
 }
 
 /// The XML document of a successful answer: `<XResponse><XResult>…</XResult><ResponseMetadata>…`.
