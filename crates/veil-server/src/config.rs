@@ -205,17 +205,19 @@ impl Settings {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        let settings = Settings {
+        let settings = Self::merge(args, file)?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Each setting from the flags (or environment), else the config file, else its default.
+    fn merge(args: ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        Ok(Settings {
             data_dir: args
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(|| DATA_DIR_DEFAULT.into()),
-            sqs_listen: match args.sqs_listen.or(file.sqs_listen) {
-                Some(addr) => addr,
-                None => SQS_LISTEN_DEFAULT
-                    .parse()
-                    .map_err(|e| ConfigError::Invalid(format!("{e}")))?,
-            },
+            sqs_listen: listen_addr(args.sqs_listen.or(file.sqs_listen), SQS_LISTEN_DEFAULT)?,
             sqs_account_id: args
                 .sqs_account_id
                 .or(file.sqs_account_id)
@@ -233,78 +235,97 @@ impl Settings {
                 .store_cache_mib
                 .or(file.store_cache_mib)
                 .unwrap_or(veil_store::CACHE_BYTES_DEFAULT / MIB),
-            azure_listen: match args.azure_listen.or(file.azure.listen) {
-                Some(addr) => addr,
-                None => AZURE_LISTEN_DEFAULT
-                    .parse()
-                    .map_err(|e| ConfigError::Invalid(format!("{e}")))?,
-            },
+            azure_listen: listen_addr(
+                args.azure_listen.or(file.azure.listen),
+                AZURE_LISTEN_DEFAULT,
+            )?,
             azure_auth: args.azure_auth.or(file.azure.auth).unwrap_or_default(),
             azure_max_dequeue_count: args
                 .azure_max_dequeue_count
                 .or(file.azure.max_dequeue_count)
                 .unwrap_or(0),
-            azure_accounts: file
-                .azure
-                .accounts
-                .into_iter()
-                .map(|account| {
-                    let key = veil_azure::auth::decode_key(&account.key).ok_or_else(|| {
-                        ConfigError::Invalid(format!(
-                            "the key of Azure account {:?} is not base64",
-                            account.name
-                        ))
-                    })?;
-                    Ok(AzureAccountSetting {
-                        name: account.name,
-                        key,
-                        namespace: account.namespace,
-                    })
-                })
-                .collect::<Result<_, ConfigError>>()?,
-            kubemq_listen: match args.kubemq_listen.or(file.kubemq.listen) {
-                Some(addr) => addr,
-                None => KUBEMQ_LISTEN_DEFAULT
-                    .parse()
-                    .map_err(|e| ConfigError::Invalid(format!("{e}")))?,
-            },
+            azure_accounts: azure_accounts(file.azure.accounts)?,
+            kubemq_listen: listen_addr(
+                args.kubemq_listen.or(file.kubemq.listen),
+                KUBEMQ_LISTEN_DEFAULT,
+            )?,
             kubemq_auth_tokens: file.kubemq.auth_tokens.clone(),
             kubemq_settings: kubemq_settings(&file.kubemq)?,
-        };
-        if settings.azure_max_dequeue_count > veil_azure::limits::MAX_DEQUEUE_COUNT_MAX {
+        })
+    }
+
+    /// Rejects settings the front-ends could not honour.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.azure_max_dequeue_count > veil_azure::limits::MAX_DEQUEUE_COUNT_MAX {
             return Err(ConfigError::Invalid(format!(
                 "azure max_dequeue_count must be 0 (off) or at most {}",
                 veil_azure::limits::MAX_DEQUEUE_COUNT_MAX
             )));
         }
-        for account in &settings.azure_accounts {
-            // Azure account names: 3-24 lower-case letters and digits.
-            let legal = (3..=24).contains(&account.name.len())
-                && account
-                    .name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-            if !legal {
-                return Err(ConfigError::Invalid(format!(
-                    "Azure account name {:?} must be 3 to 24 lower-case letters and digits",
-                    account.name
-                )));
-            }
+        for account in &self.azure_accounts {
+            check_azure_account_name(&account.name)?;
         }
-        if settings.sqs_account_id.len() != 12
-            || !settings.sqs_account_id.bytes().all(|b| b.is_ascii_digit())
+        if self.sqs_account_id.len() != 12
+            || !self.sqs_account_id.bytes().all(|b| b.is_ascii_digit())
         {
             return Err(ConfigError::Invalid(format!(
                 "sqs_account_id must be 12 digits, got {:?}",
-                settings.sqs_account_id
+                self.sqs_account_id
             )));
         }
-        if settings.inflight_max == 0 {
+        if self.inflight_max == 0 {
             return Err(ConfigError::Invalid(
                 "inflight_max must be at least 1".into(),
             ));
         }
-        Ok(settings)
+        Ok(())
+    }
+}
+
+/// The address given, else the built-in default.
+fn listen_addr(given: Option<SocketAddr>, default: &str) -> Result<SocketAddr, ConfigError> {
+    match given {
+        Some(addr) => Ok(addr),
+        None => default
+            .parse()
+            .map_err(|e| ConfigError::Invalid(format!("{e}"))),
+    }
+}
+
+/// The config file's Azure accounts with their keys decoded.
+fn azure_accounts(
+    accounts: Vec<AzureAccountFile>,
+) -> Result<Vec<AzureAccountSetting>, ConfigError> {
+    accounts
+        .into_iter()
+        .map(|account| {
+            let key = veil_azure::auth::decode_key(&account.key).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "the key of Azure account {:?} is not base64",
+                    account.name
+                ))
+            })?;
+            Ok(AzureAccountSetting {
+                name: account.name,
+                key,
+                namespace: account.namespace,
+            })
+        })
+        .collect()
+}
+
+/// Azure account names: 3-24 lower-case letters and digits.
+fn check_azure_account_name(name: &str) -> Result<(), ConfigError> {
+    let legal = (3..=24).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if legal {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid(format!(
+            "Azure account name {name:?} must be 3 to 24 lower-case letters and digits"
+        )))
     }
 }
 
