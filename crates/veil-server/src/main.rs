@@ -104,6 +104,47 @@ enum ServeError {
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
+    let (store, engine) = open_engine(&settings)?;
+    let sweeper = spawn_sweeper(engine.clone());
+    let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings));
+    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings));
+    let sqs_listener = bind(settings.sqs_listen).await?;
+    let azure_listener = bind(settings.azure_listen).await?;
+    let kubemq_listener = bind(settings.kubemq_listen).await?;
+    log_listening(&settings);
+
+    let stopped = stop_on_signal(engine.clone());
+    let (sqs_served, azure_served, kubemq_served) = tokio::join!(
+        axum::serve(sqs_listener, sqs_app)
+            .with_graceful_shutdown(until_stopped(stopped.clone()))
+            .into_future(),
+        // With the peer address, which a SAS's `sip` is checked against.
+        axum::serve(
+            azure_listener,
+            azure_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(until_stopped(stopped.clone()))
+        .into_future(),
+        // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
+        // unacked messages before the store closes.
+        veil_kubemq::serve(
+            engine.clone(),
+            kubemq_config(&settings),
+            kubemq_listener,
+            stopped
+        ),
+    );
+    sweeper.abort();
+    tracing::info!("requests drained; closing the store");
+    drop(engine);
+    store.close();
+    tracing::info!("store closed; bye");
+    sqs_served.and(azure_served).map_err(ServeError::Serve)?;
+    kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
+}
+
+/// Opens the store in the data directory and the engine over it, rebuilding the engine's index.
+fn open_engine(settings: &Settings) -> Result<(Arc<RedbStore>, Arc<Engine>), ServeError> {
     let options = StoreOptions {
         durability: match settings.durability {
             DurabilityMode::Durable => Durability::Durable,
@@ -127,25 +168,30 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "store opened and index rebuilt"
     );
+    Ok((store, engine))
+}
 
-    let sweeper = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(SWEEP_INTERVAL_MS));
-            loop {
-                tick.tick().await;
-                engine.sweep();
-            }
-        })
-    };
+/// Sweeps expired messages every `SWEEP_INTERVAL_MS`, until aborted.
+fn spawn_sweeper(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(SWEEP_INTERVAL_MS));
+        loop {
+            tick.tick().await;
+            engine.sweep();
+        }
+    })
+}
 
-    let sqs_config = veil_sqs::SqsConfig {
+fn sqs_config(settings: &Settings) -> veil_sqs::SqsConfig {
+    veil_sqs::SqsConfig {
         account_id: settings.sqs_account_id.clone(),
         inflight_max_default: settings.inflight_max,
         ..veil_sqs::SqsConfig::default()
-    };
-    let sqs_app = veil_sqs::router(engine.clone(), sqs_config);
-    let azure_config = veil_azure::AzureConfig {
+    }
+}
+
+fn azure_config(settings: &Settings) -> veil_azure::AzureConfig {
+    veil_azure::AzureConfig {
         accounts: settings
             .azure_accounts
             .iter()
@@ -163,20 +209,22 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         ),
         inflight_max_default: settings.inflight_max,
         data_dir: Some(settings.data_dir.clone()),
-    };
-    let azure_app = veil_azure::router(engine.clone(), azure_config);
-    let sqs_listener = bind(settings.sqs_listen).await?;
-    let azure_listener = bind(settings.azure_listen).await?;
-    let kubemq_listener = bind(settings.kubemq_listen).await?;
+    }
+}
+
+fn kubemq_config(settings: &Settings) -> veil_kubemq::KubemqConfig {
+    veil_kubemq::KubemqConfig {
+        settings: settings.kubemq_settings.clone(),
+        auth_tokens: settings.kubemq_auth_tokens.clone(),
+    }
+}
+
+fn log_listening(settings: &Settings) {
     tracing::info!(
         addr = %settings.kubemq_listen,
         auth = !settings.kubemq_auth_tokens.is_empty(),
         "KubeMQ queues endpoint (gRPC) listening"
     );
-    let kubemq_config = veil_kubemq::KubemqConfig {
-        settings: settings.kubemq_settings.clone(),
-        auth_tokens: settings.kubemq_auth_tokens.clone(),
-    };
     tracing::info!(addr = %settings.sqs_listen, "SQS endpoint listening");
     tracing::info!(
         addr = %settings.azure_listen,
@@ -186,41 +234,24 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     if settings.azure_auth == AzureAuthMode::Off {
         tracing::warn!("Azure authentication is OFF: any request is accepted");
     }
+}
 
-    // One signal stops both listeners: each stops accepting and drains its in-flight requests.
+/// One signal stops every listener: each stops accepting and drains its in-flight requests. The engine is
+/// told first so that its long polls end at once instead of holding the drain for their wait times.
+fn stop_on_signal(engine: Arc<Engine>) -> tokio::sync::watch::Receiver<bool> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let stopping = engine.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
-        stopping.shutdown();
+        engine.shutdown();
         stop.send_replace(true);
     });
-    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-        // An error means the sender is gone, which only happens after it sent `true`.
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        axum::serve(sqs_listener, sqs_app)
-            .with_graceful_shutdown(until_stopped(stopped.clone()))
-            .into_future(),
-        // With the peer address, which a SAS's `sip` is checked against.
-        axum::serve(
-            azure_listener,
-            azure_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(until_stopped(stopped.clone()))
-        .into_future(),
-        // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
-        // unacked messages before the store closes.
-        veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
-    );
-    sweeper.abort();
-    tracing::info!("requests drained; closing the store");
-    drop(engine);
-    store.close();
-    tracing::info!("store closed; bye");
-    sqs_served.and(azure_served).map_err(ServeError::Serve)?;
-    kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
+    stopped
+}
+
+/// Resolves once `stop_on_signal`'s signal has come.
+async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    // An error means the sender is gone, which only happens after it sent `true`.
+    let _ = stopped.wait_for(|stop| *stop).await;
 }
 
 async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
