@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 use veil_core::store::{Commit, Snapshot};
 use veil_core::{
-    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueRecord, Seq, Store,
-    StoreError, StoreOp,
+    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
+    Store, StoreError, StoreOp,
 };
 
 use crate::codec::{decode, encode};
@@ -373,87 +373,123 @@ impl<'txn> Tables<'txn> {
 
     fn apply(&mut self, op: StoreOp) -> Result<(), StoreError> {
         match op {
-            StoreOp::PutQueue(record) => {
-                self.queues
-                    .insert(record.id, encode(&record)?.as_slice())
-                    .map_err(redb_err!("writing a queue"))?;
-            }
-            StoreOp::DeleteQueue(queue) => {
-                self.queues
-                    .remove(queue)
-                    .map_err(redb_err!("deleting a queue"))?;
-                self.counters
-                    .remove(queue)
-                    .map_err(redb_err!("deleting counters"))?;
-                self.remove_messages(queue)?;
-            }
-            StoreOp::PutCounters { queue, counters } => {
-                self.counters
-                    .insert(queue, encode(&counters)?.as_slice())
-                    .map_err(redb_err!("writing counters"))?;
-            }
+            StoreOp::PutQueue(record) => self.put_queue(&record),
+            StoreOp::DeleteQueue(queue) => self.delete_queue(queue),
+            StoreOp::PutCounters { queue, counters } => self.put_counters(queue, &counters),
             StoreOp::PutMessage {
                 queue,
                 seq,
                 payload,
                 state,
                 redrive,
-            } => {
-                self.put_payload((queue, seq), &payload)?;
-                self.put_state((queue, seq), &state)?;
-                if let Some(policy) = redrive {
-                    self.put_redrive((queue, seq), &policy)?;
-                }
-            }
-            StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state)?,
-            StoreOp::DeleteMessage { queue, seq } => {
-                self.states
-                    .remove((queue, seq))
-                    .map_err(redb_err!("deleting a state"))?;
-                self.payloads
-                    .remove((queue, seq))
-                    .map_err(redb_err!("deleting a payload"))?;
-                self.remove_redrive((queue, seq))?;
-            }
-            StoreOp::PurgeQueue(queue) => self.remove_messages(queue)?,
+            } => self.put_message((queue, seq), &payload, &state, redrive.as_ref()),
+            StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state),
+            StoreOp::DeleteMessage { queue, seq } => self.delete_message((queue, seq)),
+            StoreOp::PurgeQueue(queue) => self.remove_messages(queue),
             StoreOp::MoveMessage {
                 from,
                 to,
                 state,
                 moved_from,
                 redrive,
-            } => {
-                self.states
-                    .remove(from)
-                    .map_err(redb_err!("deleting a moved state"))?;
-                self.remove_redrive(from)?;
-                if let Some(mut payload) = self.take_payload(from)? {
-                    payload.moved_from = Some(moved_from);
-                    self.put_payload(to, &payload)?;
-                    self.put_state(to, &state)?;
-                    if let Some(policy) = redrive {
-                        self.put_redrive(to, &policy)?;
-                    }
-                }
-            }
+            } => self.move_message(from, to, &state, moved_from, redrive.as_ref()),
             StoreOp::ReplaceBody {
                 queue,
                 seq,
                 body,
                 body_md5,
-            } => {
-                if let Some(mut payload) = self.take_payload((queue, seq))? {
-                    payload.body = body;
-                    payload.body_md5 = body_md5;
-                    self.put_payload((queue, seq), &payload)?;
-                }
-            }
-            StoreOp::PutNextQueueId(next) => {
-                self.meta
-                    .insert(NEXT_QUEUE_ID, next.to_be_bytes().as_slice())
-                    .map_err(redb_err!("writing meta"))?;
-            }
+            } => self.replace_body((queue, seq), body, body_md5),
+            StoreOp::PutNextQueueId(next) => self.put_next_queue_id(next),
         }
+    }
+
+    fn put_queue(&mut self, record: &QueueRecord) -> Result<(), StoreError> {
+        self.queues
+            .insert(record.id, encode(record)?.as_slice())
+            .map_err(redb_err!("writing a queue"))?;
+        Ok(())
+    }
+
+    fn delete_queue(&mut self, queue: QueueId) -> Result<(), StoreError> {
+        self.queues
+            .remove(queue)
+            .map_err(redb_err!("deleting a queue"))?;
+        self.counters
+            .remove(queue)
+            .map_err(redb_err!("deleting counters"))?;
+        self.remove_messages(queue)
+    }
+
+    fn put_counters(&mut self, queue: QueueId, counters: &Counters) -> Result<(), StoreError> {
+        self.counters
+            .insert(queue, encode(counters)?.as_slice())
+            .map_err(redb_err!("writing counters"))?;
+        Ok(())
+    }
+
+    fn put_message(
+        &mut self,
+        key: (u64, u64),
+        payload: &Payload,
+        state: &MessageState,
+        redrive: Option<&MessageRedrivePolicy>,
+    ) -> Result<(), StoreError> {
+        self.put_payload(key, payload)?;
+        self.put_state(key, state)?;
+        if let Some(policy) = redrive {
+            self.put_redrive(key, policy)?;
+        }
+        Ok(())
+    }
+
+    fn delete_message(&mut self, key: (u64, u64)) -> Result<(), StoreError> {
+        self.states
+            .remove(key)
+            .map_err(redb_err!("deleting a state"))?;
+        self.payloads
+            .remove(key)
+            .map_err(redb_err!("deleting a payload"))?;
+        self.remove_redrive(key)
+    }
+
+    /// A message whose payload is already gone leaves nothing at `to`.
+    fn move_message(
+        &mut self,
+        from: (u64, u64),
+        to: (u64, u64),
+        state: &MessageState,
+        moved_from: MovedFrom,
+        redrive: Option<&MessageRedrivePolicy>,
+    ) -> Result<(), StoreError> {
+        self.states
+            .remove(from)
+            .map_err(redb_err!("deleting a moved state"))?;
+        self.remove_redrive(from)?;
+        if let Some(mut payload) = self.take_payload(from)? {
+            payload.moved_from = Some(moved_from);
+            self.put_message(to, &payload, state, redrive)?;
+        }
+        Ok(())
+    }
+
+    fn replace_body(
+        &mut self,
+        key: (u64, u64),
+        body: bytes::Bytes,
+        body_md5: [u8; 16],
+    ) -> Result<(), StoreError> {
+        if let Some(mut payload) = self.take_payload(key)? {
+            payload.body = body;
+            payload.body_md5 = body_md5;
+            self.put_payload(key, &payload)?;
+        }
+        Ok(())
+    }
+
+    fn put_next_queue_id(&mut self, next: QueueId) -> Result<(), StoreError> {
+        self.meta
+            .insert(NEXT_QUEUE_ID, next.to_be_bytes().as_slice())
+            .map_err(redb_err!("writing meta"))?;
         Ok(())
     }
 }
