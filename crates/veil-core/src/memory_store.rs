@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, Payload, QueueId, QueueRecord, Seq,
+    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
 };
 use crate::store::{Commit, Snapshot, Store, StoreError, StoreOp};
 
@@ -33,14 +33,7 @@ impl Inner {
 
     fn apply(&mut self, op: StoreOp) {
         match op {
-            StoreOp::PutQueue(record) => {
-                let counters = self
-                    .queues
-                    .get(&record.id)
-                    .map(|(_, c)| *c)
-                    .unwrap_or_default();
-                self.queues.insert(record.id, (record, counters));
-            }
+            StoreOp::PutQueue(record) => self.put_queue(record),
             StoreOp::DeleteQueue(queue) => {
                 self.queues.remove(&queue);
                 self.remove_queue_messages(queue);
@@ -56,21 +49,11 @@ impl Inner {
                 payload,
                 state,
                 redrive,
-            } => {
-                self.payloads.insert((queue, seq), payload);
-                self.states.insert((queue, seq), state);
-                if let Some(policy) = redrive {
-                    self.redrives.insert((queue, seq), policy);
-                }
-            }
+            } => self.put_message((queue, seq), payload, state, redrive),
             StoreOp::PutState { queue, seq, state } => {
                 self.states.insert((queue, seq), state);
             }
-            StoreOp::DeleteMessage { queue, seq } => {
-                self.states.remove(&(queue, seq));
-                self.payloads.remove(&(queue, seq));
-                self.redrives.remove(&(queue, seq));
-            }
+            StoreOp::DeleteMessage { queue, seq } => self.delete_message((queue, seq)),
             StoreOp::PurgeQueue(queue) => self.remove_queue_messages(queue),
             StoreOp::MoveMessage {
                 from,
@@ -78,18 +61,7 @@ impl Inner {
                 state,
                 moved_from,
                 redrive,
-            } => {
-                self.states.remove(&from);
-                self.redrives.remove(&from);
-                if let Some(mut payload) = self.payloads.remove(&from) {
-                    payload.moved_from = Some(moved_from);
-                    self.payloads.insert(to, payload);
-                    self.states.insert(to, state);
-                    if let Some(policy) = redrive {
-                        self.redrives.insert(to, policy);
-                    }
-                }
-            }
+            } => self.move_message(from, to, state, moved_from, redrive),
             StoreOp::ReplaceBody {
                 queue,
                 seq,
@@ -102,6 +74,53 @@ impl Inner {
                 }
             }
             StoreOp::PutNextQueueId(next) => self.next_queue_id = next,
+        }
+    }
+
+    /// A queue record replaces the old one but keeps its counters, which are written separately.
+    fn put_queue(&mut self, record: QueueRecord) {
+        let counters = self
+            .queues
+            .get(&record.id)
+            .map(|(_, c)| *c)
+            .unwrap_or_default();
+        self.queues.insert(record.id, (record, counters));
+    }
+
+    fn put_message(
+        &mut self,
+        key: (QueueId, Seq),
+        payload: Payload,
+        state: MessageState,
+        redrive: Option<MessageRedrivePolicy>,
+    ) {
+        self.payloads.insert(key, payload);
+        self.states.insert(key, state);
+        if let Some(policy) = redrive {
+            self.redrives.insert(key, policy);
+        }
+    }
+
+    fn delete_message(&mut self, key: (QueueId, Seq)) {
+        self.states.remove(&key);
+        self.payloads.remove(&key);
+        self.redrives.remove(&key);
+    }
+
+    /// A message whose payload is already gone leaves nothing at `to`.
+    fn move_message(
+        &mut self,
+        from: (QueueId, Seq),
+        to: (QueueId, Seq),
+        state: MessageState,
+        moved_from: MovedFrom,
+        redrive: Option<MessageRedrivePolicy>,
+    ) {
+        self.states.remove(&from);
+        self.redrives.remove(&from);
+        if let Some(mut payload) = self.payloads.remove(&from) {
+            payload.moved_from = Some(moved_from);
+            self.put_message(to, payload, state, redrive);
         }
     }
 }
