@@ -268,6 +268,22 @@ def counts(sqs, url) -> tuple[int, int, int]:
     )
 
 
+def channel_counts(sqs, name: str) -> tuple[int, int]:
+    """(visible, in flight) of a KubeMQ channel, as SQS reports them for the queue of the same name in the default
+    namespace: how the KubeMQ tests check a settlement without receiving again."""
+    visible, hidden, _delayed = counts(sqs, sqs.get_queue_url(QueueName=name)["QueueUrl"])
+    return visible, hidden
+
+
+def kubemq_receive(client, channel: str, max_messages: int = 1, wait: int = 1, **kwargs):
+    """A KubeMQ pull (`receive_queue_messages`) that must not answer an in-band error."""
+    response = client.receive_queue_messages(
+        channel=channel, max_messages=max_messages, wait_timeout_in_seconds=wait, **kwargs
+    )
+    assert not response.is_error, response.error
+    return response
+
+
 def receive(sqs, url, **kwargs) -> list:
     return sqs.receive_message(QueueUrl=url, **kwargs).get("Messages", [])
 

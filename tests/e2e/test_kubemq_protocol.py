@@ -21,6 +21,8 @@ import pytest
 from kubemq.grpc import kubemq_pb2, kubemq_pb2_grpc
 from kubemq.queues import Client, QueueMessage
 
+from helpers import channel_counts, kubemq_receive
+
 # The SDK's own record of the server versions it was tested against; what Ping reports must lie inside it.
 from kubemq._internal.compat import MAX_TESTED_SERVER_VERSION, MIN_TESTED_SERVER_VERSION, parse_version_tuple
 
@@ -50,21 +52,10 @@ def channel() -> str:
 
 
 def receive(client: Client, channel: str, max_messages: int = 1, wait: int = WAIT_S):
-    response = client.receive_queue_messages(
-        channel=channel, max_messages=max_messages, wait_timeout_in_seconds=wait
-    )
-    assert not response.is_error, response.error
-    return response
+    return kubemq_receive(client, channel, max_messages, wait)
 
 
-def counts(sqs, name: str) -> tuple[int, int]:
-    """(visible, in flight) of the channel, as SQS reports them."""
-    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+counts = channel_counts
 
 
 # ----- Ping: the version the SDK checks -----

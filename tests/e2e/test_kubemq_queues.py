@@ -13,7 +13,7 @@ import grpc
 import pytest
 from kubemq.queues import Client, QueueMessage
 
-from helpers import make_client
+from helpers import channel_counts, kubemq_receive, make_client
 
 
 def channel_name(prefix: str) -> str:
@@ -37,22 +37,8 @@ def channel() -> str:
     return channel_name("kmq")
 
 
-def receive(client: Client, channel: str, max_messages: int = 1, wait: int = 1, **kwargs):
-    response = client.receive_queue_messages(
-        channel=channel, max_messages=max_messages, wait_timeout_in_seconds=wait, **kwargs
-    )
-    assert not response.is_error, response.error
-    return response
-
-
-def counts(sqs, name: str) -> tuple[int, int]:
-    """(visible, in flight) of the channel, as SQS reports them for the same queue in the default namespace."""
-    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+receive = kubemq_receive
+counts = channel_counts
 
 
 def eventually_counts(sqs, name: str, expected: tuple[int, int], within_s: float = 10.0) -> None:
