@@ -595,19 +595,12 @@ impl Engine {
         let (id, now, expired) = (locked.id, locked.now, locked.expired);
         let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
         let (index, ops) = locked.parts();
-        let config = &index.record.config;
-        let grant = Grant {
-            visibility_ms: options
-                .visibility_ms
-                .unwrap_or(config.visibility_timeout_ms)
-                .min(limits::VISIBILITY_TIMEOUT_MS_MAX),
-            dead_letter: options.dead_letter,
-        };
-        let inflight_max = u64::from(config.inflight_max);
+        let grant = Grant::of(options, &index.record.config);
+        let inflight_max = u64::from(index.record.config.inflight_max);
         if index.hidden() >= inflight_max {
             return Err(EngineError::OverLimit {
                 inflight: index.hidden(),
-                limit: config.inflight_max,
+                limit: index.record.config.inflight_max,
             });
         }
         let mut delivered: Vec<Delivery> = Vec::new();
@@ -1311,6 +1304,19 @@ impl Locked<'_> {
 struct Grant {
     visibility_ms: Millis,
     dead_letter: DeadLetterTiming,
+}
+
+impl Grant {
+    /// The receive's own visibility, else the queue's, within the engine's range.
+    fn of(options: &ReceiveOptions, config: &QueueConfig) -> Self {
+        Self {
+            visibility_ms: options
+                .visibility_ms
+                .unwrap_or(config.visibility_timeout_ms)
+                .min(limits::VISIBILITY_TIMEOUT_MS_MAX),
+            dead_letter: options.dead_letter,
+        }
+    }
 }
 
 /// One message a receive or peek hands out, before its payload is read.
