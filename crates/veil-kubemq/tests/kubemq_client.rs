@@ -140,6 +140,14 @@ fn message(channel: &str, body: &str) -> QueueMessage {
         .build()
 }
 
+/// Sends one message with body `body` to `channel`; the send must succeed.
+async fn send(client: &KubemqClient, channel: &str, body: &str) {
+    client
+        .send_queue_message(message(channel, body))
+        .await
+        .expect("send");
+}
+
 fn poll(channel: &str, max_items: i32, wait_timeout_seconds: i32) -> PollRequest {
     PollRequest {
         channel: channel.to_string(),
@@ -192,10 +200,7 @@ async fn a_sent_message_is_polled_with_sequence_and_receive_count_then_acked() {
 async fn a_nacked_message_comes_back_with_a_higher_receive_count() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-b").await;
-    client
-        .send_queue_message(message("rs.nack", "again"))
-        .await
-        .expect("send");
+    send(&client, "rs.nack", "again").await;
     let mut receiver = client
         .new_queue_downstream_receiver()
         .await
@@ -220,10 +225,7 @@ async fn pull_settles_peek_does_not_and_ack_all_purges() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-c").await;
     for body in ["a", "b", "c"] {
-        client
-            .send_queue_message(message("rs.pull", body))
-            .await
-            .expect("send");
+        send(&client, "rs.pull", body).await;
     }
     let peeked = client
         .receive_queue_messages("rs.pull", 10, 1, true)
@@ -346,10 +348,7 @@ impl LegacyStream {
 async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
     let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-e").await;
-    client
-        .send_queue_message(message("rs.legacy", "long work"))
-        .await
-        .expect("send");
+    send(&client, "rs.legacy", "long work").await;
     let mut stream = LegacyStream::open(veil.addr).await;
     let received = stream
         .call(kubemq_pb::StreamRequestType::ReceiveMessage, 1)
@@ -376,10 +375,7 @@ async fn modify_visibility_extends_the_deadline_of_a_stream_message() {
 async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
     let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-f").await;
-    client
-        .send_queue_message(message("rs.legacy", "slow"))
-        .await
-        .expect("send");
+    send(&client, "rs.legacy", "slow").await;
     let mut stream = LegacyStream::open(veil.addr).await;
     let received = stream
         .call(kubemq_pb::StreamRequestType::ReceiveMessage, 1)
@@ -417,10 +413,7 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
 async fn shutdown_tells_open_downstreams_close_by_server_and_releases_their_messages() {
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-g").await;
-    client
-        .send_queue_message(message("rs.shutdown", "in flight"))
-        .await
-        .expect("send");
+    send(&client, "rs.shutdown", "in flight").await;
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(pb::QueuesDownstreamRequest {
@@ -469,10 +462,7 @@ async fn a_long_poll_does_not_hold_back_the_acks_behind_it_on_the_same_stream() 
     // The clock stands still: the long poll cannot end while the test waits for the ack.
     let (veil, _clock) = Veil::manual().await;
     let client = veil.client("rust-h").await;
-    client
-        .send_queue_message(message("rs.busy", "work"))
-        .await
-        .expect("send");
+    send(&client, "rs.busy", "work").await;
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(get("get-1", "rs.busy", 1, 2_000))
@@ -505,10 +495,7 @@ async fn active_offsets_shrink_as_messages_settle_and_the_transaction_completes(
     let veil = Veil::start(Default::default()).await;
     let client = veil.client("rust-i").await;
     for body in ["a", "b"] {
-        client
-            .send_queue_message(message("rs.tx", body))
-            .await
-            .expect("send");
+        send(&client, "rs.tx", body).await;
     }
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     let request = |id: &str, kind: pb::QueuesDownstreamRequestType, tx: &str, range: Vec<i64>| {
@@ -676,10 +663,7 @@ async fn queues_info_reports_messages_bytes_sequences_counts_and_waiting_receive
     let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-info").await;
     for body in ["a", "bb", "ccc"] {
-        client
-            .send_queue_message(message("rs.info.work", body))
-            .await
-            .expect("send");
+        send(&client, "rs.info.work", body).await;
     }
     let mut receiver = client
         .new_queue_downstream_receiver()
@@ -817,10 +801,7 @@ async fn a_pull_counts_the_expired_messages_it_skipped() {
 async fn a_get_short_of_max_items_answers_only_when_its_wait_ends() {
     let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-wait").await;
-    client
-        .send_queue_message(message("rs.wait", "one"))
-        .await
-        .expect("send");
+    send(&client, "rs.wait", "one").await;
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(get("get-1", "rs.wait", 3, 5_000))
@@ -842,20 +823,14 @@ async fn a_get_short_of_max_items_answers_only_when_its_wait_ends() {
 async fn a_get_answers_as_soon_as_it_holds_max_items() {
     let (veil, _clock) = Veil::manual().await;
     let client = veil.client("rust-max").await;
-    client
-        .send_queue_message(message("rs.max", "a"))
-        .await
-        .expect("send");
+    send(&client, "rs.max", "a").await;
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(get("get-1", "rs.max", 2, 5_000))
         .await
         .expect("send get");
     silent(&mut responses, "one of two held").await;
-    client
-        .send_queue_message(message("rs.max", "b"))
-        .await
-        .expect("send");
+    send(&client, "rs.max", "b").await;
     // The clock never moved: only reaching max items can answer.
     let got = next(&mut responses).await;
     let bodies: Vec<&[u8]> = got.messages.iter().map(|m| m.body.as_slice()).collect();
@@ -869,10 +844,7 @@ async fn a_get_answers_as_soon_as_it_holds_max_items() {
 async fn a_stream_that_ends_while_its_get_collects_releases_what_the_get_held() {
     let (veil, _clock) = Veil::manual().await;
     let client = veil.client("rust-end").await;
-    client
-        .send_queue_message(message("rs.end", "held"))
-        .await
-        .expect("send");
+    send(&client, "rs.end", "held").await;
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
         .send(get("get-1", "rs.end", 3, 60_000))
@@ -895,10 +867,7 @@ async fn a_stream_that_ends_while_its_get_collects_releases_what_the_get_held() 
 async fn a_pull_collects_until_max_then_settles_all_it_returns() {
     let (veil, _clock) = Veil::manual().await;
     let client = veil.client("rust-pull").await;
-    client
-        .send_queue_message(message("rs.collect", "a"))
-        .await
-        .expect("send");
+    send(&client, "rs.collect", "a").await;
     let mut puller = raw_client(veil.addr).await;
     let pull = tokio::spawn(async move {
         puller
@@ -913,10 +882,7 @@ async fn a_pull_collects_until_max_then_settles_all_it_returns() {
     });
     tokio::time::sleep(QUIET).await;
     assert!(!pull.is_finished(), "one of two held, the clock frozen");
-    client
-        .send_queue_message(message("rs.collect", "b"))
-        .await
-        .expect("send");
+    send(&client, "rs.collect", "b").await;
     let pulled = pull.await.expect("join").expect("pull").into_inner();
     assert!(!pulled.is_error, "{}", pulled.error);
     assert_eq!(pulled.messages_received, 2);
@@ -932,10 +898,7 @@ async fn a_pull_that_waits_finds_every_message_re_queued_before_it() {
     let (veil, clock) = Veil::manual().await;
     let client = veil.client("rust-requeue").await;
     for i in 0..3 {
-        client
-            .send_queue_message(message("rs.requeue.source", &format!("m{i}")))
-            .await
-            .expect("send");
+        send(&client, "rs.requeue.source", &format!("m{i}")).await;
     }
     let mut receiver = client
         .new_queue_downstream_receiver()
@@ -992,10 +955,7 @@ async fn a_get_that_reaches_the_in_flight_limit_while_collecting_answers_with_wh
     let veil = Veil::start_on(settings, Arc::new(clock.clone())).await;
     let client = veil.client("rust-limit").await;
     for body in ["a", "b", "c"] {
-        client
-            .send_queue_message(message("rs.limit", body))
-            .await
-            .expect("send");
+        send(&client, "rs.limit", body).await;
     }
     let (requests, mut responses) = raw_downstream(veil.addr).await;
     requests
