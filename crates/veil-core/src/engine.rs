@@ -166,31 +166,45 @@ impl Engine {
     ) -> EngineResult<(R, Option<Commit>)> {
         let mut guard = self.state.lock();
         let id = guard.queue_id(key)?;
-        let mut locked = Locked {
-            state: &mut guard,
-            id,
-            now,
-            ops: Vec::new(),
-            expired: 0,
-        };
-        locked.expired = locked.advance();
-        self.release_dead_letters(&mut locked);
+        let mut locked = self.brought_up_to(&mut guard, id, now, Vec::new());
         let result = op(&mut locked);
         self.release_dead_letters(&mut locked);
         Ok((result, self.submit(locked.ops)))
+    }
+
+    /// One queue under the lock, brought up to `now`: due messages promoted, expired ones removed, released
+    /// dead letters moved. Its changes are appended to `ops`.
+    fn brought_up_to<'a>(
+        &self,
+        state: &'a mut State,
+        id: QueueId,
+        now: Millis,
+        mut ops: Vec<StoreOp>,
+    ) -> Locked<'a> {
+        let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+        let expired = Self::advance(index, now, &mut ops);
+        let mut locked = Locked {
+            state,
+            id,
+            now,
+            ops,
+            expired,
+        };
+        self.release_dead_letters(&mut locked);
+        locked
     }
 
     /// Moves the messages released with their receives used up under an `OnRelease` rule (KubeMQ), so that a
     /// consumer of the dead-letter queue sees them at once. One whose target is gone stays visible; the next
     /// receive applies the rule again.
     fn release_dead_letters(&self, locked: &mut Locked<'_>) {
+        let released = locked.index().take_released();
+        if released.is_empty() {
+            return; // the common case, twice per operation: no look-up beyond the index
+        }
         let (id, now) = (locked.id, locked.now);
         let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
         let index = locked.index();
-        let released = index.take_released();
-        if released.is_empty() {
-            return;
-        }
         let mut moves = Vec::new();
         for seq in released {
             let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
@@ -391,16 +405,7 @@ impl Engine {
         let ids: Vec<QueueId> = guard.queues.keys().copied().collect();
         let mut ops = Vec::new();
         for id in ids {
-            let mut locked = Locked {
-                state: &mut guard,
-                id,
-                now,
-                ops,
-                expired: 0,
-            };
-            locked.advance();
-            self.release_dead_letters(&mut locked);
-            ops = locked.ops;
+            ops = self.brought_up_to(&mut guard, id, now, ops).ops;
         }
         drop(self.submit(ops));
     }
@@ -1281,21 +1286,7 @@ impl Locked<'_> {
     }
 
     fn index(&mut self) -> &mut QueueIndex {
-        self.state
-            .queues
-            .get_mut(&self.id)
-            .expect("by_key and queues agree")
-    }
-
-    /// Brings the queue up to `now`; returns how many messages expired.
-    fn advance(&mut self) -> u64 {
-        let now = self.now;
-        let index = self
-            .state
-            .queues
-            .get_mut(&self.id)
-            .expect("by_key and queues agree");
-        Engine::advance(index, now, &mut self.ops)
+        self.parts().0
     }
 }
 
