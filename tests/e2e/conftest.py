@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VeilServer, azure_name, make_client, veil_bin
+from helpers import VeilServer, azure_name, kubemq_client, make_client, veil_bin
 
 
 @pytest.fixture(scope="session")
@@ -113,3 +113,11 @@ def azure_queue(azure_service, azure_queue_name):
     client = azure_service.get_queue_client(azure_queue_name)
     client.create_queue()
     return client
+
+
+@pytest.fixture(scope="module")
+def kmq(server):
+    """One KubeMQ SDK client per test module, closed after it."""
+    client = kubemq_client(server)
+    yield client
+    client.close()

@@ -17,6 +17,7 @@ import struct
 import subprocess
 import time
 import urllib.parse
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -273,6 +274,18 @@ def channel_counts(sqs, name: str) -> tuple[int, int]:
     namespace: how the KubeMQ tests check a settlement without receiving again."""
     visible, hidden, _delayed = counts(sqs, sqs.get_queue_url(QueueName=name)["QueueUrl"])
     return visible, hidden
+
+
+def channel_name(prefix: str) -> str:
+    """A fresh channel name, SQS-legal too (letters, digits, '-'), so cross-protocol checks can use it."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def kubemq_client(server, client_id: str = "veil-e2e", **kwargs):
+    """A KubeMQ SDK client of `server`'s gRPC endpoint."""
+    from kubemq.queues import Client
+
+    return Client(address=server.kubemq_address, client_id=client_id, **kwargs)
 
 
 def kubemq_receive(client, channel: str, max_messages: int = 1, wait: int = 1, **kwargs):

@@ -21,7 +21,7 @@ import pytest
 from kubemq.grpc import kubemq_pb2, kubemq_pb2_grpc
 from kubemq.queues import Client, QueueMessage
 
-from helpers import channel_counts, kubemq_receive
+from helpers import channel_counts, channel_name, kubemq_client, kubemq_receive
 
 # The SDK's own record of the server versions it was tested against; what Ping reports must lie inside it.
 from kubemq._internal.compat import MAX_TESTED_SERVER_VERSION, MIN_TESTED_SERVER_VERSION, parse_version_tuple
@@ -29,21 +29,6 @@ from kubemq._internal.compat import MAX_TESTED_SERVER_VERSION, MIN_TESTED_SERVER
 # Long enough that a pull answering at its wait's end cannot be mistaken for one answering early, and that
 # a message the rule under test should deliver has time to arrive on a loaded machine.
 WAIT_S = 5
-
-
-def channel_name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def kubemq_client(server, client_id: str = "veil-e2e-protocol", **kwargs) -> Client:
-    return Client(address=server.kubemq_address, client_id=client_id, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def kmq(server):
-    client = kubemq_client(server)
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -7,29 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import grpc
 import pytest
-from kubemq.queues import Client, QueueMessage
+from kubemq.queues import QueueMessage
 
-from helpers import channel_counts, kubemq_receive, make_client
-
-
-def channel_name(prefix: str) -> str:
-    # SQS-legal too (letters, digits, '-', '_'), so the cross-protocol tests can use the same rule.
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def kubemq_client(server, **kwargs) -> Client:
-    return Client(address=server.kubemq_address, client_id=kwargs.pop("client_id", "veil-e2e"), **kwargs)
-
-
-@pytest.fixture(scope="module")
-def kmq(server):
-    client = kubemq_client(server)
-    yield client
-    client.close()
+from helpers import channel_counts, channel_name, kubemq_client, kubemq_receive
 
 
 @pytest.fixture
