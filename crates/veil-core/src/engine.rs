@@ -472,7 +472,7 @@ impl Engine {
                 attributes: message.attributes,
                 sent_at: now,
                 sender_id: message.sender_id,
-                moved_from: None,
+                moved_from: message.moved_from,
             };
             wake |= index.insert(seq, message_state, now);
             if let Some(policy) = &message.redrive {

@@ -193,7 +193,7 @@ pub struct MovedFrom {
 pub enum MoveReason {
     /// A dead-letter rule moved it (docs/semantics.md §3).
     DeadLetter,
-    /// Its consumer moved it (KubeMQ's re-queue, `Engine::move_message`).
+    /// Its consumer moved it (KubeMQ's re-queue, `Engine::move_message`), or sent a modified copy in its place.
     Requeue,
 }
 
@@ -235,6 +235,9 @@ pub struct NewMessage {
     pub sender_id: String,
     /// The message's own dead-letter rule, if any.
     pub redrive: Option<MessageRedrivePolicy>,
+    /// Set when the message is sent in place of another that its consumer settles (KubeMQ's
+    /// SendModifiedMessage): recorded in the payload like a move's origin.
+    pub moved_from: Option<MovedFrom>,
 }
 
 /// The MD5 digest of a body (SQS's `MD5OfMessageBody`), kept with the message so it is computed once.
@@ -272,6 +275,7 @@ impl NewMessage {
             ttl: None,
             sender_id: String::new(),
             redrive: None,
+            moved_from: None,
         }
     }
 }

@@ -22,9 +22,6 @@ use crate::pb;
 pub const RESERVED_PREFIX: &str = "kubemq.";
 pub const ATTR_METADATA: &str = "kubemq.metadata";
 pub const ATTR_MESSAGE_ID: &str = "kubemq.message_id";
-/// The channel a message was re-routed from when it arrived by a route the engine does not record (a legacy
-/// stream's SendModifiedMessage is a new send); engine moves record theirs in `Payload::moved_from`.
-pub const ATTR_REROUTED_FROM: &str = "kubemq.rerouted_from";
 
 const NANOS_PER_MS: i64 = 1_000_000;
 
@@ -250,15 +247,8 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         ttl: Some(ttl),
         sender_id: message.client_id,
         redrive,
+        moved_from: None,
     }
-}
-
-/// A message sent on behalf of one re-routed from `source` (KubeMQ's SendModifiedMessage): delivered with
-/// `ReRouted` and `ReRoutedFromQueue`.
-pub fn mark_rerouted(message: &mut NewMessage, source: &str) {
-    message
-        .attributes
-        .insert(ATTR_REROUTED_FROM.to_string(), string_attribute(source));
 }
 
 pub fn nanos(ms: Millis) -> i64 {
@@ -332,8 +322,7 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
         .payload
         .moved_from
         .as_ref()
-        .map(|moved| moved.queue.name.clone())
-        .or_else(|| attribute_text(attributes, ATTR_REROUTED_FROM));
+        .map(|moved| moved.queue.name.clone());
     let policy = message
         .redrive
         .as_ref()

@@ -33,7 +33,7 @@ fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
             attributes: new.attributes,
             sent_at: state.sent_at,
             sender_id: new.sender_id,
-            moved_from: None,
+            moved_from: new.moved_from,
         },
         state,
         receipt: Some("r".into()),
@@ -246,7 +246,10 @@ fn an_engine_dead_letter_source_shows_as_rerouted() {
 #[test]
 fn a_message_sent_on_behalf_of_another_channel_shows_as_rerouted_from_it_and_not_as_a_tag() {
     let mut new = to_new_message(wire("q", b"x"));
-    mark_rerouted(&mut new, "orders");
+    new.moved_from = Some(MovedFrom {
+        queue: QueueKey::new("default", "orders"),
+        reason: MoveReason::Requeue,
+    });
     let message = to_queue_message(&stored(new, 0, state(1)), "q");
     let attributes = message.attributes.clone().unwrap_or_default();
     assert!(attributes.re_routed);

@@ -76,7 +76,7 @@ impl KubemqService {
 }
 
 /// KubeMQ channels live in Veil's default namespace, shared with the SQS default account.
-fn key(channel: &str) -> QueueKey {
+pub(super) fn key(channel: &str) -> QueueKey {
     QueueKey::new(DEFAULT_NAMESPACE, channel)
 }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
+use veil_core::{MoveReason, MovedFrom};
+
 use super::{next_or_shutdown, Inner};
 use crate::convert::{self, KubemqError};
 use crate::pb;
@@ -30,9 +32,10 @@ impl Inner {
         let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
         let key = self.ensure(&channel).await?;
         let mut new = convert::to_new_message(message);
-        if let Some(source) = rerouted_from {
-            convert::mark_rerouted(&mut new, source);
-        }
+        new.moved_from = rerouted_from.map(|source| MovedFrom {
+            queue: super::key(source),
+            reason: MoveReason::Requeue,
+        });
         let sent = self.engine.send(&key, vec![new]).await?;
         let sent = sent
             .first()

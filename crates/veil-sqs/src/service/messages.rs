@@ -111,6 +111,7 @@ impl Service {
                 ttl: None,
                 sender_id: context.sender_id.clone(),
                 redrive: None,
+                moved_from: None,
             },
         })
     }
