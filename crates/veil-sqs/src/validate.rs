@@ -252,8 +252,8 @@ fn is_number(text: &str) -> bool {
         None => (unsigned, None),
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits: String = whole.chars().chain(fraction.chars()).collect();
-    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+    let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !all_digits(whole) || !all_digits(fraction) {
         return false;
     }
     let exponent: i64 = match exponent {
@@ -263,16 +263,33 @@ fn is_number(text: &str) -> bool {
             _ => return false,
         },
     };
-    let significant = digits.trim_start_matches('0').trim_end_matches('0');
-    if significant.len() > limits::NUMBER_ATTRIBUTE_DIGITS_MAX {
+    // Positions of the first and last significant digits, counting through `whole` then `fraction`.
+    let nonzero = |b: u8| b != b'0';
+    let first = whole
+        .bytes()
+        .position(nonzero)
+        .or_else(|| fraction.bytes().position(nonzero).map(|i| whole.len() + i));
+    let Some(first) = first else {
+        return true; // zero
+    };
+    let last = fraction
+        .bytes()
+        .rposition(nonzero)
+        .map(|i| whole.len() + i)
+        .or_else(|| whole.bytes().rposition(nonzero))
+        .unwrap_or(first);
+    if last - first + 1 > limits::NUMBER_ATTRIBUTE_DIGITS_MAX {
         return false;
     }
-    let Some(first) = digits.find(|c| c != '0') else {
-        return true; // zero
+    let digit_at = |i: usize| match whole.as_bytes().get(i) {
+        Some(&b) => b,
+        None => fraction.as_bytes()[i - whole.len()],
     };
     // The power of ten of the leading significant digit.
     let magnitude = exponent + whole.len() as i64 - 1 - first as i64;
-    let exactly_max = magnitude == limits::NUMBER_ATTRIBUTE_EXPONENT_MAX && significant == "1";
+    let exactly_max = magnitude == limits::NUMBER_ATTRIBUTE_EXPONENT_MAX
+        && first == last
+        && digit_at(first) == b'1';
     magnitude >= limits::NUMBER_ATTRIBUTE_EXPONENT_MIN
         && (magnitude < limits::NUMBER_ATTRIBUTE_EXPONENT_MAX || exactly_max)
 }
@@ -714,6 +731,10 @@ mod tests {
             "123.456",
             &"9".repeat(38),
             "1000e-3",
+            "0.1e127",
+            "00100.e124",
+            &format!("{}.{}", "9".repeat(20), "9".repeat(18)),
+            &format!("0.000{}000", "9".repeat(38)),
         ] {
             assert!(is_number(good), "{good}");
         }
@@ -726,6 +747,10 @@ mod tests {
             "--1",
             "0x10",
             "",
+            ".",
+            "0.11e127",
+            "10.01e125",
+            &format!("{}.{}", "9".repeat(20), "9".repeat(19)),
         ] {
             assert!(!is_number(bad), "{bad}");
         }
