@@ -217,14 +217,6 @@ impl SqsError {
         )
     }
 
-    /// An invalid attribute value with AWS's reason, where AWS gives one (FifoQueue on an existing queue).
-    pub fn invalid_attribute_value_because(name: &str, reason: &str) -> Self {
-        Self::new(
-            ErrorCode::InvalidAttributeValue,
-            format!("Invalid value for the parameter {name}. Reason: {reason}"),
-        )
-    }
-
     pub fn unsupported(what: &str) -> Self {
         Self::new(
             ErrorCode::UnsupportedOperation,
