@@ -150,6 +150,11 @@ impl SqsError {
         )
     }
 
+    /// An InvalidParameterValue error worded entirely by the caller.
+    pub fn invalid_parameter_value(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidParameterValue, message)
+    }
+
     /// A generic "one or more parameters are invalid" error with a reason.
     pub fn invalid_parameters(reason: impl fmt::Display) -> Self {
         Self::new(

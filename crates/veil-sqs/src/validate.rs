@@ -130,76 +130,76 @@ pub fn range_reason(parameter: &str, min: u64, max: u64) -> String {
 
 /// The message-attribute errors, in AWS's words where they are recorded (each function says where).
 pub(crate) mod attribute_errors {
-    use crate::error::{ErrorCode, SqsError};
-
-    fn invalid(message: String) -> SqsError {
-        SqsError::new(ErrorCode::InvalidParameterValue, message)
-    }
+    use crate::error::SqsError;
 
     /// A Query `MessageAttribute.N.Value…` without its `Name` (AWS's Query answer, recorded in
     /// aws/aws-sdk-php issue 694 and aws/aws-sdk-go issue 178).
     pub fn empty_name() -> SqsError {
-        invalid("The request must contain non-empty message attribute name.".into())
+        SqsError::invalid_parameter_value(
+            "The request must contain non-empty message attribute name.",
+        )
     }
 
     /// LocalStack's wording for the name's length and characters, kept from AWS's answers; the bound is
     /// AWS's documented 256 characters (LocalStack's AWS-validated test: 257 fails).
     pub fn name_too_long() -> SqsError {
-        invalid("Message (user) attribute names must be shorter than 256 Bytes".into())
+        SqsError::invalid_parameter_value(
+            "Message (user) attribute names must be shorter than 256 Bytes",
+        )
     }
 
     pub fn name_characters() -> SqsError {
-        invalid(
+        SqsError::invalid_parameter_value(
             "Message (user) attributes name can only contain upper and lower score characters, digits, \
-             periods, hyphens and underscores. "
-                .into(),
+             periods, hyphens and underscores. ",
         )
     }
 
     pub fn name_reserved_or_dotted() -> SqsError {
-        invalid(
+        SqsError::invalid_parameter_value(
             "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings are \
-             reserved for internal use. Additionally, they cannot start or end with '.'."
-                .into(),
+             reserved for internal use. Additionally, they cannot start or end with '.'.",
         )
     }
 
     /// Two periods in a row: AWS refuses them (LocalStack's validated test notes it); its wording is not
     /// recorded, so this one is Veil's.
     pub fn name_double_period(name: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "Message (user) attribute name '{name}' is invalid: it cannot contain two periods in a row."
         ))
     }
 
     /// AWS's current wording (recorded in grafana/k6-jslib-aws PR 65, 2023).
     pub fn bad_type(name: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "The type of message (user) attribute '{name}' is invalid. You must use only the following \
              supported type prefixes: Binary, Number, String."
         ))
     }
 
     pub fn missing_type(name: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "The message attribute '{name}' must contain non-empty message attribute type."
         ))
     }
 
     pub fn type_too_long() -> SqsError {
-        invalid("Message (user) attribute types must be shorter than 256 Bytes".into())
+        SqsError::invalid_parameter_value(
+            "Message (user) attribute types must be shorter than 256 Bytes",
+        )
     }
 
     /// Recorded from AWS for a String in LocalStack's `test_send_message_with_empty_string_attribute`
     /// snapshot; the other base types follow the same form.
     pub fn empty_value(name: &str, base_type: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "Message (user) attribute '{name}' must contain a non-empty value of type '{base_type}'."
         ))
     }
 
     pub fn not_a_number(name: &str, text: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "Value {text} for parameter MessageAttribute.{name}.Value.StringValue is invalid. Reason: \
              Must be a number of up to 38 significant digits between -10^126 and 10^126 (magnitude at \
              least 10^-128)."
@@ -207,7 +207,7 @@ pub(crate) mod attribute_errors {
     }
 
     pub fn list_values(name: &str) -> SqsError {
-        invalid(format!(
+        SqsError::invalid_parameter_value(format!(
             "Message (user) attribute '{name}' is invalid. Reason: List values are not supported."
         ))
     }
@@ -397,34 +397,35 @@ pub fn message_attributes(
 pub mod tags {
     use std::collections::BTreeMap;
 
-    use crate::error::{ErrorCode, SqsError, SqsResult};
+    use crate::error::{SqsError, SqsResult};
     use crate::limits;
-
-    fn invalid(message: String) -> SqsError {
-        SqsError::new(ErrorCode::InvalidParameterValue, message)
-    }
 
     fn is_tag_char(c: char) -> bool {
         c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(c)
+    }
+
+    /// A key (or UntagQueue's list of keys) of the wrong length.
+    fn key_length() -> SqsError {
+        SqsError::invalid_parameter_value(format!(
+            "Tag keys must be between 1 and {} characters in length.",
+            limits::TAG_KEY_CHARS_MAX
+        ))
     }
 
     /// A key UntagQueue may name, or TagQueue may set.
     pub fn key(key: &str) -> SqsResult<()> {
         let length = key.chars().count();
         if length == 0 || length > limits::TAG_KEY_CHARS_MAX {
-            return Err(invalid(format!(
-                "Tag keys must be between 1 and {} characters in length.",
-                limits::TAG_KEY_CHARS_MAX
-            )));
+            return Err(key_length());
         }
         if !key.chars().all(is_tag_char) {
-            return Err(invalid(format!(
+            return Err(SqsError::invalid_parameter_value(format!(
                 "Tag key {key} is invalid. Tag keys and values may contain only letters, digits, white space \
                  and _ . : / = + - @."
             )));
         }
         if key.to_lowercase().starts_with("aws:") {
-            return Err(invalid(format!(
+            return Err(SqsError::invalid_parameter_value(format!(
                 "Tag key {key} is invalid. The aws: prefix is reserved for AWS use."
             )));
         }
@@ -433,13 +434,13 @@ pub mod tags {
 
     fn value(key: &str, value: &str) -> SqsResult<()> {
         if value.chars().count() > limits::TAG_VALUE_CHARS_MAX {
-            return Err(invalid(format!(
+            return Err(SqsError::invalid_parameter_value(format!(
                 "Tag values must be between 0 and {} characters in length.",
                 limits::TAG_VALUE_CHARS_MAX
             )));
         }
         if !value.chars().all(is_tag_char) {
-            return Err(invalid(format!(
+            return Err(SqsError::invalid_parameter_value(format!(
                 "Tag value for key {key} is invalid. Tag keys and values may contain only letters, digits, \
                  white space and _ . : / = + - @."
             )));
@@ -459,17 +460,14 @@ pub mod tags {
     /// UntagQueue's keys: at least one, each a possible key.
     pub fn keys(tag_keys: &[String]) -> SqsResult<()> {
         if tag_keys.is_empty() {
-            return Err(invalid(format!(
-                "Tag keys must be between 1 and {} characters in length.",
-                limits::TAG_KEY_CHARS_MAX
-            )));
+            return Err(key_length());
         }
         tag_keys.iter().try_for_each(|tag_key| key(tag_key))
     }
 
     /// More than 50 tags on a queue, counting those it has.
     pub fn too_many(queue_name: &str) -> SqsError {
-        invalid(format!("Too many tags added for queue {queue_name}."))
+        SqsError::invalid_parameter_value(format!("Too many tags added for queue {queue_name}."))
     }
 }
 
@@ -507,13 +505,10 @@ pub fn message_too_long(max_bytes: u64) -> SqsError {
 /// The same, for one entry of a SendMessageBatch: AWS words it "cannot be validated" there (LocalStack's
 /// AWS-recorded `test_send_batch_message_size` snapshot).
 pub fn batch_entry_too_long(max_bytes: u64) -> SqsError {
-    SqsError::new(
-        ErrorCode::InvalidParameterValue,
-        format!(
-            "One or more parameters cannot be validated. Reason: Message must be shorter than \
-             {max_bytes} bytes."
-        ),
-    )
+    SqsError::invalid_parameter_value(format!(
+        "One or more parameters cannot be validated. Reason: Message must be shorter than \
+         {max_bytes} bytes."
+    ))
 }
 
 #[cfg(test)]

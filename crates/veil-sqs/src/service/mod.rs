@@ -154,9 +154,7 @@ fn engine_error(error: EngineError) -> SqsError {
         EngineError::MessageTooLarge { max_bytes, .. } => {
             validate::message_too_long(u64::from(max_bytes))
         }
-        EngineError::InvalidArgument(reason) => {
-            SqsError::new(ErrorCode::InvalidParameterValue, reason)
-        }
+        EngineError::InvalidArgument(reason) => SqsError::invalid_parameter_value(reason),
         EngineError::ReceiptInvalid => SqsError::new(
             ErrorCode::ReceiptHandleIsInvalid,
             "The input receipt handle is not a valid receipt handle.",
