@@ -239,35 +239,19 @@ impl Inner {
         request: pb::QueuesDownstreamRequest,
     ) -> Option<pb::QueuesDownstreamResponse> {
         let kind = T::try_from(request.request_type_data).unwrap_or(T::PollRequestTypeUnknown);
-        let channel = request.re_queue_channel.as_str();
+        if let Some((which, action)) = settlement(kind, &request.re_queue_channel) {
+            let outcome = self.settle(state, &request, which, action).await;
+            return outcome.err().map(|error| downstream_error(&request, error));
+        }
         let outcome = match kind {
-            T::AckAll => self.settle(state, &request, Which::All, Settle::Ack).await,
-            T::AckRange => {
-                self.settle(state, &request, Which::Range, Settle::Ack)
-                    .await
-            }
-            T::NAckAll => self.settle(state, &request, Which::All, Settle::Nack).await,
-            T::NAckRange => {
-                self.settle(state, &request, Which::Range, Settle::Nack)
-                    .await
-            }
-            T::ReQueueAll => {
-                let action = Settle::Requeue(channel);
-                self.settle(state, &request, Which::All, action).await
-            }
-            T::ReQueueRange => {
-                let action = Settle::Requeue(channel);
-                self.settle(state, &request, Which::Range, action).await
-            }
             T::ActiveOffsets | T::TransactionStatus => return Some(status(state, &request)),
             T::CloseByClient => {
                 self.release_all(state).await;
                 Ok(())
             }
-            // Gets are dispatched by the stream loop, concurrently; CloseByServer is the server's to send.
-            T::Get | T::PollRequestTypeUnknown | T::CloseByServer => {
-                Err(KubemqError::RequestTypeInvalid)
-            }
+            // Gets are dispatched by the stream loop, concurrently; CloseByServer is the server's to send;
+            // settlements were handled above.
+            _ => Err(KubemqError::RequestTypeInvalid),
         };
         outcome.err().map(|error| downstream_error(&request, error))
     }
@@ -369,4 +353,18 @@ fn status(
         transaction_complete: complete,
         ..Default::default()
     }
+}
+
+/// What a settlement request settles and how: ack, nack or re-queue, of a whole transaction or a range of it.
+/// `None` for the requests that are not settlements.
+fn settlement(kind: T, requeue_channel: &str) -> Option<(Which, Settle<'_>)> {
+    Some(match kind {
+        T::AckAll => (Which::All, Settle::Ack),
+        T::AckRange => (Which::Range, Settle::Ack),
+        T::NAckAll => (Which::All, Settle::Nack),
+        T::NAckRange => (Which::Range, Settle::Nack),
+        T::ReQueueAll => (Which::All, Settle::Requeue(requeue_channel)),
+        T::ReQueueRange => (Which::Range, Settle::Requeue(requeue_channel)),
+        _ => return None,
+    })
 }

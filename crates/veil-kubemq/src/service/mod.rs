@@ -259,9 +259,20 @@ async fn next_or_shutdown<T>(
 }
 
 /// The reply half of a bidirectional stream: its task sends into the first, tonic reads the second.
-fn reply_stream<T: Send + 'static>() -> (mpsc::Sender<Result<T, Status>>, Reply<T>) {
+/// Answers a bidirectional stream: `serve` runs on its own task with the request stream and the sender of the
+/// reply stream, which the RPC returns at once.
+fn spawn_stream<Req, Resp, Fut>(
+    inner: &Arc<Inner>,
+    request: Request<Streaming<Req>>,
+    serve: impl FnOnce(Arc<Inner>, Streaming<Req>, mpsc::Sender<Result<Resp, Status>>) -> Fut,
+) -> Response<Reply<Resp>>
+where
+    Resp: Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    (tx, Box::pin(ReceiverStream::new(rx)))
+    tokio::spawn(serve(inner.clone(), request.into_inner(), tx));
+    Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
 #[tonic::async_trait]
@@ -326,9 +337,7 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::StreamQueueMessagesRequest>>,
     ) -> Result<Response<Self::StreamQueueMessageStream>, Status> {
-        let (tx, reply) = reply_stream();
-        tokio::spawn(stream::serve(self.inner.clone(), request.into_inner(), tx));
-        Ok(Response::new(reply))
+        Ok(spawn_stream(&self.inner, request, stream::serve))
     }
 
     type QueuesDownstreamStream = Reply<pb::QueuesDownstreamResponse>;
@@ -337,13 +346,7 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::QueuesDownstreamRequest>>,
     ) -> Result<Response<Self::QueuesDownstreamStream>, Status> {
-        let (tx, reply) = reply_stream();
-        tokio::spawn(downstream::serve(
-            self.inner.clone(),
-            request.into_inner(),
-            tx,
-        ));
-        Ok(Response::new(reply))
+        Ok(spawn_stream(&self.inner, request, downstream::serve))
     }
 
     type QueuesUpstreamStream = Reply<pb::QueuesUpstreamResponse>;
@@ -352,12 +355,6 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::QueuesUpstreamRequest>>,
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
-        let (tx, reply) = reply_stream();
-        tokio::spawn(send::serve_upstream(
-            self.inner.clone(),
-            request.into_inner(),
-            tx,
-        ));
-        Ok(Response::new(reply))
+        Ok(spawn_stream(&self.inner, request, send::serve_upstream))
     }
 }
