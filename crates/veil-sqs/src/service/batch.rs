@@ -33,16 +33,14 @@ impl Service {
         let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
         let mut failed = Vec::new();
         for entry in input.entries {
-            match self.prepare_message(context, entry.message, size_max_bytes) {
+            match self.prepare_message(
+                context,
+                entry.message,
+                size_max_bytes,
+                validate::batch_entry_too_long,
+            ) {
                 Ok(prepared) => accepted.push((entry.id, prepared)),
-                Err(error) => {
-                    let error = if error == validate::message_too_long(size_max_bytes) {
-                        validate::batch_entry_too_long(size_max_bytes)
-                    } else {
-                        error
-                    };
-                    failed.push(BatchFailure::from_error(&entry.id, &error));
-                }
+                Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
             }
         }
         let successful = self.send_accepted(&key, accepted).await?;

@@ -42,7 +42,12 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         let size_max_bytes = self.engine.message_size_limit(&key).map_err(engine_error)?;
-        let prepared = self.prepare_message(context, input.message, u64::from(size_max_bytes))?;
+        let prepared = self.prepare_message(
+            context,
+            input.message,
+            u64::from(size_max_bytes),
+            validate::message_too_long,
+        )?;
         let sent = self
             .engine
             .send(&key, vec![prepared.message])
@@ -64,12 +69,14 @@ impl Service {
         }))
     }
 
-    /// Checks one message (body, delay, attributes, size against the queue's limit) and builds it.
+    /// Checks one message (body, delay, attributes, size against the queue's limit) and builds it. A message
+    /// over the limit gets `too_long(size_max_bytes)`: SendMessage and SendMessageBatch word it differently.
     pub(super) fn prepare_message(
         &self,
         context: &RequestContext,
         input: MessageInput,
         size_max_bytes: u64,
+        too_long: fn(u64) -> SqsError,
     ) -> SqsResult<PreparedMessage> {
         let body = input
             .body
@@ -92,7 +99,7 @@ impl Service {
             validate::message_attributes(&input.message_attributes)?;
         let trace_header = validate::system_attributes(&input.system_attributes)?;
         if body.len() as u64 + attributes_bytes > size_max_bytes {
-            return Err(validate::message_too_long(size_max_bytes));
+            return Err(too_long(size_max_bytes));
         }
         let md5_of_attributes = md5_of_attributes(&attributes);
         let md5_of_system_attributes = trace_header
