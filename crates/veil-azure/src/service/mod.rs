@@ -139,14 +139,19 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip());
     let (parts, body) = request.into_parts();
-    let reply = match service.serve(&parts, body, now, peer).await {
+    let location = codec::locate(header_str(&parts.headers, "host"), parts.uri.path());
+    let reply = match service.serve(&parts, body, &location, now, peer).await {
         Ok(reply) => reply,
         Err(error) => {
             tracing::debug!(%error, method = %parts.method, path = parts.uri.path(), "azure request failed");
             codec::encode_error(&error, &request_id, &iso8601(now))
         }
     };
-    let reply = service.with_cors(reply, &parts);
+    // A request whose account cannot be read gets no CORS headers.
+    let reply = match &location {
+        Ok(location) => service.with_cors(reply, &parts, location.primary_account()),
+        Err(_) => reply,
+    };
     into_response(with_common_headers(reply, &parts, &request_id, now))
 }
 
@@ -172,18 +177,18 @@ fn with_common_headers(
 
 impl Service {
     /// Adds the CORS headers the account's rules give an actual request (`Origin` present or not; Azure's
-    /// rules decide). A preflight has its own answer; a request whose account cannot be read gets none.
-    fn with_cors(&self, mut reply: HttpReply, parts: &Parts) -> HttpReply {
-        let method = parts.method.as_str().to_ascii_uppercase();
-        if method == "OPTIONS" {
+    /// rules decide). A preflight has its own answer; an account without rules gets none.
+    fn with_cors(&self, mut reply: HttpReply, parts: &Parts, account: &str) -> HttpReply {
+        if parts.method.as_str().eq_ignore_ascii_case("OPTIONS") {
             return reply;
         }
-        let Ok(location) = codec::locate(header_str(&parts.headers, "host"), parts.uri.path())
-        else {
+        let rules = self.properties.cors_rules(account);
+        if rules.is_empty() {
             return reply;
-        };
+        }
+        let method = parts.method.as_str().to_ascii_uppercase();
         let origin = header_str(&parts.headers, "origin");
-        for (name, value) in self.cors_headers(location.primary_account(), origin, &method) {
+        for (name, value) in codec::properties::actual_response_headers(&rules, origin, &method) {
             reply = reply.with_header(name, value);
         }
         reply
@@ -193,6 +198,7 @@ impl Service {
         &self,
         parts: &Parts,
         body: Body,
+        location: &AzureResult<Location>,
         now: Millis,
         peer: Option<IpAddr>,
     ) -> AzureResult<HttpReply> {
@@ -203,14 +209,14 @@ impl Service {
                     .detail("MaxLimit", limits::MESSAGE_TEXT_BYTES_MAX)
             })?;
         let host = header_str(&parts.headers, "host");
-        let location = codec::locate(host, parts.uri.path())?;
+        let location = location.as_ref().map_err(AzureError::clone)?;
         let query = Query::parse(parts.uri.query());
-        let grant = self.authenticate(parts, &location, &query, now, peer)?;
-        let kind = codec::route(parts.method.as_str(), &location, &query)?;
+        let grant = self.authenticate(parts, location, &query, now, peer)?;
+        let kind = codec::route(parts.method.as_str(), location, &query)?;
         if let Some(grant) = &grant {
             grant.authorize(kind)?;
         }
-        let operation = self.decode(kind, parts, &location, &query, &body)?;
+        let operation = self.decode(kind, parts, location, &query, &body)?;
         let ctx = Ctx {
             account: location.primary_account().to_string(),
             named_account: location.account.clone(),

@@ -1,18 +1,19 @@
-//! Service-level handlers: Get/Set Service Properties, Get Service Stats and CORS preflight, the CORS headers
-//! of actual responses, and the per-account store of the properties documents — kept durably in one file of
-//! the data directory when the server has one.
+//! Service-level handlers: Get/Set Service Properties, Get Service Stats and CORS preflight, and the
+//! per-account store of the properties documents and their parsed CORS rules (which every response consults)
+//! — kept durably in one file of the data directory when the server has one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::{Ctx, Service};
 use crate::api::Output;
 use crate::codec;
-use crate::codec::properties;
+use crate::codec::properties::{self, CorsRule};
 use crate::codec::xml::{self, Element};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 
@@ -30,7 +31,22 @@ pub(super) struct PropertiesStore {
     path: Option<PathBuf>,
     /// Held across a Set's merge *and* its file write, so concurrent Sets cannot write the file in the
     /// opposite order of their merges (the file always holds the latest map). Reads take it briefly.
-    documents: Mutex<HashMap<String, Element>>,
+    documents: Mutex<HashMap<String, Stored>>,
+}
+
+/// An account's properties document and its CORS rules, parsed once when the document is loaded or set
+/// (every response consults the rules).
+#[derive(Clone)]
+struct Stored {
+    document: Element,
+    cors: Arc<[CorsRule]>,
+}
+
+impl Stored {
+    fn new(document: Element) -> Self {
+        let cors = properties::cors_rules(&document).into();
+        Self { document, cors }
+    }
 }
 
 impl PropertiesStore {
@@ -46,6 +62,10 @@ impl PropertiesStore {
             }
             None => HashMap::new(),
         };
+        let documents = documents
+            .into_iter()
+            .map(|(account, document)| (account, Stored::new(document)))
+            .collect();
         Self {
             path,
             documents: Mutex::new(documents),
@@ -57,20 +77,29 @@ impl PropertiesStore {
         self.documents
             .lock()
             .get(account)
-            .cloned()
+            .map(|stored| stored.document.clone())
             .unwrap_or_else(properties::default_properties)
+    }
+
+    /// The account's CORS rules (cheap to clone); empty when it set none.
+    pub(super) fn cors_rules(&self, account: &str) -> Arc<[CorsRule]> {
+        self.documents
+            .lock()
+            .get(account)
+            .map(|stored| Arc::clone(&stored.cors))
+            .unwrap_or_else(|| Arc::from([]))
     }
 
     /// Replaces the sections `update` contains and makes the result durable. The write blocks this worker
     /// for one small fsync'd file; Set Service Properties is an administrative call.
     fn merge(&self, account: &str, update: &Element) -> AzureResult<()> {
         let mut all = self.documents.lock();
-        let current = all
-            .get(account)
-            .cloned()
-            .unwrap_or_else(properties::default_properties);
+        let merged = match all.get(account) {
+            Some(current) => properties::merge(&current.document, update),
+            None => properties::merge(&properties::default_properties(), update),
+        };
         let mut next = all.clone();
-        next.insert(account.to_string(), properties::merge(&current, update));
+        next.insert(account.to_string(), Stored::new(merged));
         if let Some(path) = &self.path {
             write_atomically(path, &encode(&next)).map_err(AzureError::internal)?;
         }
@@ -105,8 +134,11 @@ fn load(path: &Path) -> io::Result<HashMap<String, Element>> {
     Ok(documents)
 }
 
-fn encode(documents: &HashMap<String, Element>) -> String {
-    let sorted: BTreeMap<&String, &Element> = documents.iter().collect();
+fn encode(documents: &HashMap<String, Stored>) -> String {
+    let sorted: BTreeMap<&String, &Element> = documents
+        .iter()
+        .map(|(name, stored)| (name, &stored.document))
+        .collect();
     let mut out = xml::writer();
     out.open(ROOT);
     for (name, document) in sorted {
@@ -161,7 +193,7 @@ impl Service {
         method: String,
         headers: Vec<String>,
     ) -> AzureResult<Output> {
-        let rules = properties::cors_rules(&self.properties.get(&ctx.account));
+        let rules = self.properties.cors_rules(&ctx.account);
         let rule = properties::matching_rule(&rules, &origin, &method, &headers)
             .ok_or_else(|| AzureError::new(ErrorCode::CorsPreflightFailure))?;
         let wildcard = rule.allowed_origins.iter().any(|o| o == "*");
@@ -171,17 +203,5 @@ impl Service {
             allow_headers: headers.join(","),
             max_age_s: rule.max_age_s,
         })
-    }
-
-    /// The `Access-Control-*` / `Vary` headers an actual (not preflight) request gets from the account's
-    /// CORS rules (`codec::properties::actual_response_headers`).
-    pub(super) fn cors_headers(
-        &self,
-        account: &str,
-        origin: Option<&str>,
-        method: &str,
-    ) -> Vec<(&'static str, String)> {
-        let rules = properties::cors_rules(&self.properties.get(account));
-        properties::actual_response_headers(&rules, origin, method)
     }
 }
