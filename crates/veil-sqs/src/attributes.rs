@@ -470,6 +470,7 @@ pub fn dead_letter_target(config: &QueueConfig) -> Option<&QueueKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::refusal;
 
     fn names() -> NamespaceMap {
         NamespaceMap {
@@ -480,20 +481,6 @@ mod tests {
 
     fn parse(name: &str, value: &str) -> SqsResult<Vec<(String, QueueSetting)>> {
         parse_settings(&BTreeMap::from([(name.into(), value.into())]), &names())
-    }
-
-    /// The code and text a refused attribute gets: what the client sees, so that is what the tests check.
-    fn refusal<T: std::fmt::Debug>(result: SqsResult<T>) -> (ErrorCode, String) {
-        let error = result.unwrap_err();
-        (error.code, error.message)
-    }
-
-    /// "Value <value> for parameter <name> is invalid. Reason: <reason>"
-    fn invalid_value(name: &str, value: &str, reason: &str) -> (ErrorCode, String) {
-        (
-            ErrorCode::InvalidParameterValue,
-            format!("Value {value} for parameter {name} is invalid. Reason: {reason}"),
-        )
     }
 
     #[test]
@@ -508,6 +495,10 @@ mod tests {
             ("MaximumMessageSize", "1023"),
             ("ReceiveMessageWaitTimeSeconds", "21"),
             ("DelaySeconds", "-1"),
+            ("KmsDataKeyReusePeriodSeconds", "59"),
+            ("KmsDataKeyReusePeriodSeconds", "86401"),
+            ("SqsManagedSseEnabled", "yes"),
+            ("Policy", "not json"),
         ] {
             assert_eq!(
                 refusal(parse(name, value)),
@@ -537,8 +528,8 @@ mod tests {
         for count in ["0", "1001"] {
             let policy = format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":{count}}}"#);
             assert_eq!(
-                refusal(parse("RedrivePolicy", &policy)),
-                invalid_value(
+                parse("RedrivePolicy", &policy).unwrap_err(),
+                SqsError::invalid_value(
                     "RedrivePolicy",
                     &policy,
                     &format!(
@@ -566,8 +557,8 @@ mod tests {
         );
         for json in [none, too_many] {
             assert_eq!(
-                refusal(parse("RedriveAllowPolicy", &json)),
-                invalid_value(
+                parse("RedriveAllowPolicy", &json).unwrap_err(),
+                SqsError::invalid_value(
                     "RedriveAllowPolicy",
                     &json,
                     "byQueue needs 1 to 10 sourceQueueArns."
@@ -576,8 +567,8 @@ mod tests {
         }
         let unknown = r#"{"redrivePermission":"sometimes"}"#;
         assert_eq!(
-            refusal(parse("RedriveAllowPolicy", unknown)),
-            invalid_value(
+            parse("RedriveAllowPolicy", unknown).unwrap_err(),
+            SqsError::invalid_value(
                 "RedriveAllowPolicy",
                 unknown,
                 "redrivePermission must be allowAll, denyAll or byQueue."
@@ -607,37 +598,6 @@ mod tests {
         assert_eq!(
             error("DeduplicationScope", "queue").message,
             "You can specify the DeduplicationScope only when FifoQueue is set to true."
-        );
-    }
-
-    #[test]
-    fn out_of_range_values_name_the_attribute_only() {
-        for (name, value) in [
-            ("VisibilityTimeout", "43201"),
-            ("KmsDataKeyReusePeriodSeconds", "59"),
-            ("KmsDataKeyReusePeriodSeconds", "86401"),
-            ("SqsManagedSseEnabled", "yes"),
-            ("Policy", "not json"),
-        ] {
-            let error = parse(name, value).unwrap_err();
-            assert_eq!(error.code, crate::ErrorCode::InvalidAttributeValue);
-            assert_eq!(
-                error.message,
-                format!("Invalid value for the parameter {name}.")
-            );
-        }
-    }
-
-    #[test]
-    fn max_receive_count_error_quotes_the_count() {
-        let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
-        let policy = format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":1001}}"#);
-        assert_eq!(
-            parse("RedrivePolicy", &policy).unwrap_err().message,
-            format!(
-                "Value {policy} for parameter RedrivePolicy is invalid. Reason: Invalid value for \
-                 maxReceiveCount: 1001, valid values are from 1 to 1000 both inclusive."
-            )
         );
     }
 

@@ -246,3 +246,10 @@ impl fmt::Display for SqsError {
 impl std::error::Error for SqsError {}
 
 pub type SqsResult<T> = Result<T, SqsError>;
+
+/// The code and text a refused input gets: what the client sees, so that is what the tests check.
+#[cfg(test)]
+pub(crate) fn refusal<T: fmt::Debug>(result: SqsResult<T>) -> (ErrorCode, String) {
+    let error = result.unwrap_err();
+    (error.code, error.message)
+}

@@ -514,12 +514,7 @@ pub fn batch_entry_too_long(max_bytes: u64) -> SqsError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The code and text a refused input gets: what the client sees, so that is what the tests check.
-    fn refusal<T: std::fmt::Debug>(result: SqsResult<T>) -> (ErrorCode, String) {
-        let error = result.unwrap_err();
-        (error.code, error.message)
-    }
+    use crate::error::refusal;
 
     fn invalid(message: &str) -> (ErrorCode, String) {
         (ErrorCode::InvalidParameterValue, message.to_string())
