@@ -119,30 +119,6 @@ impl Operation {
             _ => None,
         }
     }
-
-    /// Which operation this is, without its parameters.
-    pub fn kind(&self) -> OperationKind {
-        use OperationKind as K;
-        match self {
-            Self::ListQueues { .. } => K::ListQueues,
-            Self::GetServiceProperties => K::GetServiceProperties,
-            Self::SetServiceProperties { .. } => K::SetServiceProperties,
-            Self::GetServiceStats => K::GetServiceStats,
-            Self::Preflight { .. } => K::Preflight,
-            Self::CreateQueue { .. } => K::CreateQueue,
-            Self::DeleteQueue { .. } => K::DeleteQueue,
-            Self::GetMetadata { .. } => K::GetMetadata,
-            Self::SetMetadata { .. } => K::SetMetadata,
-            Self::GetAcl { .. } => K::GetAcl,
-            Self::SetAcl { .. } => K::SetAcl,
-            Self::PutMessage { .. } => K::PutMessage,
-            Self::GetMessages { .. } => K::GetMessages,
-            Self::PeekMessages { .. } => K::PeekMessages,
-            Self::ClearMessages { .. } => K::ClearMessages,
-            Self::DeleteMessage { .. } => K::DeleteMessage,
-            Self::UpdateMessage { .. } => K::UpdateMessage,
-        }
-    }
 }
 
 /// An operation named by its method, path and `restype` / `comp` / `peekonly` alone, before any parameter is

@@ -17,13 +17,6 @@ use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
 use crate::pop_receipt::{self, PopReceipt};
 
-/// Decodes the operation of a request whose location is known: [`route`], then [`decode_operation`].
-pub fn decode(parts: &HttpRequestParts<'_>, location: &Location) -> AzureResult<Operation> {
-    let query = Query::parse(parts.query);
-    let kind = route(parts.method, location, &query)?;
-    decode_operation(kind, parts, location, &query)
-}
-
 fn unsupported_verb(method: &str) -> AzureError {
     AzureError::new(ErrorCode::UnsupportedHttpVerb).detail("Verb", method)
 }

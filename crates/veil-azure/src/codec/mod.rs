@@ -16,23 +16,17 @@ mod tests;
 use axum::http::HeaderMap;
 
 pub use decode::{
-    decode, decode_operation, message_text, metadata_from_headers, route, signed_identifiers,
+    decode_operation, message_text, metadata_from_headers, route, signed_identifiers,
     validate_metadata_name, validate_queue_name,
 };
 pub use encode::{encode_error, encode_output, write_signed_identifiers};
 pub use locate::{locate, Location};
 pub use veil_http::HttpReply;
 
-/// The parts of an HTTP request the codec reads.
+/// The parts of an HTTP request the codec reads once the operation is named (the method, path and query
+/// have been read by [`locate`] and [`route`]).
 #[derive(Clone, Copy, Debug)]
 pub struct HttpRequestParts<'a> {
-    pub method: &'a str,
-    /// The `Host` header (with any port).
-    pub host: Option<&'a str>,
-    /// The raw (still percent-encoded) path.
-    pub path: &'a str,
-    /// The raw query string (without `?`), if any.
-    pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub body: &'a [u8],
 }

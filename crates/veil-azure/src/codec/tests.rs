@@ -33,16 +33,10 @@ fn decode_request(
         Some((path, query)) => (path, Some(query)),
         None => (path_and_query, None),
     };
-    let parts = HttpRequestParts {
-        method,
-        host: Some("127.0.0.1:10001"),
-        path,
-        query,
-        headers,
-        body,
-    };
-    let location = locate(parts.host, path)?;
-    decode(&parts, &location)
+    let location = locate(Some("127.0.0.1:10001"), path)?;
+    let query = query::Query::parse(query);
+    let kind = route(method, &location, &query)?;
+    decode_operation(kind, &HttpRequestParts { headers, body }, &location, &query)
 }
 
 fn ok(method: &str, path_and_query: &str, body: &[u8]) -> Operation {

@@ -237,10 +237,6 @@ impl Service {
         body: &Bytes,
     ) -> AzureResult<Operation> {
         let request_parts = HttpRequestParts {
-            method: parts.method.as_str(),
-            host: header_str(&parts.headers, "host"),
-            path: parts.uri.path(),
-            query: parts.uri.query(),
             headers: &parts.headers,
             body,
         };
