@@ -17,6 +17,7 @@ from helpers import (
     counts,
     expect_error,
     parse_xml,
+    queue_attrs,
     query_call,
     query_error,
     receive,
@@ -78,7 +79,7 @@ POLICY = json.dumps({
 
 def test_a_new_queue_has_sse_sqs_on_as_aws_creates_it(sqs, queue_name, queue_url):
     # LocalStack's AWS-recorded test_set_queue_attributes_default_values: SqsManagedSseEnabled "true".
-    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    attrs = queue_attrs(sqs, queue_url)
     assert attrs["SqsManagedSseEnabled"] == "true"
     assert "KmsMasterKeyId" not in attrs and "Policy" not in attrs
     # What CDK and Terraform send finds the queue unchanged, so CreateQueue stays idempotent.
@@ -91,7 +92,7 @@ def test_a_new_queue_has_sse_sqs_on_as_aws_creates_it(sqs, queue_name, queue_url
 def test_kms_and_policy_attributes_are_kept_returned_and_compared(sqs, queue_name):
     given = {"KmsMasterKeyId": "alias/aws/sqs", "KmsDataKeyReusePeriodSeconds": "6000", "Policy": POLICY}
     url = sqs.create_queue(QueueName=queue_name, Attributes=given)["QueueUrl"]
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    attrs = queue_attrs(sqs, url)
     # LocalStack's AWS-recorded test_sse_queue_attributes: a KMS key turns SSE-SQS off.
     assert {k: attrs.get(k) for k in given} == given
     assert attrs["SqsManagedSseEnabled"] == "false"
@@ -105,13 +106,11 @@ def test_kms_and_policy_attributes_are_kept_returned_and_compared(sqs, queue_nam
     # An empty Policy removes it; an empty key and the default reuse period read as never set.
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": "", "KmsMasterKeyId": "",
                                                         "KmsDataKeyReusePeriodSeconds": "300"})
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    attrs = queue_attrs(sqs, url)
     assert not {"Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"} & set(attrs)
     assert attrs["SqsManagedSseEnabled"] == "false"
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"SqsManagedSseEnabled": "true"})
-    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["SqsManagedSseEnabled"])["Attributes"] == {
-        "SqsManagedSseEnabled": "true"
-    }
+    assert queue_attrs(sqs, url, "SqsManagedSseEnabled") == {"SqsManagedSseEnabled": "true"}
 
 
 @pytest.mark.parametrize("name,value", [
@@ -155,7 +154,7 @@ def test_fifo_attributes_on_a_standard_queue_get_awss_answers(sqs, queue_name, q
 
 def test_max_receive_count_error_quotes_the_count(sqs, queue_url, new_queue):
     # LocalStack's provider quotes AWS's text for a maxReceiveCount out of 1..1000.
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=new_queue("dlq"), AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = queue_attrs(sqs, new_queue("dlq"), "QueueArn")["QueueArn"]
     policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1001})
     resp = expect_error(sqs.set_queue_attributes, "InvalidParameterValue", 400, QueueUrl=queue_url,
                         Attributes={"RedrivePolicy": policy})
