@@ -278,27 +278,18 @@ pub fn lite_string_to_sign(
     out
 }
 
-/// Verifies a Shared Key signature; 403 AuthenticationFailed with the string Veil signed when it differs.
+/// Verifies a Shared Key or Shared Key Lite signature (`scheme` picks the string to sign); 403
+/// AuthenticationFailed with the string Veil signed when it differs.
 pub fn verify_shared_key(
     request: &SignedRequest<'_>,
     account: &str,
     key: &[u8],
     signature: &str,
+    scheme: KeyScheme,
 ) -> AzureResult<()> {
-    verify_key_signature(key, signature, |order| {
-        string_to_sign(request, account, order)
-    })
-}
-
-/// Verifies a Shared Key Lite signature, as [`verify_shared_key`] does a Shared Key one.
-pub fn verify_shared_key_lite(
-    request: &SignedRequest<'_>,
-    account: &str,
-    key: &[u8],
-    signature: &str,
-) -> AzureResult<()> {
-    verify_key_signature(key, signature, |order| {
-        lite_string_to_sign(request, account, order)
+    verify_key_signature(key, signature, |order| match scheme {
+        KeyScheme::SharedKey => string_to_sign(request, account, order),
+        KeyScheme::SharedKeyLite => lite_string_to_sign(request, account, order),
     })
 }
 

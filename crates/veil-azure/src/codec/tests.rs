@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::*;
 use crate::api::*;
-use crate::auth::{self, HeaderOrder, Sas, SignedRequest};
+use crate::auth::{self, HeaderOrder, KeyScheme, Sas, SignedRequest};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits::{self, DEV_ACCOUNT_KEY};
 
@@ -531,9 +531,22 @@ x-ms-client-request-id:11111111-2222-3333-4444-555555555555\nx-ms-date:Mon, 29 A
     );
     let signature = "Xq5InrKoM5h0htJRVuWiDDPFHYCeYzUV+5IuS1XQ5pg=";
     assert_eq!(auth::sign(&dev_key(), expected), signature);
-    auth::verify_shared_key(&request, "devstoreaccount1", &dev_key(), signature).unwrap();
-    let wrong = auth::verify_shared_key(&request, "devstoreaccount1", b"another key", signature)
-        .unwrap_err();
+    auth::verify_shared_key(
+        &request,
+        "devstoreaccount1",
+        &dev_key(),
+        signature,
+        KeyScheme::SharedKey,
+    )
+    .unwrap();
+    let wrong = auth::verify_shared_key(
+        &request,
+        "devstoreaccount1",
+        b"another key",
+        signature,
+        KeyScheme::SharedKey,
+    )
+    .unwrap_err();
     assert_eq!(wrong.code, ErrorCode::AuthenticationFailed);
     assert_eq!(wrong.code.status(), 403);
 }
@@ -758,13 +771,26 @@ fn shared_key_lite_signs_the_verb_three_headers_x_ms_headers_and_the_resource_wi
     );
     let text = auth::lite_string_to_sign(&request, "devstoreaccount1", HeaderOrder::Service);
     let signature = auth::sign(&dev_key(), &text);
-    auth::verify_shared_key_lite(&request, "devstoreaccount1", &dev_key(), &signature).unwrap();
+    auth::verify_shared_key(
+        &request,
+        "devstoreaccount1",
+        &dev_key(),
+        &signature,
+        KeyScheme::SharedKeyLite,
+    )
+    .unwrap();
     let full = auth::sign(
         &dev_key(),
         &auth::string_to_sign(&request, "devstoreaccount1", HeaderOrder::Service),
     );
-    let error =
-        auth::verify_shared_key_lite(&request, "devstoreaccount1", &dev_key(), &full).unwrap_err();
+    let error = auth::verify_shared_key(
+        &request,
+        "devstoreaccount1",
+        &dev_key(),
+        &full,
+        KeyScheme::SharedKeyLite,
+    )
+    .unwrap_err();
     assert_eq!(
         error.code,
         ErrorCode::AuthenticationFailed,

@@ -28,7 +28,7 @@ use veil_core::{Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
 use veil_http::{header_str, into_response, HttpReply};
 
 use crate::api::{Operation, OperationKind, SignedIdentifier};
-use crate::auth::{self, Credentials, KeyScheme, Sas, SasGrant, SasScope, SignedRequest};
+use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
 use crate::codec::query::Query;
 use crate::codec::{self, HttpRequestParts, Location};
 use crate::error::{AzureError, AzureResult, ErrorCode};
@@ -276,14 +276,7 @@ impl Service {
                     headers: &parts.headers,
                 };
                 let key = self.key(account)?;
-                match scheme {
-                    KeyScheme::SharedKey => {
-                        auth::verify_shared_key(&signed, account, key, &signature)?
-                    }
-                    KeyScheme::SharedKeyLite => {
-                        auth::verify_shared_key_lite(&signed, account, key, &signature)?
-                    }
-                }
+                auth::verify_shared_key(&signed, account, key, &signature, scheme)?;
                 Ok(None)
             }
             Credentials::Sas(sas) => self.verify_sas(&sas, location, now, peer).map(Some),
