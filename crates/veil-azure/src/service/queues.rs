@@ -23,6 +23,14 @@ enum PolicyChange {
     Set(Option<RedrivePolicy>),
 }
 
+/// Gives `config` the request's metadata and the poison policy it implies.
+fn apply_metadata(config: &mut QueueConfig, metadata: Metadata, change: PolicyChange) {
+    config.metadata = metadata;
+    if let PolicyChange::Set(policy) = change {
+        config.redrive_policy = policy;
+    }
+}
+
 fn reserved(metadata: &Metadata, name: &str) -> Option<String> {
     metadata
         .iter()
@@ -94,10 +102,7 @@ impl Service {
         let key = ctx.key(queue);
         let change = self.policy_change(&key, &metadata, None)?;
         let mut config = self.queue_config();
-        config.metadata = metadata.clone();
-        if let PolicyChange::Set(policy) = change {
-            config.redrive_policy = policy;
-        }
+        apply_metadata(&mut config, metadata.clone(), change);
         let policy = config.redrive_policy.clone();
         match self.engine.create_queue(key, config).await? {
             CreateOutcome::Created(_) => {
@@ -139,10 +144,7 @@ impl Service {
         let info = self
             .engine
             .update_queue_config(&key, |config| {
-                config.metadata = metadata;
-                if let PolicyChange::Set(policy) = change {
-                    config.redrive_policy = policy;
-                }
+                apply_metadata(config, metadata, change);
                 Ok(())
             })
             .await?;
@@ -213,14 +215,12 @@ impl Service {
         let count = reserved(metadata, META_MAX_DEQUEUE_COUNT);
         let poison = reserved(metadata, META_POISON_QUEUE);
         if count.is_none() && poison.is_none() {
-            return Ok(match previous {
-                // Created through Azure, or reserved metadata removed: the server default, if any.
-                None => PolicyChange::Set(self.default_policy(key)),
-                Some(previous) if has_reserved(previous) => {
-                    PolicyChange::Set(self.default_policy(key))
-                }
-                // Unrelated metadata: a policy set another way (an SQS RedrivePolicy) stays.
-                Some(_) => PolicyChange::Keep,
+            // Created through Azure, or reserved metadata removed: the server default, if any. Unrelated
+            // metadata: a policy set another way (an SQS RedrivePolicy) stays.
+            return Ok(if previous.is_none_or(has_reserved) {
+                PolicyChange::Set(self.default_policy(key))
+            } else {
+                PolicyChange::Keep
             });
         }
         let max_receive_count = match &count {
