@@ -43,10 +43,18 @@ def veil_bin() -> str:
     return os.environ.get("VEIL_BIN", str(REPO / "target" / "release" / "veil"))
 
 
+# `veil serve`'s default ports (SQS, Azure, KubeMQ). They lie inside Linux's ephemeral range (32768-60999 for
+# 50000), so a server of another test could be handed one and make the README test's defaults collide.
+DEFAULT_PORTS = (9324, 10001, 50000)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in DEFAULT_PORTS:
+            return port
 
 
 class VeilServer:

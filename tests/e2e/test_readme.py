@@ -13,11 +13,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import make_client
+from helpers import DEFAULT_PORTS, make_client
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SQS = ("127.0.0.1", 9324)
 STARTUP_SECONDS = 180  # cargo may still have to link the binary the command names
+# A client connection of an earlier test may hold a default port as its ephemeral local port for a while.
+PORT_RELEASE_SECONDS = 60
 
 
 def readme_run_command() -> list[str]:
@@ -34,10 +36,30 @@ def port_open(address) -> bool:
         return s.connect_ex(address) == 0
 
 
+def bindable(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:<port> now, with SO_REUSEADDR as tokio's listener sets it."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def wait_for_default_ports():
+    deadline = time.monotonic() + PORT_RELEASE_SECONDS
+    for port in DEFAULT_PORTS:
+        assert not port_open(("127.0.0.1", port)), f"something listens on 127.0.0.1:{port}; cannot test the default"
+        while not bindable(port):
+            assert time.monotonic() < deadline, f"127.0.0.1:{port} stayed in use; cannot test the defaults"
+            time.sleep(0.5)
+
+
 def test_the_readme_run_command_serves_sqs_on_the_default_port(tmp_path):
     command = readme_run_command()
     assert command[:2] == ["cargo", "run"], f"the README's first command is not a cargo run: {command}"
-    assert not port_open(DEFAULT_SQS), "something already listens on 127.0.0.1:9324; cannot test the default"
+    wait_for_default_ports()
     env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "data"), VEIL_LOG="warn")
     log = open(tmp_path / "veil.log", "wb")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
