@@ -131,8 +131,10 @@ pub enum Action {
     UntagQueue(UntagQueueInput),
     ListQueueTags(QueueTarget),
     ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput),
-    /// A real SQS action Veil refuses with UnsupportedOperation until its own issue lands (permissions,
-    /// message move tasks).
+    AddPermission(AddPermissionInput),
+    RemovePermission(RemovePermissionInput),
+    /// A real SQS action Veil refuses with UnsupportedOperation until its own issue lands (message move
+    /// tasks).
     Unsupported(ActionName),
 }
 
@@ -157,6 +159,8 @@ impl Action {
             Self::UntagQueue(_) => ActionName::UntagQueue,
             Self::ListQueueTags(_) => ActionName::ListQueueTags,
             Self::ListDeadLetterSourceQueues(_) => ActionName::ListDeadLetterSourceQueues,
+            Self::AddPermission(_) => ActionName::AddPermission,
+            Self::RemovePermission(_) => ActionName::RemovePermission,
             Self::Unsupported(name) => *name,
         }
     }
@@ -306,6 +310,20 @@ pub struct ListDeadLetterSourceQueuesInput {
     pub target: QueueTarget,
     pub max_results: Option<i64>,
     pub next_token: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddPermissionInput {
+    pub target: QueueTarget,
+    pub label: String,
+    pub aws_account_ids: Vec<String>,
+    pub actions: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemovePermissionInput {
+    pub target: QueueTarget,
+    pub label: String,
 }
 
 // ----- outputs -----

@@ -51,3 +51,8 @@ pub const NUMBER_ATTRIBUTE_EXPONENT_MAX: i64 = 126;
 pub const KMS_DATA_KEY_REUSE_S_MIN: u64 = 60;
 pub const KMS_DATA_KEY_REUSE_S_MAX: u64 = 86_400;
 pub const KMS_DATA_KEY_REUSE_S_DEFAULT: u64 = 300;
+/// AddPermission: at most 7 actions in one statement (AWS's AddPermission reference), a label of 1 to 80
+/// characters, and 12-digit account ids.
+pub const PERMISSION_ACTIONS_MAX: usize = 7;
+pub const PERMISSION_LABEL_CHARS_MAX: usize = 80;
+pub const ACCOUNT_ID_DIGITS: usize = 12;

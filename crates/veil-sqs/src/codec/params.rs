@@ -239,11 +239,11 @@ pub(crate) fn decode_action(name: ActionName, params: &Params<'_>) -> SqsResult<
         N::ListDeadLetterSourceQueues => {
             Action::ListDeadLetterSourceQueues(list_dead_letter_source_queues(params)?)
         }
-        N::AddPermission
-        | N::RemovePermission
-        | N::StartMessageMoveTask
-        | N::ListMessageMoveTasks
-        | N::CancelMessageMoveTask => Action::Unsupported(name),
+        N::AddPermission => Action::AddPermission(add_permission(params)?),
+        N::RemovePermission => Action::RemovePermission(remove_permission(params)?),
+        N::StartMessageMoveTask | N::ListMessageMoveTasks | N::CancelMessageMoveTask => {
+            Action::Unsupported(name)
+        }
     })
 }
 
@@ -385,5 +385,35 @@ fn list_dead_letter_source_queues(
         target: params.target()?,
         max_results: params.integer("MaxResults")?,
         next_token: params.string("NextToken")?.filter(|t| !t.is_empty()),
+    })
+}
+
+/// SQS checks AddPermission's lists for presence here: an absent account list is a missing `PrincipalId` (the
+/// name AWS gives it in this answer, per Eucalyptus's AWS-compatible SQS, which notes it uses AWS's exact
+/// message), while an empty one is left to the service, which answers it as an account it cannot verify; no
+/// actions, absent or empty, is a missing `Actions` (moto's `test_add_permission_errors`).
+fn add_permission(params: &Params<'_>) -> SqsResult<AddPermissionInput> {
+    let target = params.target()?;
+    let label = params.required_string("Label")?;
+    if params.get("AWSAccountIds").is_none() {
+        return Err(SqsError::missing("PrincipalId"));
+    }
+    let aws_account_ids = params.string_list("AWSAccountIds")?;
+    let actions = params.string_list("Actions")?;
+    if actions.is_empty() {
+        return Err(SqsError::missing("Actions"));
+    }
+    Ok(AddPermissionInput {
+        target,
+        label,
+        aws_account_ids,
+        actions,
+    })
+}
+
+fn remove_permission(params: &Params<'_>) -> SqsResult<RemovePermissionInput> {
+    Ok(RemovePermissionInput {
+        target: params.target()?,
+        label: params.required_string("Label")?,
     })
 }

@@ -133,6 +133,14 @@ struct Sorted {
 impl Sorted {
     fn add(&mut self, key: &str, value: &str) -> SqsResult<()> {
         let Some((head, rest)) = key.split_once('.') else {
+            // An SDK sends an empty list as its bare name (`AWSAccountId=`, botocore's query serializer), which
+            // AddPermission answers differently from no list at all (`params::add_permission`).
+            if let Some((_, member)) = STRING_LISTS.iter().find(|(name, _)| *name == key) {
+                if value.is_empty() {
+                    self.string_lists.entry(member).or_default();
+                    return Ok(());
+                }
+            }
             self.object
                 .insert(key.to_string(), Value::String(value.to_string()));
             return Ok(());

@@ -369,10 +369,6 @@ fn query_unknown_or_missing_action_is_rejected() {
 #[test]
 fn not_implemented_actions_decode_to_a_clear_marker() {
     assert_eq!(
-        query_action("Action=AddPermission&QueueUrl=u").unwrap(),
-        Action::Unsupported(ActionName::AddPermission)
-    );
-    assert_eq!(
         json_action("StartMessageMoveTask", r#"{"SourceArn":"a"}"#).unwrap(),
         Action::Unsupported(ActionName::StartMessageMoveTask)
     );

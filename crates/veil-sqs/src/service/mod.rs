@@ -5,10 +5,11 @@
 //!
 //! This file holds what every action shares: routing, the request context, the authentication hook, the
 //! mapping of `EngineError` to `SqsError` and the dispatch. The handlers live by resource: [`queues`],
-//! [`tags`], [`messages`], [`batch`], and the actions Veil refuses in [`refused`].
+//! [`tags`], [`messages`], [`batch`], [`permissions`], and the actions Veil refuses in [`refused`].
 
 mod batch;
 mod messages;
+mod permissions;
 mod queues;
 mod refused;
 mod tags;
@@ -268,6 +269,8 @@ impl Service {
             Action::ChangeMessageVisibilityBatch(input) => {
                 self.change_message_visibility_batch(context, input).await
             }
+            Action::AddPermission(input) => self.add_permission(context, input).await,
+            Action::RemovePermission(input) => self.remove_permission(context, input).await,
             Action::Unsupported(name) => refused::unsupported(name),
         }
     }

@@ -924,14 +924,14 @@ async fn unimplemented_actions_answer_a_clear_error() {
     h.create("q").await;
     let reply = h
         .json(
-            "AddPermission",
-            json!({ "QueueUrl": URL, "Label": "l", "AWSAccountIds": ["1"], "Actions": ["*"] }),
+            "ListMessageMoveTasks",
+            json!({ "SourceArn": "arn:aws:sqs:us-east-1:000000000000:q" }),
         )
         .await;
     assert_eq!(reply.error_type(), "com.amazonaws.sqs#UnsupportedOperation");
     assert_eq!(
         reply.body["message"],
-        "AddPermission is not supported by Veil yet."
+        "ListMessageMoveTasks is not supported by Veil yet."
     );
     let reply = h.json("NoSuchThing", json!({})).await;
     assert_eq!(
