@@ -48,6 +48,18 @@ impl Store for NullStore {
     ) -> Result<(), StoreError> {
         Ok(())
     }
+    fn load_groups(&self, _each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn load_dedup(
+        &self,
+        _each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        Ok(Vec::new())
+    }
     fn submit(&self, _ops: Vec<StoreOp>) -> Commit {
         Box::pin(std::future::ready(Ok(())))
     }
@@ -86,11 +98,11 @@ fn main() {
         let after_send = LIVE_BYTES.load(Ordering::Relaxed);
         let per_message = (after_send - before) as f64 / stored as f64;
         println!("{stored} stored, all visible: {per_message:.1} bytes of engine memory per message");
-        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive };
+        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive, attempt_id: None };
         let mut received = 0;
         while received < hidden {
             // Payload reads return None from the null store, so count through the statistics instead.
-            engine.receive(&key, options).await.expect("receive");
+            engine.receive(&key, options.clone()).await.expect("receive");
             received = engine.stats(&key).expect("stats").hidden as usize;
         }
         let after_hide = LIVE_BYTES.load(Ordering::Relaxed);

@@ -16,6 +16,8 @@ use crate::model::*;
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::store::{Commit, Store, StoreOp};
 
+mod move_tasks;
+
 /// Most dead-letter moves one receive performs before it returns; the next receive continues.
 const DEAD_LETTER_MOVES_PER_RECEIVE_MAX: usize = 1_000;
 
@@ -26,6 +28,8 @@ struct State {
     next_queue_id: QueueId,
     /// When each recently deleted queue was deleted (SQS's QueueDeletedRecently); not persisted.
     deleted_at: HashMap<QueueKey, Millis>,
+    /// Message move tasks (docs/semantics.md, "Message move tasks"), under the same lock as the queues.
+    move_tasks: move_tasks::MoveTasks,
 }
 
 impl State {
@@ -65,13 +69,20 @@ impl Engine {
             by_key.insert(record.key.clone(), record.id);
             queues.insert(record.id, QueueIndex::new(record, counters));
         }
+        // Groups first: a FIFO message joins its group as it is inserted, in seq order.
+        let mut groups: HashMap<(QueueId, Seq), String> = HashMap::new();
+        store.load_groups(&mut |queue, seq, group| {
+            groups.insert((queue, seq), group);
+        })?;
         let mut orphans = 0u64;
         store.load_messages(&mut |queue, seq, state| match queues.get_mut(&queue) {
             Some(index) => {
-                index.insert(seq, state, now);
+                let group = groups.remove(&(queue, seq));
+                index.insert(seq, state, group.as_deref(), now);
             }
             None => orphans += 1,
         })?;
+        Self::restore_dedup(store.as_ref(), &mut queues)?;
         if orphans > 0 {
             return Err(crate::store::StoreError::Corrupt(format!(
                 "{orphans} messages belong to no queue"
@@ -98,6 +109,7 @@ impl Engine {
             by_key,
             next_queue_id: snapshot.next_queue_id.max(max_id + 1),
             deleted_at: HashMap::new(),
+            move_tasks: move_tasks::MoveTasks::load(store.as_ref(), now)?,
         };
         Ok(Self {
             state: Mutex::new(state),
@@ -106,6 +118,22 @@ impl Engine {
             receipts,
             closing: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Gives each FIFO queue back the deduplication ids it remembered before the restart.
+    fn restore_dedup(
+        store: &dyn Store,
+        queues: &mut HashMap<QueueId, QueueIndex>,
+    ) -> EngineResult<()> {
+        store.load_dedup(&mut |queue, key, entry| {
+            if let Some(fifo) = queues.get_mut(&queue).and_then(|q| q.fifo.as_mut()) {
+                fifo.dedup.restore(key, entry);
+            }
+        })?;
+        for fifo in queues.values_mut().filter_map(|q| q.fifo.as_mut()) {
+            fifo.dedup.restored();
+        }
+        Ok(())
     }
 
     /// Ends every long poll now (they answer with no messages) and every later one at once, so that a
@@ -211,11 +239,13 @@ impl Engine {
                 continue; // deleted, or received again, since it was released
             };
             if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+                let group = index.group_of(seq).map(str::to_owned);
                 index.remove(seq);
                 moves.push(DeadLetter {
                     seq,
                     state: current,
                     route,
+                    group,
                 });
             }
         }
@@ -428,10 +458,7 @@ impl Engine {
             ));
         }
         // Digests and ids are computed before taking the lock: they need no shared state.
-        let prepared: Vec<([u8; 16], [u8; 16])> = messages
-            .iter()
-            .map(|m| (body_md5(&m.body), uuid::Uuid::new_v4().into_bytes()))
-            .collect();
+        let prepared: Vec<Prepared> = messages.iter().map(Prepared::of).collect();
         let (sent, commit) = self.on_queue(key, now, |locked| {
             Self::store_messages(locked, messages, prepared)
         })?;
@@ -443,7 +470,7 @@ impl Engine {
     fn store_messages(
         locked: &mut Locked<'_>,
         messages: Vec<NewMessage>,
-        prepared: Vec<([u8; 16], [u8; 16])>,
+        prepared: Vec<Prepared>,
     ) -> EngineResult<Vec<SentMessage>> {
         let (id, now) = (locked.id, locked.now);
         let (index, ops) = locked.parts();
@@ -457,11 +484,41 @@ impl Engine {
                 max_bytes: config.message_size_bytes_max,
             });
         }
+        let fifo = config.fifo;
+        if let Some(fifo) = fifo {
+            check_fifo_sends(&fifo, &messages)?;
+        }
         let (delay_ms, retention_ms) = (config.delay_ms, config.retention_ms);
         ops.reserve(messages.len() + 2);
         let mut sent = Vec::with_capacity(messages.len());
         let mut wake = false;
-        for (message, (digest, message_id)) in messages.into_iter().zip(prepared) {
+        for (message, prepared) in messages.into_iter().zip(prepared) {
+            let Prepared {
+                body_md5: digest,
+                message_id,
+                ..
+            } = prepared;
+            let dedup_id = fifo.and_then(|_| message.dedup_id.clone().or(prepared.body_sha256));
+            let dedup_key = fifo.zip(dedup_id.as_deref()).map(|(fifo, dedup_id)| {
+                let by_group = fifo.dedup_scope == DedupScope::Group;
+                crate::fifo::dedup_key(message.group.as_deref().filter(|_| by_group), dedup_id)
+            });
+            if let Some(original) = fifo.zip(dedup_key.as_deref()).and_then(|(config, key)| {
+                let remembered = &index.fifo.as_ref()?.dedup;
+                remembered.get(key, now, config.dedup_interval_ms)
+            }) {
+                sent.push(SentMessage {
+                    message_id: original.message_id,
+                    body_md5: digest,
+                    queue: id,
+                    seq: original.seq,
+                    sent_at: original.sent_at,
+                    visible_at: now,
+                    expires_at: NEVER,
+                    duplicate: true,
+                });
+                continue;
+            }
             let seq = index.alloc_seq(ops);
             let message_state = new_state(&message, now, delay_ms, retention_ms);
             let (visible_at, expires_at) = (message_state.visible_at, message_state.expires_at);
@@ -473,8 +530,24 @@ impl Engine {
                 sent_at: now,
                 sender_id: message.sender_id,
                 moved_from: message.moved_from,
+                group: message.group,
+                dedup_id,
             };
-            wake |= index.insert(seq, message_state, now);
+            let fifo_group = fifo.map(|_| payload.group.clone().unwrap_or_default());
+            wake |= index.insert(seq, message_state, fifo_group.as_deref(), now);
+            if let (Some(key), Some(fifo)) = (dedup_key, index.fifo.as_mut()) {
+                let entry = DedupEntry {
+                    sent_at: now,
+                    message_id,
+                    seq,
+                };
+                fifo.dedup.remember(key.clone(), entry);
+                ops.push(StoreOp::PutDedup {
+                    queue: id,
+                    key,
+                    entry,
+                });
+            }
             if let Some(policy) = &message.redrive {
                 index.set_redrive(seq, policy.clone());
             }
@@ -486,6 +559,7 @@ impl Engine {
                 sent_at: now,
                 visible_at,
                 expires_at,
+                duplicate: false,
             });
             ops.push(StoreOp::PutMessage {
                 queue: id,
@@ -493,6 +567,7 @@ impl Engine {
                 payload,
                 state: message_state,
                 redrive: message.redrive,
+                fifo_group,
             });
             index.counters.sends += 1;
         }
@@ -602,43 +677,58 @@ impl Engine {
         let (index, ops) = locked.parts();
         let grant = Grant::of(options, &index.record.config);
         let inflight_max = u64::from(index.record.config.inflight_max);
-        if index.hidden() >= inflight_max {
+        let fifo = index.fifo.is_some();
+        if index.hidden() >= inflight_max && !fifo {
             return Err(EngineError::OverLimit {
                 inflight: index.hidden(),
                 limit: index.record.config.inflight_max,
             });
         }
-        let mut delivered: Vec<Delivery> = Vec::new();
-        let mut moves: Vec<DeadLetter> = Vec::new();
-        let mut dead_letters_left = false;
+        let attempt_id = options.attempt_id.as_deref().filter(|_| fifo);
+        if let Some(repeated) =
+            attempt_id.and_then(|id| self.repeat_attempt(index, id, grant, now, ops))
+        {
+            return Ok(ReceiveAttempt {
+                queue: id,
+                delivered: repeated,
+                next_due: None,
+                expired,
+                dead_letters_left: false,
+                commit: None,
+            });
+        }
+        let mut run = Run {
+            delivered: Vec::new(),
+            moves: Vec::new(),
+            dead_letters_left: false,
+            max_messages,
+            inflight_max,
+        };
         let mut cursor = None;
-        while delivered.len() < max_messages && index.hidden() < inflight_max {
+        while run.wants_more(index) {
             let Some(entry) = index.next_ready(cursor) else {
                 break;
             };
             cursor = Some(entry);
-            let seq = entry.1;
-            let Some(current) = index.get(seq) else {
-                continue;
-            };
-            if delivered.iter().any(|d| d.seq == seq) {
-                continue; // delivered with visibility 0 and still ready
+            if index.fifo.as_ref().is_some_and(|f| f.blocked(entry.1)) {
+                continue; // a FIFO group with a message in flight delivers nothing
             }
-            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
-                if moves.len() < DEAD_LETTER_MOVES_PER_RECEIVE_MAX {
-                    index.remove(seq);
-                    moves.push(DeadLetter {
-                        seq,
-                        state: current,
-                        route,
-                    });
-                } else {
-                    dead_letters_left = true;
-                }
-                continue;
-            }
-            let delivery = self.hand_out(index, seq, current, grant, now, ops);
-            delivered.push(delivery);
+            self.deliver_from(
+                index,
+                entry.1,
+                &mut run,
+                (grant, queue_dead_letter, now),
+                ops,
+            );
+        }
+        let Run {
+            delivered,
+            moves,
+            dead_letters_left,
+            ..
+        } = run;
+        if let (Some(attempt_id), false) = (attempt_id, delivered.is_empty()) {
+            Self::remember_attempt(index, attempt_id, &delivered, now);
         }
         let counters_changed = !delivered.is_empty() || !moves.is_empty();
         let next_due = index.next_pending_due();
@@ -658,6 +748,111 @@ impl Engine {
             dead_letters_left,
             commit: None,
         })
+    }
+
+    /// Delivers the visible message `seq` and, in a FIFO queue, the visible messages after it in its group
+    /// (one receive may take several of a group, in order), moving those received too often instead.
+    fn deliver_from(
+        &self,
+        index: &mut QueueIndex,
+        first: Seq,
+        run: &mut Run,
+        (grant, queue_dead_letter, now): (Grant, Option<(QueueId, u32)>, Millis),
+        ops: &mut Vec<StoreOp>,
+    ) {
+        let mut next = Some(first);
+        while let Some(seq) = next.filter(|_| run.wants_more(index)) {
+            next = index.fifo.as_ref().and_then(|f| f.next_in_group(seq));
+            let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
+                break; // gone, or not visible: the rest of the group waits behind it
+            };
+            if run.delivered.iter().any(|d| d.seq == seq) {
+                break; // delivered with visibility 0 and still visible
+            }
+            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+                if run.moves.len() >= DEAD_LETTER_MOVES_PER_RECEIVE_MAX {
+                    run.dead_letters_left = true;
+                    break;
+                }
+                let group = index.group_of(seq).map(str::to_owned);
+                index.remove(seq);
+                run.moves.push(DeadLetter {
+                    seq,
+                    state: current,
+                    route,
+                    group,
+                });
+                continue;
+            }
+            let delivery = self.hand_out(index, seq, current, grant, now, ops);
+            run.delivered.push(delivery);
+        }
+    }
+
+    /// A retried FIFO receive (same attempt id, within its time) gets what the first one delivered, with the
+    /// same receipts and a fresh visibility, while every one of those messages is still in flight under that
+    /// delivery; otherwise `None` and the receive delivers anew.
+    fn repeat_attempt(
+        &self,
+        index: &mut QueueIndex,
+        attempt_id: &str,
+        grant: Grant,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> Option<Vec<Delivery>> {
+        let attempt = index.fifo.as_mut()?.attempts.get(attempt_id, now)?;
+        let unchanged = attempt.deliveries.iter().all(|&(seq, generation, _)| {
+            index
+                .get(seq)
+                .is_some_and(|s| s.generation == generation && s.visible_at > now)
+        });
+        if !unchanged {
+            return None;
+        }
+        let visible_at = now.saturating_add(grant.visibility_ms);
+        let mut repeated = Vec::with_capacity(attempt.deliveries.len());
+        for (seq, _, receipt) in attempt.deliveries {
+            let current = index.get(seq).expect("checked above");
+            let state = MessageState {
+                visible_at,
+                ..current
+            };
+            index.replace(seq, state, now);
+            ops.push(StoreOp::PutState {
+                queue: index.id(),
+                seq,
+                state,
+            });
+            repeated.push(Delivery {
+                seq,
+                state,
+                receipt: Some(receipt),
+                redrive: index.redrive(seq).cloned(),
+            });
+        }
+        Some(repeated)
+    }
+
+    fn remember_attempt(
+        index: &mut QueueIndex,
+        attempt_id: &str,
+        delivered: &[Delivery],
+        now: Millis,
+    ) {
+        let Some(fifo) = index.fifo.as_mut() else {
+            return;
+        };
+        let deliveries = delivered
+            .iter()
+            .filter_map(|d| Some((d.seq, d.state.generation, d.receipt.clone()?)))
+            .collect();
+        fifo.attempts.remember(
+            attempt_id.to_owned(),
+            crate::fifo::Attempt {
+                at: now,
+                deliveries,
+            },
+        );
     }
 
     /// Delivers one visible message: its count, first-receive time, deadline and generation change, and it gets
@@ -749,6 +944,7 @@ impl Engine {
             seq,
             state: moved,
             route,
+            group,
         } in moves
         {
             let (target, arrived) = match route {
@@ -786,6 +982,7 @@ impl Engine {
                     reason: MoveReason::DeadLetter,
                 },
                 redrive: None,
+                group,
             };
             if Self::arrive(state, arrival, now, ops) && !woken.contains(&target) {
                 woken.push(target);
@@ -804,7 +1001,12 @@ impl Engine {
             .get_mut(&arrival.target)
             .expect("move target resolved under the same lock");
         let to_seq = target.alloc_seq(ops);
-        let wake = target.insert(to_seq, arrival.state, now);
+        // A FIFO target orders the message in its group (the empty group if it came from a queue without).
+        let fifo_group = target
+            .fifo
+            .is_some()
+            .then(|| arrival.group.unwrap_or_default());
+        let wake = target.insert(to_seq, arrival.state, fifo_group.as_deref(), now);
         if let Some(policy) = &arrival.redrive {
             target.set_redrive(to_seq, policy.clone());
         }
@@ -814,6 +1016,7 @@ impl Engine {
             state: arrival.state,
             moved_from: arrival.moved_from,
             redrive: arrival.redrive,
+            fifo_group,
         });
         wake
     }
@@ -831,6 +1034,7 @@ impl Engine {
         let (result, commit) = self.on_queue(key, now, |locked| {
             let target_id = locked.state.queue_id(target)?;
             let (id, index) = (locked.id, locked.index());
+            let group = self.held_group(index, receipt);
             let (seq, moved, redrive) = self.take_held(index, receipt)?;
             index.counters.deletes += 1;
             let source_counters = index.counters;
@@ -843,6 +1047,7 @@ impl Engine {
                     reason: MoveReason::Requeue,
                 },
                 redrive,
+                group,
             };
             let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
             let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
@@ -863,6 +1068,12 @@ impl Engine {
         })?;
         Self::durable(commit).await?;
         result
+    }
+
+    /// The FIFO group of the message `receipt` names, if its queue is FIFO.
+    fn held_group(&self, index: &QueueIndex, receipt: &str) -> Option<String> {
+        let receipt = self.receipts.decode(receipt)?;
+        index.group_of(receipt.seq).map(str::to_owned)
     }
 
     /// Takes a held message out of the index if `receipt` is its current one; returns its seq, state and
@@ -967,13 +1178,19 @@ impl Engine {
                     break;
                 };
                 cursor = Some(entry);
-                if let Some(current) = index.get(entry.1) {
+                // A FIFO group's visible messages follow its head, in order.
+                let mut next = Some(entry.1);
+                while let Some(seq) = next.filter(|_| seen.len() < max_messages) {
+                    let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
+                        break;
+                    };
                     seen.push(Delivery {
-                        seq: entry.1,
+                        seq,
                         state: current,
                         receipt: None,
-                        redrive: index.redrive(entry.1).cloned(),
+                        redrive: index.redrive(seq).cloned(),
                     });
+                    next = index.fifo.as_ref().and_then(|f| f.next_in_group(seq));
                 }
             }
             (locked.id, seen)
@@ -1030,7 +1247,7 @@ impl Engine {
             let deletes_before = index.counters.deletes;
             let outcomes: Vec<_> = receipts
                 .iter()
-                .map(|receipt| self.delete_locked(index, receipt, rule, ops))
+                .map(|receipt| self.delete_locked(index, receipt, rule, now, ops))
                 .collect();
             if index.counters.deletes != deletes_before {
                 ops.push(StoreOp::PutCounters {
@@ -1049,20 +1266,28 @@ impl Engine {
         index: &mut QueueIndex,
         receipt: &str,
         rule: ReceiptRule,
+        now: Millis,
         ops: &mut Vec<StoreOp>,
     ) -> EngineResult<DeleteOutcome> {
         let receipt = self.decode_receipt(index.id(), receipt)?;
         let Some(current) = index.get(receipt.seq) else {
             return match rule {
-                ReceiptRule::AnyIssued => Ok(DeleteOutcome::AlreadyGone),
+                ReceiptRule::AnyIssued | ReceiptRule::Unexpired => Ok(DeleteOutcome::AlreadyGone),
                 ReceiptRule::Current => Err(EngineError::MessageNotAvailable),
             };
         };
         if receipt.generation > current.generation {
             return Err(EngineError::ReceiptInvalid);
         }
-        if rule == ReceiptRule::Current && receipt.generation != current.generation {
-            return Err(EngineError::MessageNotAvailable);
+        let superseded = receipt.generation != current.generation;
+        match rule {
+            ReceiptRule::AnyIssued => {}
+            ReceiptRule::Current if superseded => return Err(EngineError::MessageNotAvailable),
+            ReceiptRule::Current => {}
+            ReceiptRule::Unexpired if superseded || current.visible_at <= now => {
+                return Err(EngineError::ReceiptExpired)
+            }
+            ReceiptRule::Unexpired => {}
         }
         index.remove(receipt.seq);
         index.counters.deletes += 1;
@@ -1220,6 +1445,10 @@ impl Engine {
         let current = match change.receipts {
             ReceiptRule::Current => Self::current(index, receipt)?,
             ReceiptRule::AnyIssued => Self::issued(index, receipt)?,
+            // A FIFO message whose visibility lapsed is no longer the holder's to change.
+            ReceiptRule::Unexpired => Some(Self::current(index, receipt)?)
+                .filter(|current| current.visible_at > now)
+                .ok_or(EngineError::MessageNotAvailable)?,
         };
         if change.visibility_ms > limits::VISIBILITY_TIMEOUT_MS_MAX {
             return Err(EngineError::InvalidArgument(format!(
@@ -1349,6 +1578,8 @@ struct Arrival {
     moved_from: MovedFrom,
     /// The message's own rule, kept by a re-queue.
     redrive: Option<MessageRedrivePolicy>,
+    /// Its group in the FIFO queue it leaves, kept in a FIFO target.
+    group: Option<String>,
 }
 
 /// The state of a message being sent: its delay and time to live, else the queue's.
@@ -1390,6 +1621,68 @@ struct DeadLetter {
     seq: Seq,
     state: MessageState,
     route: DeadLetterRoute,
+    /// Its group in a FIFO source: a dead-letter move keeps the group (docs/semantics.md §4).
+    group: Option<String>,
+}
+
+/// What one receive has delivered and moved so far, and when it stops.
+struct Run {
+    delivered: Vec<Delivery>,
+    moves: Vec<DeadLetter>,
+    /// The per-receive cap on dead-letter moves stopped it.
+    dead_letters_left: bool,
+    max_messages: usize,
+    inflight_max: u64,
+}
+
+impl Run {
+    fn wants_more(&self, index: &QueueIndex) -> bool {
+        self.delivered.len() < self.max_messages
+            && index.hidden() < self.inflight_max
+            && !self.dead_letters_left
+    }
+}
+
+/// What a send computes for each message before it takes the lock.
+struct Prepared {
+    body_md5: [u8; 16],
+    message_id: [u8; 16],
+    /// The body's SHA-256 in hex, for a message a FIFO queue may deduplicate by content (one with a group
+    /// and no deduplication id).
+    body_sha256: Option<String>,
+}
+
+impl Prepared {
+    fn of(message: &NewMessage) -> Self {
+        let by_content = message.group.is_some() && message.dedup_id.is_none();
+        Self {
+            body_md5: body_md5(&message.body),
+            message_id: uuid::Uuid::new_v4().into_bytes(),
+            body_sha256: by_content.then(|| sha256_hex(&message.body)),
+        }
+    }
+}
+
+fn sha256_hex(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(body)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A FIFO queue refuses a send (all of it) with a message that names no group, or no deduplication id
+/// while the queue does not deduplicate by content.
+fn check_fifo_sends(fifo: &FifoConfig, messages: &[NewMessage]) -> EngineResult<()> {
+    for message in messages {
+        if message.group.is_none() {
+            return Err(EngineError::GroupRequired);
+        }
+        if message.dedup_id.is_none() && !fifo.content_based_dedup {
+            return Err(EngineError::DedupIdRequired);
+        }
+    }
+    Ok(())
 }
 
 /// A body's length as a message state records it; bodies are far below 4 GiB (the size limits say so).

@@ -17,6 +17,16 @@ pub enum EngineError {
     /// The receipt is authentic but its message is gone or was received (or updated) again since.
     #[error("the message does not exist or its receipt is no longer current")]
     MessageNotAvailable,
+    /// The receipt was the current one, but the visibility it granted has lapsed or a later receive replaced
+    /// it (`ReceiptRule::Unexpired`, SQS FIFO queues).
+    #[error("the receipt has expired")]
+    ReceiptExpired,
+    /// A FIFO queue needs every message to name its group.
+    #[error("a FIFO queue needs a message group for every message")]
+    GroupRequired,
+    /// A FIFO queue without content-based deduplication needs a deduplication id for every message.
+    #[error("a FIFO queue without content-based deduplication needs a deduplication id for every message")]
+    DedupIdRequired,
     #[error("the visibility deadline would be {requested_ms} ms after the receive; at most {max_ms} ms is allowed")]
     VisibilityPastLimit {
         requested_ms: Millis,

@@ -5,6 +5,9 @@
 //! Per message the index holds one `MessageState` (48 bytes) in a [`SeqSlab`] chunk and one `(visible_at,
 //! seq)` entry in `ready` or `pending`. Expiry is found through one `(expiry lower bound, chunk)` entry per
 //! chunk of `slab::CHUNK_LEN` sequence numbers, not one per message.
+//!
+//! A FIFO queue's visible messages enter `ready` only as their group's head; the others wait "behind" it
+//! (counted, in no ordered set) and enter `ready` when the head leaves (docs/semantics.md §4).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::clock::Millis;
+use crate::fifo::Fifo;
 use crate::limits;
 use crate::model::{
     Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
@@ -47,6 +51,8 @@ pub(crate) struct QueueIndex {
     /// under an `OnRelease` dead-letter rule. The engine drains it before it lets go of the lock, so it is
     /// empty between operations.
     released: Vec<Seq>,
+    /// Group order, deduplication and receive attempts; `Some` exactly for a FIFO queue.
+    pub fifo: Option<Box<Fifo>>,
 }
 
 /// What `advance` changed.
@@ -60,6 +66,7 @@ pub(crate) struct Advanced {
 impl QueueIndex {
     pub fn new(record: QueueRecord, counters: Counters) -> Self {
         let next_seq = record.seq_reserved;
+        let fifo = record.config.fifo.map(|_| Box::default());
         Self {
             record,
             counters,
@@ -75,6 +82,7 @@ impl QueueIndex {
             notify: Arc::new(Notify::new()),
             last_purge_at: None,
             released: Vec::new(),
+            fifo,
         }
     }
 
@@ -132,8 +140,7 @@ impl QueueIndex {
     /// the earliest pending deadline, i.e. when long-polling receivers should re-check.
     fn schedule(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
         if state.visible_at <= now {
-            self.ready.insert((state.visible_at, seq));
-            true
+            self.make_visible(state.visible_at, seq)
         } else {
             let earliest = self
                 .next_pending_due()
@@ -141,10 +148,27 @@ impl QueueIndex {
             self.pending.insert((state.visible_at, seq));
             if state.receive_count > 0 {
                 self.hidden += 1;
+                if let Some(fifo) = &mut self.fifo {
+                    fifo.count_inflight(seq, true);
+                }
             } else {
                 self.delayed += 1;
             }
             earliest
+        }
+    }
+
+    /// Puts a visible message into `ready`, or behind its group's head. Returns true when it entered `ready`.
+    fn make_visible(&mut self, visible_at: Millis, seq: Seq) -> bool {
+        match &mut self.fifo {
+            Some(fifo) if !fifo.is_head(seq) => {
+                fifo.behind += 1;
+                false
+            }
+            _ => {
+                self.ready.insert((visible_at, seq));
+                true
+            }
         }
     }
 
@@ -153,17 +177,35 @@ impl QueueIndex {
         if self.pending.remove(&(state.visible_at, seq)) {
             if state.receive_count > 0 {
                 self.hidden -= 1;
+                if let Some(fifo) = &mut self.fifo {
+                    fifo.count_inflight(seq, false);
+                }
             } else {
                 self.delayed -= 1;
             }
-        } else {
-            let was_there = self.ready.remove(&(state.visible_at, seq));
-            assert!(was_there, "seq {seq} neither ready nor pending");
+        } else if !self.ready.remove(&(state.visible_at, seq)) {
+            let fifo = self.fifo.as_mut();
+            let fifo = fifo.unwrap_or_else(|| panic!("seq {seq} neither ready nor pending"));
+            assert!(
+                fifo.behind > 0 && !fifo.is_head(seq),
+                "seq {seq} neither ready, pending nor behind its group's head"
+            );
+            fifo.behind -= 1;
         }
     }
 
-    /// Adds a message. Returns the wake-up hint of `schedule`.
-    pub fn insert(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
+    /// Adds a message; a FIFO queue's joins `group` (the empty group when it names none). Returns the
+    /// wake-up hint of `schedule`.
+    pub fn insert(
+        &mut self,
+        seq: Seq,
+        state: MessageState,
+        group: Option<&str>,
+        now: Millis,
+    ) -> bool {
+        if let Some(fifo) = &mut self.fifo {
+            fifo.join(seq, group.unwrap_or_default());
+        }
         let bound = self.states.insert(seq, state);
         self.track_expiry(bound);
         self.stored_bytes += u64::from(state.body_bytes);
@@ -202,6 +244,21 @@ impl QueueIndex {
         if !self.redrives.is_empty() {
             self.redrives.remove(&seq);
         }
+        let Some(new_head) = self.fifo.as_mut().and_then(|fifo| fifo.leave(seq)) else {
+            return;
+        };
+        // The new head waited behind the old one if it is visible (in neither ordered set).
+        let head_state = self.states.get(new_head).expect("group members are stored");
+        if !self.pending.contains(&(head_state.visible_at, new_head)) {
+            let fifo = self.fifo.as_mut().expect("checked above");
+            fifo.behind -= 1;
+            self.ready.insert((head_state.visible_at, new_head));
+        }
+    }
+
+    /// The message's group in a FIFO queue.
+    pub fn group_of(&self, seq: Seq) -> Option<&str> {
+        self.fifo.as_ref()?.group_of(seq).map(|name| &**name)
     }
 
     /// Replaces a message's state. Returns the wake-up hint of `schedule`.
@@ -254,11 +311,14 @@ impl QueueIndex {
                 break;
             }
             self.pending.pop_first();
-            self.ready.insert((at, seq));
+            self.make_visible(at, seq);
             let state = self.states.get(seq);
             assert!(state.is_some(), "pending seq {seq} has no state");
             if let Some(state) = state.filter(|s| s.receive_count > 0) {
                 self.hidden -= 1;
+                if let Some(fifo) = &mut self.fifo {
+                    fifo.count_inflight(seq, false);
+                }
                 self.counters.redeliveries += 1;
                 advanced.counters_changed = true;
                 self.note_release(seq, state);
@@ -292,7 +352,19 @@ impl QueueIndex {
                 }
             }
         }
+        self.forget_dedup_ids(now, ops);
         advanced
+    }
+
+    /// Forgets a FIFO queue's deduplication ids whose interval has passed, in memory and in the store.
+    fn forget_dedup_ids(&mut self, now: Millis, ops: &mut Vec<StoreOp>) {
+        let queue = self.id();
+        let (Some(fifo), Some(config)) = (&mut self.fifo, self.record.config.fifo) else {
+            return;
+        };
+        for key in fifo.dedup.expire(now, config.dedup_interval_ms) {
+            ops.push(StoreOp::DeleteDedup { queue, key });
+        }
     }
 
     /// The first visible message strictly after `after` in delivery order.
@@ -322,6 +394,9 @@ impl QueueIndex {
         self.stored_bytes = 0;
         self.redrives.clear();
         self.released.clear();
+        if let Some(fifo) = &mut self.fifo {
+            fifo.clear();
+        }
         count
     }
 
@@ -332,7 +407,7 @@ impl QueueIndex {
             .map(|(_, s)| now.saturating_sub(s.sent_at))
             .unwrap_or(0);
         QueueStats {
-            visible: self.ready.len() as u64,
+            visible: self.ready.len() as u64 + self.fifo.as_ref().map_or(0, |f| f.behind),
             hidden: self.hidden,
             delayed: self.delayed,
             oldest_age_ms,
@@ -346,23 +421,70 @@ impl QueueIndex {
         }
     }
 
+    /// A FIFO queue's groups agree with the states: every message in exactly one group, in-flight counts
+    /// exact, only heads ready, every visible non-head behind.
+    fn check_groups(&self, fifo: &Fifo, now: Millis) {
+        assert_eq!(
+            fifo.member_count(),
+            self.states.len(),
+            "every message has a group"
+        );
+        let mut behind = 0u64;
+        for (name, seqs, inflight) in fifo.groups() {
+            assert!(!seqs.is_empty(), "group {name} is not empty");
+            let mut counted = 0u32;
+            for (position, &seq) in seqs.iter().enumerate() {
+                let state = self.states.get(seq).expect("group members are stored");
+                let in_pending = self.pending.contains(&(state.visible_at, seq));
+                let in_ready = self.ready.contains(&(state.visible_at, seq));
+                if in_pending && state.receive_count > 0 {
+                    counted += 1;
+                }
+                if !in_pending {
+                    assert!(state.visible_at <= now, "a visible member is due");
+                    assert_eq!(in_ready, position == 0, "only group {name}'s head is ready");
+                    behind += u64::from(position != 0);
+                }
+            }
+            assert_eq!(counted, inflight, "group {name}'s in-flight count");
+        }
+        assert_eq!(behind, fifo.behind, "behind counts the visible non-heads");
+    }
+
     /// Checks the index's own bookkeeping; used by tests after every step.
     pub fn check_invariants(&self, now: Millis) {
+        let behind = self.fifo.as_ref().map_or(0, |f| f.behind);
         assert_eq!(
-            self.ready.len() + self.pending.len(),
+            self.ready.len() + self.pending.len() + behind as usize,
             self.states.len(),
-            "every message is ready xor pending"
+            "every message is ready, pending or behind its group's head"
         );
+        if let Some(fifo) = &self.fifo {
+            self.check_groups(fifo, now);
+        }
         assert_eq!(
             self.hidden + self.delayed,
             self.pending.len() as u64,
             "hidden + delayed = pending"
         );
+        let behind_seqs =
+            self.fifo
+                .iter()
+                .flat_map(|fifo| fifo.groups())
+                .flat_map(|(_, seqs, _)| {
+                    seqs.into_iter().filter(|&seq| {
+                        let state = self.states.get(seq).expect("group members are stored");
+                        !self.ready.contains(&(state.visible_at, seq))
+                            && !self.pending.contains(&(state.visible_at, seq))
+                    })
+                });
         let body_bytes: u64 = self
             .ready
             .iter()
             .chain(&self.pending)
-            .filter_map(|&(_, seq)| self.states.get(seq))
+            .map(|&(_, seq)| seq)
+            .chain(behind_seqs)
+            .filter_map(|seq| self.states.get(seq))
             .map(|state| u64::from(state.body_bytes))
             .sum();
         assert_eq!(

@@ -6,10 +6,12 @@
 pub mod clock;
 pub mod engine;
 pub mod error;
+mod fifo;
 mod index;
 pub mod limits;
 pub mod memory_store;
 pub mod model;
+pub mod move_task;
 pub mod receipt;
 mod slab;
 pub mod store;
@@ -18,5 +20,8 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::Engine;
 pub use error::{EngineError, EngineResult};
 pub use model::*;
+pub use move_task::{
+    MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus,
+};
 pub use receipt::ReceiptKey;
 pub use store::{Store, StoreError, StoreOp};

@@ -25,3 +25,12 @@ pub const RECEIVE_WAIT_MS_MAX: Millis = 3_600 * SECOND_MS;
 /// Sequence numbers are reserved in blocks so that the store records a queue's high-water mark once per
 /// block instead of once per send.
 pub const SEQ_RESERVE_BLOCK: u64 = 1 << 16;
+/// How long a FIFO queue remembers a deduplication id when its protocol does not say (SQS: 5 minutes).
+pub const DEDUP_INTERVAL_MS_DEFAULT: Millis = 5 * 60 * SECOND_MS;
+/// How long a FIFO queue remembers a receive attempt id for its retry (SQS: 5 minutes).
+pub const RECEIVE_ATTEMPT_MS_MAX: Millis = 5 * 60 * SECOND_MS;
+/// Most messages one step of a move task without a rate moves: bounds how long a step holds the engine lock
+/// (docs/semantics.md, "Message move tasks").
+pub const MOVE_TASK_MOVES_PER_STEP_MAX: usize = 1_000;
+/// Finished move tasks kept per source queue, most recent first; older ones are forgotten.
+pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;

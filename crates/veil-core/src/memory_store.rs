@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
+    Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
+    QueueRecord, Seq,
 };
+use crate::move_task::MoveTaskRecord;
 use crate::store::{Commit, Snapshot, Store, StoreError, StoreOp};
 
 #[derive(Default)]
@@ -18,6 +20,9 @@ struct Inner {
     payloads: BTreeMap<(QueueId, Seq), Payload>,
     states: BTreeMap<(QueueId, Seq), MessageState>,
     redrives: BTreeMap<(QueueId, Seq), MessageRedrivePolicy>,
+    groups: BTreeMap<(QueueId, Seq), String>,
+    dedup: BTreeMap<(QueueId, String), DedupEntry>,
+    move_tasks: BTreeMap<u64, MoveTaskRecord>,
 }
 
 impl Inner {
@@ -28,6 +33,7 @@ impl Inner {
             self.states.remove(&key);
             self.payloads.remove(&key);
             self.redrives.remove(&key);
+            self.groups.remove(&key);
         }
     }
 
@@ -37,6 +43,7 @@ impl Inner {
             StoreOp::DeleteQueue(queue) => {
                 self.queues.remove(&queue);
                 self.remove_queue_messages(queue);
+                self.dedup.retain(|(q, _), _| *q != queue);
             }
             StoreOp::PutCounters { queue, counters } => {
                 if let Some(entry) = self.queues.get_mut(&queue) {
@@ -49,7 +56,8 @@ impl Inner {
                 payload,
                 state,
                 redrive,
-            } => self.put_message((queue, seq), payload, state, redrive),
+                fifo_group,
+            } => self.put_message((queue, seq), payload, state, redrive, fifo_group),
             StoreOp::PutState { queue, seq, state } => {
                 self.states.insert((queue, seq), state);
             }
@@ -61,7 +69,8 @@ impl Inner {
                 state,
                 moved_from,
                 redrive,
-            } => self.move_message(from, to, state, moved_from, redrive),
+                fifo_group,
+            } => self.move_message(from, to, state, moved_from, (redrive, fifo_group)),
             StoreOp::ReplaceBody {
                 queue,
                 seq,
@@ -74,6 +83,18 @@ impl Inner {
                 }
             }
             StoreOp::PutNextQueueId(next) => self.next_queue_id = next,
+            StoreOp::PutDedup { queue, key, entry } => {
+                self.dedup.insert((queue, key), entry);
+            }
+            StoreOp::DeleteDedup { queue, key } => {
+                self.dedup.remove(&(queue, key));
+            }
+            StoreOp::PutMoveTask(record) => {
+                self.move_tasks.insert(record.number, record);
+            }
+            StoreOp::DeleteMoveTask { number } => {
+                self.move_tasks.remove(&number);
+            }
         }
     }
 
@@ -93,11 +114,15 @@ impl Inner {
         payload: Payload,
         state: MessageState,
         redrive: Option<MessageRedrivePolicy>,
+        fifo_group: Option<String>,
     ) {
         self.payloads.insert(key, payload);
         self.states.insert(key, state);
         if let Some(policy) = redrive {
             self.redrives.insert(key, policy);
+        }
+        if let Some(group) = fifo_group {
+            self.groups.insert(key, group);
         }
     }
 
@@ -105,6 +130,7 @@ impl Inner {
         self.states.remove(&key);
         self.payloads.remove(&key);
         self.redrives.remove(&key);
+        self.groups.remove(&key);
     }
 
     /// A message whose payload is already gone leaves nothing at `to`.
@@ -114,13 +140,14 @@ impl Inner {
         to: (QueueId, Seq),
         state: MessageState,
         moved_from: MovedFrom,
-        redrive: Option<MessageRedrivePolicy>,
+        (redrive, fifo_group): (Option<MessageRedrivePolicy>, Option<String>),
     ) {
         self.states.remove(&from);
         self.redrives.remove(&from);
+        self.groups.remove(&from);
         if let Some(mut payload) = self.payloads.remove(&from) {
             payload.moved_from = Some(moved_from);
-            self.put_message(to, payload, state, redrive);
+            self.put_message(to, payload, state, redrive, fifo_group);
         }
     }
 }
@@ -172,6 +199,29 @@ impl Store for MemoryStore {
             each(queue, seq, policy.clone());
         }
         Ok(())
+    }
+
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        let inner = self.inner.lock();
+        for (&(queue, seq), group) in &inner.groups {
+            each(queue, seq, group.clone());
+        }
+        Ok(())
+    }
+
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        let inner = self.inner.lock();
+        for ((queue, key), entry) in &inner.dedup {
+            each(*queue, key.clone(), *entry);
+        }
+        Ok(())
+    }
+
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        Ok(self.inner.lock().move_tasks.values().cloned().collect())
     }
 
     fn submit(&self, ops: Vec<StoreOp>) -> Commit {

@@ -77,6 +77,37 @@ pub struct MessageRedrivePolicy {
     pub dead_letter_queue: Option<QueueKey>,
 }
 
+/// Which sends a FIFO queue's deduplication compares (docs/semantics.md §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DedupScope {
+    /// A deduplication id is unique across the whole queue.
+    #[default]
+    Queue,
+    /// A deduplication id is unique within its message group.
+    Group,
+}
+
+/// How a queue orders and deduplicates by message group (SQS FIFO queues; docs/semantics.md §4). A queue is
+/// FIFO from its creation to its deletion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FifoConfig {
+    /// A send without a deduplication id uses the SHA-256 of its body instead of being refused.
+    pub content_based_dedup: bool,
+    pub dedup_scope: DedupScope,
+    /// How long a deduplication id is remembered, counted from the first send that used it.
+    pub dedup_interval_ms: Millis,
+}
+
+impl Default for FifoConfig {
+    fn default() -> Self {
+        Self {
+            content_based_dedup: false,
+            dedup_scope: DedupScope::Queue,
+            dedup_interval_ms: limits::DEDUP_INTERVAL_MS_DEFAULT,
+        }
+    }
+}
+
 /// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueConfig {
@@ -87,8 +118,11 @@ pub struct QueueConfig {
     pub message_size_bytes_max: u32,
     pub receive_wait_ms: Millis,
     pub redrive_policy: Option<RedrivePolicy>,
-    /// At this many Hidden messages a receive fails with `OverLimit`.
+    /// At this many Hidden messages a receive fails with `OverLimit` (a FIFO queue's returns nothing instead).
     pub inflight_max: u32,
+    /// `Some` for a FIFO queue: strict order within each message group, and deduplicated sends.
+    #[serde(default)]
+    pub fifo: Option<FifoConfig>,
     pub tags: BTreeMap<String, String>,
     /// Azure-style queue metadata.
     pub metadata: BTreeMap<String, String>,
@@ -108,6 +142,7 @@ impl Default for QueueConfig {
             receive_wait_ms: 0,
             redrive_policy: None,
             inflight_max: limits::INFLIGHT_MESSAGES_DEFAULT,
+            fifo: None,
             tags: BTreeMap::new(),
             metadata: BTreeMap::new(),
             protocol_settings: BTreeMap::new(),
@@ -169,6 +204,10 @@ pub struct Payload {
     pub sender_id: String,
     /// Set when an engine move brought the message here: as a dead letter, or re-queued by its consumer.
     pub moved_from: Option<MovedFrom>,
+    /// The message group it was sent with (FIFO order; kept and returned on standard queues too).
+    pub group: Option<String>,
+    /// The deduplication id a FIFO queue compared it by: the sender's, or the body's SHA-256 in hex.
+    pub dedup_id: Option<String>,
 }
 
 impl Payload {
@@ -223,6 +262,16 @@ pub enum Ttl {
     Never,
 }
 
+/// A remembered deduplication id of a FIFO queue: a later send with the same id inside the interval is
+/// accepted and answered with this message's id and sequence number, and never stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupEntry {
+    /// The first send with this id; the id is forgotten `dedup_interval_ms` after it.
+    pub sent_at: Millis,
+    pub message_id: [u8; 16],
+    pub seq: Seq,
+}
+
 /// A message to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewMessage {
@@ -238,6 +287,11 @@ pub struct NewMessage {
     /// Set when the message is sent in place of another that its consumer settles (KubeMQ's
     /// SendModifiedMessage): recorded in the payload like a move's origin.
     pub moved_from: Option<MovedFrom>,
+    /// Required by a FIFO queue; kept and returned by any queue.
+    pub group: Option<String>,
+    /// A FIFO queue's deduplication id; without one a queue with content-based deduplication uses the
+    /// body's SHA-256, and any other FIFO queue refuses the send. Ignored by standard queues.
+    pub dedup_id: Option<String>,
 }
 
 /// The MD5 digest of a body (SQS's `MD5OfMessageBody`), kept with the message so it is computed once.
@@ -276,6 +330,8 @@ impl NewMessage {
             sender_id: String::new(),
             redrive: None,
             moved_from: None,
+            group: None,
+            dedup_id: None,
         }
     }
 }
@@ -290,6 +346,9 @@ pub struct SentMessage {
     pub sent_at: Millis,
     pub visible_at: Millis,
     pub expires_at: Millis,
+    /// A FIFO send whose deduplication id was seen inside the interval: accepted, not stored; `message_id`
+    /// and `seq` are the first send's.
+    pub duplicate: bool,
 }
 
 /// A message as receive or peek returns it.
@@ -311,7 +370,7 @@ impl Message {
 }
 
 /// Options of one receive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReceiveOptions {
     pub max_messages: usize,
     /// `None` uses the queue's visibility timeout.
@@ -320,6 +379,23 @@ pub struct ReceiveOptions {
     pub wait_ms: Option<Millis>,
     /// When a dead-letter rule moves what this receive delivers (the protocol's rule).
     pub dead_letter: DeadLetterTiming,
+    /// A FIFO queue answers a retry with the same attempt id, while none of the messages it delivered has
+    /// changed, with the same messages and receipts (SQS's `ReceiveRequestAttemptId`). Ignored by standard
+    /// queues.
+    pub attempt_id: Option<String>,
+}
+
+impl ReceiveOptions {
+    /// Up to `max_messages` with the queue's visibility and wait, dead letters moved on receive.
+    pub fn new(max_messages: usize) -> Self {
+        Self {
+            max_messages,
+            visibility_ms: None,
+            wait_ms: None,
+            dead_letter: DeadLetterTiming::OnReceive,
+            attempt_id: None,
+        }
+    }
 }
 
 /// What a receive returned, and what it found expired on the way.
@@ -338,6 +414,9 @@ pub enum ReceiptRule {
     AnyIssued,
     /// Azure: only the receipt of the latest receive or update, even after its visibility lapsed.
     Current,
+    /// SQS FIFO queues: only the receipt of the latest receive, and only until its visibility lapses; any
+    /// other is expired.
+    Unexpired,
 }
 
 /// What a delete did.

@@ -7,8 +7,10 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::model::{
-    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
+    Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
+    QueueRecord, Seq,
 };
+use crate::move_task::MoveTaskRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -41,6 +43,9 @@ pub enum StoreOp {
         /// The message's own dead-letter rule; kept apart from the payload so that start-up can rebuild the
         /// index without reading bodies.
         redrive: Option<MessageRedrivePolicy>,
+        /// The message's group when its queue is FIFO, kept apart from the payload for the same reason:
+        /// start-up rebuilds each group's order from it.
+        fifo_group: Option<String>,
     },
     PutState {
         queue: QueueId,
@@ -61,6 +66,8 @@ pub enum StoreOp {
         state: MessageState,
         moved_from: MovedFrom,
         redrive: Option<MessageRedrivePolicy>,
+        /// The message's group when the target queue is FIFO.
+        fifo_group: Option<String>,
     },
     ReplaceBody {
         queue: QueueId,
@@ -70,6 +77,23 @@ pub enum StoreOp {
     },
     /// The next queue id to hand out.
     PutNextQueueId(QueueId),
+    /// Remembers a FIFO queue's deduplication key (the id, prefixed by the group under group scope).
+    PutDedup {
+        queue: QueueId,
+        key: String,
+        entry: DedupEntry,
+    },
+    /// Forgets a deduplication key whose interval has passed.
+    DeleteDedup {
+        queue: QueueId,
+        key: String,
+    },
+    /// Writes a message move task (started, progressed or finished), keyed by its number.
+    PutMoveTask(MoveTaskRecord),
+    /// Forgets a move task: an old finished one, or one whose source queue is gone.
+    DeleteMoveTask {
+        number: u64,
+    },
 }
 
 /// Resolves once the submitted operations (and everything submitted before them) are durable.
@@ -95,6 +119,15 @@ pub trait Store: Send + Sync + 'static {
         &self,
         each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
     ) -> Result<(), StoreError>;
+    /// Calls `each` for every message of a FIFO queue with its group, in (queue, seq) order.
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError>;
+    /// Calls `each` for every remembered deduplication key of a FIFO queue.
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError>;
+    /// Every message move task, in start order (their numbers), read once at start-up.
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError>;
     /// Queues `ops` behind everything submitted before. Must be called in the order the engine applied the
     /// changes; an empty `ops` is a barrier that resolves once everything before it is durable.
     fn submit(&self, ops: Vec<StoreOp>) -> Commit;

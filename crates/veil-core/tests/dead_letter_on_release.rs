@@ -38,6 +38,7 @@ async fn receive_on_release(h: &Harness, key: &QueueKey, visibility_s: u64) -> M
         visibility_ms: Some(visibility_s * 1_000),
         wait_ms: Some(0),
         dead_letter: DeadLetterTiming::OnRelease,
+        attempt_id: None,
     };
     let mut got = h.engine.receive(key, options).await.unwrap();
     assert_eq!(got.len(), 1, "expected one message");

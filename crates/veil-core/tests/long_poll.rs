@@ -23,6 +23,7 @@ fn spawn_waiter(engine: &Arc<Engine>, key: &QueueKey) -> tokio::task::JoinHandle
             max_messages: 10,
             visibility_ms: Some(30_000),
             wait_ms: Some(WAIT_MS),
+            attempt_id: None,
         };
         engine.receive(&key, options).await.unwrap()
     })
@@ -156,6 +157,7 @@ async fn a_long_poll_on_a_deleted_queue_ends_with_queue_not_found() {
                     max_messages: 1,
                     visibility_ms: None,
                     wait_ms: Some(WAIT_MS),
+                    attempt_id: None,
                 },
             )
             .await

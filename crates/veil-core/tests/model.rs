@@ -422,6 +422,7 @@ async fn receive(
         max_messages: max,
         visibility_ms: Some(visibility_s * 1_000),
         wait_ms: Some(0),
+        attempt_id: None,
     };
     let result = h.engine.receive_detailed(&key, options).await;
     if !model.queues[queue].exists {

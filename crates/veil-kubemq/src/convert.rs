@@ -248,6 +248,8 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         sender_id: message.client_id,
         redrive,
         moved_from: None,
+        group: None,
+        dedup_id: None,
     }
 }
 

@@ -34,6 +34,8 @@ fn stored(new: NewMessage, seq: u64, state: MessageState) -> Message {
             sent_at: state.sent_at,
             sender_id: new.sender_id,
             moved_from: new.moved_from,
+            group: new.group,
+            dedup_id: new.dedup_id,
         },
         state,
         receipt: Some("r".into()),
@@ -177,6 +179,7 @@ fn send_result_reports_times_in_unix_nanoseconds_and_zero_for_none() {
         sent_at: 2_000,
         visible_at: 3_000,
         expires_at: 13_000,
+        duplicate: false,
     };
     let result = send_result(&sent, "", "q");
     assert_eq!(result.sent_at, 2_000_000_000);

@@ -2,8 +2,11 @@
 //!
 //! Tables: `queues` (id → QueueRecord), `counters` (id → Counters), `states` ((queue, seq) → MessageState,
 //! small and rewritten by every receive), `payloads` ((queue, seq) → Payload, written once by a send) and
-//! `redrives` ((queue, seq) → MessageRedrivePolicy, only for messages sent with their own dead-letter rule) and
-//! `meta` (name → bytes, including the format version). Splitting state from payload keeps a receive's write small and lets start-up rebuild
+//! `redrives` ((queue, seq) → MessageRedrivePolicy, only for messages sent with their own dead-letter rule),
+//! `groups` ((queue, seq) → message group, only for messages of FIFO queues), `dedup` ((queue, key) →
+//! DedupEntry, a FIFO queue's remembered deduplication ids), `move_tasks` (number → MoveTaskRecord, the
+//! message move tasks of docs/semantics.md) and `meta` (name → bytes, including the format
+//! version). Splitting state from payload keeps a receive's write small and lets start-up rebuild
 //! the engine's index by scanning `states` alone.
 
 use std::path::{Path, PathBuf};
@@ -20,8 +23,8 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 use veil_core::store::{Commit, Snapshot};
 use veil_core::{
-    Counters, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId, QueueRecord, Seq,
-    Store, StoreError, StoreOp,
+    Counters, DedupEntry, MessageRedrivePolicy, MessageState, MoveTaskRecord, MovedFrom, Payload,
+    QueueId, QueueRecord, Seq, Store, StoreError, StoreOp,
 };
 
 use crate::codec::{decode, encode};
@@ -31,12 +34,16 @@ const COUNTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("counters");
 const STATES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("states");
 const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("payloads");
 const REDRIVES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("redrives");
+const GROUPS: TableDefinition<(u64, u64), &str> = TableDefinition::new("groups");
+const DEDUP: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("dedup");
+const MOVE_TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("move_tasks");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const NEXT_QUEUE_ID: &str = "next_queue_id";
 /// The layout of the records in this file. A data directory written with another layout is refused with a
 /// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
+/// 4: payloads carry a message group and deduplication id; FIFO groups and deduplication ids are stored.
 const FORMAT_VERSION_KEY: &str = "format_version";
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
 const DATABASE_FILE: &str = "veil.redb";
 /// Most operations one group commit applies; the rest wait for the next commit so that latency stays bounded.
 const GROUP_OPS_MAX: usize = 50_000;
@@ -118,6 +125,12 @@ impl RedbStore {
                 .map_err(redb_err!("opening table payloads"))?;
             txn.open_table(REDRIVES)
                 .map_err(redb_err!("opening table redrives"))?;
+            txn.open_table(GROUPS)
+                .map_err(redb_err!("opening table groups"))?;
+            txn.open_table(DEDUP)
+                .map_err(redb_err!("opening table dedup"))?;
+            txn.open_table(MOVE_TASKS)
+                .map_err(redb_err!("opening table move_tasks"))?;
             let mut meta = txn
                 .open_table(META)
                 .map_err(redb_err!("opening table meta"))?;
@@ -284,6 +297,9 @@ struct Tables<'txn> {
     states: redb::Table<'txn, (u64, u64), &'static [u8]>,
     payloads: redb::Table<'txn, (u64, u64), &'static [u8]>,
     redrives: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    groups: redb::Table<'txn, (u64, u64), &'static str>,
+    dedup: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
+    move_tasks: redb::Table<'txn, u64, &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
@@ -305,6 +321,13 @@ impl<'txn> Tables<'txn> {
             redrives: txn
                 .open_table(REDRIVES)
                 .map_err(redb_err!("opening redrives"))?,
+            groups: txn
+                .open_table(GROUPS)
+                .map_err(redb_err!("opening groups"))?,
+            dedup: txn.open_table(DEDUP).map_err(redb_err!("opening dedup"))?,
+            move_tasks: txn
+                .open_table(MOVE_TASKS)
+                .map_err(redb_err!("opening move_tasks"))?,
             meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
         })
     }
@@ -318,8 +341,51 @@ impl<'txn> Tables<'txn> {
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing payloads"))?;
         self.redrives
-            .retain_in(range, |_, _| false)
+            .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing redrives"))?;
+        self.groups
+            .retain_in(range, |_, _| false)
+            .map_err(redb_err!("removing groups"))?;
+        Ok(())
+    }
+
+    fn put_group(&mut self, key: (u64, u64), group: &str) -> Result<(), StoreError> {
+        self.groups
+            .insert(key, group)
+            .map_err(redb_err!("writing a group"))?;
+        Ok(())
+    }
+
+    /// Only FIFO messages have a group; while no FIFO queue holds messages, a delete needs no lookup.
+    fn remove_group(&mut self, key: (u64, u64)) -> Result<(), StoreError> {
+        if !self
+            .groups
+            .is_empty()
+            .map_err(redb_err!("checking groups"))?
+        {
+            self.groups
+                .remove(key)
+                .map_err(redb_err!("deleting a group"))?;
+        }
+        Ok(())
+    }
+
+    fn put_dedup(
+        &mut self,
+        queue: QueueId,
+        key: &str,
+        entry: &DedupEntry,
+    ) -> Result<(), StoreError> {
+        self.dedup
+            .insert((queue, key), encode(entry)?.as_slice())
+            .map_err(redb_err!("writing a deduplication id"))?;
+        Ok(())
+    }
+
+    fn delete_dedup(&mut self, queue: QueueId, key: &str) -> Result<(), StoreError> {
+        self.dedup
+            .remove((queue, key))
+            .map_err(redb_err!("deleting a deduplication id"))?;
         Ok(())
     }
 
@@ -382,7 +448,13 @@ impl<'txn> Tables<'txn> {
                 payload,
                 state,
                 redrive,
-            } => self.put_message((queue, seq), &payload, &state, redrive.as_ref()),
+                fifo_group,
+            } => self.put_message(
+                (queue, seq),
+                &payload,
+                &state,
+                (redrive.as_ref(), fifo_group.as_deref()),
+            ),
             StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), &state),
             StoreOp::DeleteMessage { queue, seq } => self.delete_message((queue, seq)),
             StoreOp::PurgeQueue(queue) => self.remove_messages(queue),
@@ -392,7 +464,13 @@ impl<'txn> Tables<'txn> {
                 state,
                 moved_from,
                 redrive,
-            } => self.move_message(from, to, &state, moved_from, redrive.as_ref()),
+                fifo_group,
+            } => self.move_message(
+                (from, to),
+                &state,
+                moved_from,
+                (redrive.as_ref(), fifo_group.as_deref()),
+            ),
             StoreOp::ReplaceBody {
                 queue,
                 seq,
@@ -400,6 +478,10 @@ impl<'txn> Tables<'txn> {
                 body_md5,
             } => self.replace_body((queue, seq), body, body_md5),
             StoreOp::PutNextQueueId(next) => self.put_next_queue_id(next),
+            StoreOp::PutDedup { queue, key, entry } => self.put_dedup(queue, &key, &entry),
+            StoreOp::DeleteDedup { queue, key } => self.delete_dedup(queue, &key),
+            StoreOp::PutMoveTask(record) => self.put_move_task(&record),
+            StoreOp::DeleteMoveTask { number } => self.delete_move_task(number),
         }
     }
 
@@ -417,6 +499,9 @@ impl<'txn> Tables<'txn> {
         self.counters
             .remove(queue)
             .map_err(redb_err!("deleting counters"))?;
+        self.dedup
+            .retain_in((queue, "")..(queue + 1, ""), |_, _| false)
+            .map_err(redb_err!("removing deduplication ids"))?;
         self.remove_messages(queue)
     }
 
@@ -432,12 +517,15 @@ impl<'txn> Tables<'txn> {
         key: (u64, u64),
         payload: &Payload,
         state: &MessageState,
-        redrive: Option<&MessageRedrivePolicy>,
+        (redrive, fifo_group): (Option<&MessageRedrivePolicy>, Option<&str>),
     ) -> Result<(), StoreError> {
         self.put_payload(key, payload)?;
         self.put_state(key, state)?;
         if let Some(policy) = redrive {
             self.put_redrive(key, policy)?;
+        }
+        if let Some(group) = fifo_group {
+            self.put_group(key, group)?;
         }
         Ok(())
     }
@@ -449,25 +537,26 @@ impl<'txn> Tables<'txn> {
         self.payloads
             .remove(key)
             .map_err(redb_err!("deleting a payload"))?;
-        self.remove_redrive(key)
+        self.remove_redrive(key)?;
+        self.remove_group(key)
     }
 
     /// A message whose payload is already gone leaves nothing at `to`.
     fn move_message(
         &mut self,
-        from: (u64, u64),
-        to: (u64, u64),
+        (from, to): ((u64, u64), (u64, u64)),
         state: &MessageState,
         moved_from: MovedFrom,
-        redrive: Option<&MessageRedrivePolicy>,
+        extras: (Option<&MessageRedrivePolicy>, Option<&str>),
     ) -> Result<(), StoreError> {
         self.states
             .remove(from)
             .map_err(redb_err!("deleting a moved state"))?;
         self.remove_redrive(from)?;
+        self.remove_group(from)?;
         if let Some(mut payload) = self.take_payload(from)? {
             payload.moved_from = Some(moved_from);
-            self.put_message(to, &payload, state, redrive)?;
+            self.put_message(to, &payload, state, extras)?;
         }
         Ok(())
     }
@@ -483,6 +572,20 @@ impl<'txn> Tables<'txn> {
             payload.body_md5 = body_md5;
             self.put_payload(key, &payload)?;
         }
+        Ok(())
+    }
+
+    fn put_move_task(&mut self, record: &MoveTaskRecord) -> Result<(), StoreError> {
+        self.move_tasks
+            .insert(record.number, encode(record)?.as_slice())
+            .map_err(redb_err!("writing a move task"))?;
+        Ok(())
+    }
+
+    fn delete_move_task(&mut self, number: u64) -> Result<(), StoreError> {
+        self.move_tasks
+            .remove(number)
+            .map_err(redb_err!("deleting a move task"))?;
         Ok(())
     }
 
@@ -563,6 +666,50 @@ impl Store for RedbStore {
             each(queue, seq, decode(value.value(), "a message redrive")?);
         }
         Ok(())
+    }
+
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let groups = txn
+            .open_table(GROUPS)
+            .map_err(redb_err!("opening groups"))?;
+        for entry in groups.iter().map_err(redb_err!("scanning groups"))? {
+            let (key, value) = entry.map_err(redb_err!("reading a group"))?;
+            let (queue, seq) = key.value();
+            each(queue, seq, value.value().to_owned());
+        }
+        Ok(())
+    }
+
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let dedup = txn.open_table(DEDUP).map_err(redb_err!("opening dedup"))?;
+        for entry in dedup.iter().map_err(redb_err!("scanning dedup"))? {
+            let (key, value) = entry.map_err(redb_err!("reading a deduplication id"))?;
+            let (queue, id) = key.value();
+            each(
+                queue,
+                id.to_owned(),
+                decode(value.value(), "a deduplication id")?,
+            );
+        }
+        Ok(())
+    }
+
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let tasks = txn
+            .open_table(MOVE_TASKS)
+            .map_err(redb_err!("opening move_tasks"))?;
+        let mut records = Vec::new();
+        for entry in tasks.iter().map_err(redb_err!("scanning move_tasks"))? {
+            let (_, value) = entry.map_err(redb_err!("reading a move task"))?;
+            records.push(decode(value.value(), "a move task")?);
+        }
+        Ok(records)
     }
 
     fn submit(&self, ops: Vec<StoreOp>) -> Commit {

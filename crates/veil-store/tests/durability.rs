@@ -26,6 +26,7 @@ fn receive_one(visibility_ms: u64) -> ReceiveOptions {
         max_messages: 1,
         visibility_ms: Some(visibility_ms),
         wait_ms: Some(0),
+        attempt_id: None,
     }
 }
 
@@ -159,6 +160,7 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
         max_messages: 10,
         visibility_ms: Some(60_000),
         wait_ms: Some(0),
+        attempt_id: None,
     };
     let got = engine.receive(&orders(), options).await.unwrap();
     let receipts: Vec<&str> = got.iter().map(|m| m.receipt.as_deref().unwrap()).collect();
@@ -246,9 +248,10 @@ async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
         max_messages: 10,
         visibility_ms: Some(60_000),
         wait_ms: Some(0),
+        attempt_id: None,
     };
     assert!(
-        engine.receive(&orders(), options).await.unwrap().is_empty(),
+        engine.receive(&orders(), options.clone()).await.unwrap().is_empty(),
         "after the restart the message's own rule still moves it"
     );
     let moved = engine.receive(&dead, options).await.unwrap();

@@ -70,6 +70,7 @@ impl Service {
             max_messages: count as usize,
             visibility_ms: Some(visibility_s * SECOND_MS),
             wait_ms: Some(0),
+            attempt_id: None,
         };
         let messages = self.engine.receive(&ctx.key(queue), options).await?;
         Ok(Output::Messages {

@@ -422,9 +422,9 @@ fn engine_error(error: EngineError) -> AzureError {
     match error {
         EngineError::QueueNotFound(_) => AzureError::new(ErrorCode::QueueNotFound),
         // A well-formed receipt of another queue names a message this queue does not have.
-        EngineError::MessageNotAvailable | EngineError::ReceiptOfAnotherQueue => {
-            AzureError::new(ErrorCode::MessageNotFound)
-        }
+        EngineError::MessageNotAvailable
+        | EngineError::ReceiptOfAnotherQueue
+        | EngineError::ReceiptExpired => AzureError::new(ErrorCode::MessageNotFound),
         EngineError::ReceiptInvalid => AzureError::new(ErrorCode::InvalidQueryParameterValue)
             .detail("QueryParameterName", "popreceipt")
             .detail("Reason", "Invalid pop receipt format"),
@@ -433,7 +433,11 @@ fn engine_error(error: EngineError) -> AzureError {
         }
         EngineError::OverLimit { .. } => AzureError::new(ErrorCode::ServerBusy),
         EngineError::VisibilityPastExpiry => visibility_past_expiry(),
-        other @ (EngineError::VisibilityPastLimit { .. } | EngineError::InvalidArgument(_)) => {
+        // Azure queue names cannot name a FIFO queue (no dots), so the FIFO refusals are not met in practice.
+        other @ (EngineError::VisibilityPastLimit { .. }
+        | EngineError::InvalidArgument(_)
+        | EngineError::GroupRequired
+        | EngineError::DedupIdRequired) => {
             AzureError::with_message(ErrorCode::OutOfRangeInput, other.to_string())
         }
         EngineError::PurgeTooSoon { .. } => AzureError::new(ErrorCode::ServerBusy),

@@ -77,6 +77,7 @@ impl Harness {
             max_messages: max,
             visibility_ms: visibility_s.map(|s| s * 1_000),
             wait_ms: Some(0),
+            attempt_id: None,
         };
         self.engine.receive(key, options).await.unwrap()
     }

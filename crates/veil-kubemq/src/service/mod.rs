@@ -156,6 +156,7 @@ impl Inner {
                 max_messages: collect.max - polled.held.len(),
                 visibility_ms: Some(collect.visibility_ms),
                 wait_ms: Some(deadline.saturating_sub(self.engine.now())),
+                attempt_id: None,
             };
             let received = tokio::select! {
                 received = self.engine.receive_detailed(&key, options) => received,

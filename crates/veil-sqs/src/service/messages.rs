@@ -119,6 +119,8 @@ impl Service {
                 sender_id: context.sender_id.clone(),
                 redrive: None,
                 moved_from: None,
+                group: None,
+                dedup_id: None,
             },
         })
     }
@@ -291,6 +293,7 @@ fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
         max_messages,
         visibility_ms,
         wait_ms,
+        attempt_id: None,
     })
 }
 

@@ -177,6 +177,18 @@ fn engine_error(error: EngineError) -> SqsError {
         ),
         EngineError::PurgeTooSoon { interval_ms, .. } => SqsError::new(
             ErrorCode::PurgeQueueInProgress,
+        EngineError::ReceiptExpired => SqsError::new(
+            ErrorCode::InvalidParameterValue,
+            "The receipt handle has expired.",
+        ),
+        EngineError::GroupRequired => SqsError::new(
+            ErrorCode::MissingParameter,
+            "The request must contain the parameter MessageGroupId.",
+        ),
+        EngineError::DedupIdRequired => SqsError::new(
+            ErrorCode::InvalidParameterValue,
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ),
             format!(
                 "Only one PurgeQueue operation is allowed every {} seconds.",
                 interval_ms / SECOND_MS
@@ -204,6 +216,9 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
         }
         other => engine_error(other),
     }
+        EngineError::ReceiptExpired => {
+            SqsError::invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
+        }
 }
 
 impl Service {
