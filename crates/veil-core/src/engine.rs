@@ -356,6 +356,12 @@ impl Engine {
             let index = state.queues.get_mut(&id).expect("by_key and queues agree");
             let mut config = index.record.config.clone();
             change(&mut config)?;
+            if config.fifo.is_some() != index.fifo.is_some() {
+                // The index keeps a FIFO queue's groups from its first message on; it cannot start or stop.
+                return Err(EngineError::InvalidArgument(
+                    "a queue's FIFO setting cannot change after it is created".into(),
+                ));
+            }
             index.record.config = config;
             index.record.modified_at = now;
             let info = Self::info(index, now);
