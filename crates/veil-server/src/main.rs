@@ -24,6 +24,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How often expired messages are swept from queues nobody reads.
 const SWEEP_INTERVAL_MS: u64 = 1_000;
+/// How often running message move tasks take a step (each moves what its rate allows since the last).
+const MOVE_TASK_STEP_INTERVAL_MS: u64 = 100;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -106,6 +108,7 @@ enum ServeError {
 async fn serve(settings: Settings) -> Result<(), ServeError> {
     let (store, engine) = open_engine(&settings)?;
     let sweeper = spawn_sweeper(engine.clone());
+    let mover = spawn_move_task_driver(engine.clone());
     let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings));
     let azure_app = veil_azure::router(engine.clone(), azure_config(&settings));
     let sqs_listener = bind(settings.sqs_listen).await?;
@@ -135,6 +138,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         ),
     );
     sweeper.abort();
+    mover.abort();
     tracing::info!("requests drained; closing the store");
     drop(engine);
     store.close();
@@ -178,6 +182,21 @@ fn spawn_sweeper(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
         loop {
             tick.tick().await;
             engine.sweep();
+        }
+    })
+}
+
+/// Steps the running message move tasks every `MOVE_TASK_STEP_INTERVAL_MS`, until aborted (docs/semantics.md,
+/// "Message move tasks"). A failed step (the store refusing writes) is logged; the next one tries again.
+fn spawn_move_task_driver(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(MOVE_TASK_STEP_INTERVAL_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(error) = engine.drive_move_tasks().await {
+                tracing::warn!(%error, "a message move task step failed");
+            }
         }
     })
 }
