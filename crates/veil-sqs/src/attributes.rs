@@ -7,14 +7,13 @@ use std::collections::BTreeMap;
 use crate::limits as sqs_limits;
 use serde_json::{json, Value};
 use veil_core::limits::SECOND_MS;
-use veil_core::{QueueConfig, QueueInfo, QueueKey, RedrivePolicy};
+use veil_core::{DedupScope, FifoConfig, QueueConfig, QueueInfo, QueueKey, RedrivePolicy};
 
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::namespace::NamespaceMap;
-use crate::validate::fifo_not_supported;
 
 /// Attributes GetQueueAttributes returns for `All`, in this order; those a queue has no value for (no
-/// policy, no KMS key) are left out.
+/// policy, no KMS key, the FIFO attributes of a standard queue) are left out.
 pub const ALL_ATTRIBUTES: &[&str] = &[
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -33,10 +32,6 @@ pub const ALL_ATTRIBUTES: &[&str] = &[
     "KmsMasterKeyId",
     "KmsDataKeyReusePeriodSeconds",
     "SqsManagedSseEnabled",
-];
-
-/// Real SQS attribute names that a standard Veil queue never has a value for; asking for them is not an error.
-const ATTRIBUTES_WITHOUT_VALUE: &[&str] = &[
     "FifoQueue",
     "ContentBasedDeduplication",
     "DeduplicationScope",
@@ -51,6 +46,47 @@ pub const POLICY_SETTING: &str = "sqs.Policy";
 pub const KMS_MASTER_KEY_ID_SETTING: &str = "sqs.KmsMasterKeyId";
 pub const KMS_DATA_KEY_REUSE_SETTING: &str = "sqs.KmsDataKeyReusePeriodSeconds";
 pub const SQS_MANAGED_SSE_SETTING: &str = "sqs.SqsManagedSseEnabled";
+/// A FIFO queue's `FifoThroughputLimit`: SQS's throughput mode, which Veil keeps but does not act on (it has
+/// no per-queue throughput quota). Only `perMessageGroupId` is stored, so that a queue left at the default
+/// reads the same whether `perQueue` was given or not (CreateQueue's idempotency check compares configs).
+pub const FIFO_THROUGHPUT_LIMIT_SETTING: &str = "sqs.FifoThroughputLimit";
+
+/// A FIFO queue's `FifoThroughputLimit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThroughputLimit {
+    PerQueue,
+    PerMessageGroupId,
+}
+
+impl ThroughputLimit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PerQueue => "perQueue",
+            Self::PerMessageGroupId => "perMessageGroupId",
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        [Self::PerQueue, Self::PerMessageGroupId]
+            .into_iter()
+            .find(|limit| limit.as_str() == value.trim())
+    }
+
+    fn of(config: &QueueConfig) -> Self {
+        match config.protocol_settings.get(FIFO_THROUGHPUT_LIMIT_SETTING) {
+            Some(_) => Self::PerMessageGroupId,
+            None => Self::PerQueue,
+        }
+    }
+}
+
+/// `DeduplicationScope` as SQS spells it.
+fn dedup_scope_name(scope: DedupScope) -> &'static str {
+    match scope {
+        DedupScope::Queue => "queue",
+        DedupScope::Group => "messageGroup",
+    }
+}
 
 /// Who may use a queue as its dead-letter queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +136,12 @@ pub enum QueueSetting {
     KmsDataKeyReusePeriodSeconds(u64),
     /// SSE-SQS on or off.
     SqsManagedSseEnabled(bool),
+    /// `FifoQueue=true` given to a FIFO queue: it changes nothing (a queue's type is fixed at creation).
+    FifoQueue,
+    /// A FIFO queue deduplicates a send without a deduplication id by the SHA-256 of its body.
+    ContentBasedDeduplication(bool),
+    DeduplicationScope(DedupScope),
+    FifoThroughputLimit(ThroughputLimit),
 }
 
 fn seconds(name: &str, value: &str, min: u64, max: u64) -> SqsResult<u64> {
@@ -122,18 +164,70 @@ fn both_encryptions() -> SqsError {
 }
 
 /// A standard queue refuses the FIFO attributes with AWS's texts (LocalStack's AWS-recorded
-/// `test_create_standard_queue_with_fifo_attribute_raises_error` and `test_set_unsupported_attribute_standard`
-/// snapshots): `FifoQueue` and `ContentBasedDeduplication` are unknown, the two FIFO throughput settings
-/// need `FifoQueue`. `FifoQueue=true` asks for a FIFO queue, which Veil does not offer yet.
-fn fifo_attribute(name: &str, value: &str) -> SqsError {
-    match (name, value.trim()) {
-        ("FifoQueue", "true") => fifo_not_supported(),
-        ("DeduplicationScope" | "FifoThroughputLimit", _) => SqsError::new(
+/// `test_create_standard_queue_with_fifo_attribute_raises_error`, `test_set_unsupported_attribute_standard`
+/// and `test_set_unsupported_attribute_fifo` snapshots): `FifoQueue` (also `true`, in SetQueueAttributes) and
+/// `ContentBasedDeduplication` are unknown, the two throughput settings need `FifoQueue`.
+fn standard_queue_fifo_attribute(name: &str) -> SqsError {
+    match name {
+        "DeduplicationScope" | "FifoThroughputLimit" => SqsError::new(
             ErrorCode::InvalidAttributeName,
             format!("You can specify the {name} only when FifoQueue is set to true."),
         ),
         _ => SqsError::unknown_attribute(name),
     }
+}
+
+/// A FIFO queue's own attributes. `FifoQueue` may be repeated as `true` but never turned off (AWS's text,
+/// LocalStack's AWS-recorded `test_set_unsupported_attribute_fifo` snapshot); the booleans are read without
+/// regard to case, as AWS does (`"FifoQueue": "True"` in LocalStack's AWS-validated
+/// `test_fifo_delete_after_visibility_timeout`).
+fn fifo_setting(name: &str, value: &str) -> SqsResult<QueueSetting> {
+    let flag = |value: &str| match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    };
+    Ok(match name {
+        "FifoQueue" if flag(value) == Some(true) => QueueSetting::FifoQueue,
+        "FifoQueue" => {
+            return Err(SqsError::new(
+                ErrorCode::InvalidAttributeValue,
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+            ))
+        }
+        "ContentBasedDeduplication" => QueueSetting::ContentBasedDeduplication(
+            flag(value).ok_or_else(|| SqsError::invalid_attribute_value(name))?,
+        ),
+        "DeduplicationScope" => QueueSetting::DeduplicationScope(
+            [DedupScope::Queue, DedupScope::Group]
+                .into_iter()
+                .find(|scope| dedup_scope_name(*scope) == value.trim())
+                .ok_or_else(|| SqsError::invalid_attribute_value(name))?,
+        ),
+        _ => QueueSetting::FifoThroughputLimit(
+            ThroughputLimit::parse(value).ok_or_else(|| SqsError::invalid_attribute_value(name))?,
+        ),
+    })
+}
+
+/// High throughput needs deduplication by message group: a FIFO queue whose settings (after a change) pair
+/// `FifoThroughputLimit=perMessageGroupId` with `DeduplicationScope=queue` is refused with AWS's text (as
+/// relayed by the Terraform AWS provider, cloudfoundry/csb-brokerpak-aws's FIFO notes). The other pairing,
+/// deduplication by group at `perQueue`, is allowed.
+pub fn check_fifo_settings(config: &QueueConfig) -> SqsResult<()> {
+    let Some(fifo) = &config.fifo else {
+        return Ok(());
+    };
+    if ThroughputLimit::of(config) == ThroughputLimit::PerMessageGroupId
+        && fifo.dedup_scope != DedupScope::Group
+    {
+        return Err(SqsError::new(
+            ErrorCode::InvalidAttributeValue,
+            "Invalid value for the parameter FifoThroughputLimit. Reason: To set FifoThroughputLimit to \
+             perMessageGroupId, the DeduplicationScope must be messageGroup.",
+        ));
+    }
+    Ok(())
 }
 
 /// `true` or `false`, as SQS spells them.
@@ -248,15 +342,17 @@ fn parse_redrive_allow_policy(value: &str) -> SqsResult<(RedrivePermission, Stri
     Ok((permission, parsed.to_string()))
 }
 
-/// Parses the attributes of CreateQueue / SetQueueAttributes. Unknown names → InvalidAttributeName; FIFO
-/// attributes → AWS's answers for a standard queue; both kinds of encryption at once → AWS's refusal.
+/// Parses the attributes of CreateQueue / SetQueueAttributes for a FIFO (`fifo`) or standard queue. Unknown
+/// names → InvalidAttributeName; FIFO attributes → their settings on a FIFO queue and AWS's answers on a
+/// standard one; both kinds of encryption at once → AWS's refusal.
 pub fn parse_settings(
     attributes: &BTreeMap<String, String>,
     names: &NamespaceMap,
+    fifo: bool,
 ) -> SqsResult<Vec<(String, QueueSetting)>> {
     let mut settings = Vec::with_capacity(attributes.len());
     for (name, value) in attributes {
-        settings.push((name.clone(), parse_setting(name, value, names)?));
+        settings.push((name.clone(), parse_setting(name, value, names, fifo)?));
     }
     let kms_key = settings
         .iter()
@@ -270,7 +366,12 @@ pub fn parse_settings(
     Ok(settings)
 }
 
-fn parse_setting(name: &str, value: &str, names: &NamespaceMap) -> SqsResult<QueueSetting> {
+fn parse_setting(
+    name: &str,
+    value: &str,
+    names: &NamespaceMap,
+    fifo: bool,
+) -> SqsResult<QueueSetting> {
     Ok(match name {
         "VisibilityTimeout" => QueueSetting::VisibilityTimeoutSeconds(seconds(
             name,
@@ -320,7 +421,15 @@ fn parse_setting(name: &str, value: &str, names: &NamespaceMap) -> SqsResult<Que
         "FifoQueue"
         | "ContentBasedDeduplication"
         | "DeduplicationScope"
-        | "FifoThroughputLimit" => return Err(fifo_attribute(name, value)),
+        | "FifoThroughputLimit"
+            if fifo =>
+        {
+            fifo_setting(name, value)?
+        }
+        "FifoQueue"
+        | "ContentBasedDeduplication"
+        | "DeduplicationScope"
+        | "FifoThroughputLimit" => return Err(standard_queue_fifo_attribute(name)),
         _ => return Err(SqsError::unknown_attribute(name)),
     })
 }
@@ -376,6 +485,22 @@ pub fn apply(config: &mut QueueConfig, setting: &QueueSetting) {
         QueueSetting::SqsManagedSseEnabled(false) => {
             set_protocol_setting(config, SQS_MANAGED_SSE_SETTING, Some("false".into()))
         }
+        QueueSetting::FifoQueue => {}
+        QueueSetting::ContentBasedDeduplication(on) => {
+            if let Some(fifo) = config.fifo.as_mut() {
+                fifo.content_based_dedup = *on;
+            }
+        }
+        QueueSetting::DeduplicationScope(scope) => {
+            if let Some(fifo) = config.fifo.as_mut() {
+                fifo.dedup_scope = *scope;
+            }
+        }
+        QueueSetting::FifoThroughputLimit(limit) => {
+            let stored =
+                (*limit == ThroughputLimit::PerMessageGroupId).then(|| limit.as_str().to_string());
+            set_protocol_setting(config, FIFO_THROUGHPUT_LIMIT_SETTING, stored);
+        }
     }
 }
 
@@ -391,8 +516,10 @@ pub fn redrive_allow_policy(config: &QueueConfig) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// The configuration of a new SQS queue before its attributes are applied.
-pub fn default_config(inflight_max: u32) -> QueueConfig {
+/// The configuration of a new SQS queue before its attributes are applied: a standard queue may hold
+/// `inflight_max` messages in flight; a FIFO queue (`fifo`) AWS's 20,000, deduplicates by id across the queue
+/// for SQS's 5 minutes, and does not deduplicate by content until `ContentBasedDeduplication` says so.
+pub fn default_config(inflight_max: u32, fifo: bool) -> QueueConfig {
     QueueConfig {
         visibility_timeout_ms: sqs_limits::VISIBILITY_TIMEOUT_S_DEFAULT * SECOND_MS,
         delay_ms: 0,
@@ -400,14 +527,23 @@ pub fn default_config(inflight_max: u32) -> QueueConfig {
         message_size_bytes_max: u32::try_from(sqs_limits::MESSAGE_SIZE_BYTES_MAX)
             .unwrap_or(u32::MAX),
         receive_wait_ms: 0,
-        inflight_max,
+        inflight_max: if fifo {
+            sqs_limits::FIFO_INFLIGHT_MESSAGES_MAX
+        } else {
+            inflight_max
+        },
+        fifo: fifo.then_some(FifoConfig {
+            content_based_dedup: false,
+            dedup_scope: DedupScope::Queue,
+            dedup_interval_ms: sqs_limits::FIFO_DEDUP_INTERVAL_MS,
+        }),
         ..QueueConfig::default()
     }
 }
 
 /// Whether a name is one GetQueueAttributes knows (`All` included).
 pub fn is_known_attribute(name: &str) -> bool {
-    name == "All" || ALL_ATTRIBUTES.contains(&name) || ATTRIBUTES_WITHOUT_VALUE.contains(&name)
+    name == "All" || ALL_ATTRIBUTES.contains(&name)
 }
 
 /// One attribute of a queue as SQS renders it; `None` when the queue has no value for it.
@@ -458,6 +594,14 @@ pub fn render(name: &str, info: &QueueInfo, names: &NamespaceMap, region: &str) 
             .get(SQS_MANAGED_SSE_SETTING)
             .cloned()
             .unwrap_or_else(|| "true".to_string()),
+        // A FIFO queue shows its four attributes; a standard queue none of them.
+        "FifoQueue" => config.fifo.map(|_| "true".to_string())?,
+        "ContentBasedDeduplication" => config.fifo?.content_based_dedup.to_string(),
+        "DeduplicationScope" => dedup_scope_name(config.fifo?.dedup_scope).to_string(),
+        "FifoThroughputLimit" => {
+            config.fifo?;
+            ThroughputLimit::of(config).as_str().to_string()
+        }
         _ => return None,
     })
 }
@@ -480,7 +624,11 @@ mod tests {
     }
 
     fn parse(name: &str, value: &str) -> SqsResult<Vec<(String, QueueSetting)>> {
-        parse_settings(&BTreeMap::from([(name.into(), value.into())]), &names())
+        parse_settings(
+            &BTreeMap::from([(name.into(), value.into())]),
+            &names(),
+            false,
+        )
     }
 
     #[test]
@@ -583,17 +731,19 @@ mod tests {
             error("Colour", "blue").code,
             crate::ErrorCode::InvalidAttributeName
         );
+        for value in ["true", "false"] {
+            let unknown = error("FifoQueue", value);
+            assert_eq!(
+                (unknown.code, unknown.message.as_str()),
+                (
+                    crate::ErrorCode::InvalidAttributeName,
+                    "Unknown Attribute FifoQueue."
+                )
+            );
+        }
         assert_eq!(
-            error("FifoQueue", "true").message,
-            "FIFO queues are not supported by Veil yet."
-        );
-        let unknown = error("FifoQueue", "false");
-        assert_eq!(
-            (unknown.code, unknown.message.as_str()),
-            (
-                crate::ErrorCode::InvalidAttributeName,
-                "Unknown Attribute FifoQueue."
-            )
+            error("ContentBasedDeduplication", "true").message,
+            "Unknown Attribute ContentBasedDeduplication."
         );
         assert_eq!(
             error("DeduplicationScope", "queue").message,
@@ -606,8 +756,8 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let mut config = default_config(10);
-        for (_, setting) in parse_settings(&given, &names())? {
+        let mut config = default_config(10, false);
+        for (_, setting) in parse_settings(&given, &names(), false)? {
             apply(&mut config, &setting);
         }
         Ok(config)
@@ -661,6 +811,7 @@ mod tests {
                 ),
             ]),
             &names(),
+            false,
         )
         .unwrap()
         {
@@ -712,5 +863,111 @@ mod tests {
                 "Invalid value for the parameter Policy.".to_string()
             )
         );
+    }
+
+    fn fifo_configured(attributes: &[(&str, &str)]) -> SqsResult<QueueConfig> {
+        let given: BTreeMap<String, String> = attributes
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut config = default_config(10, true);
+        for (_, setting) in parse_settings(&given, &names(), true)? {
+            apply(&mut config, &setting);
+        }
+        check_fifo_settings(&config)?;
+        Ok(config)
+    }
+
+    #[test]
+    fn fifo_attributes_set_the_engines_fifo_config_and_show_on_fifo_queues_only() {
+        let fresh = fifo_configured(&[("FifoQueue", "True")]).unwrap();
+        assert_eq!(fresh.inflight_max, sqs_limits::FIFO_INFLIGHT_MESSAGES_MAX);
+        let shown_all = |config: &QueueConfig| {
+            [
+                "FifoQueue",
+                "ContentBasedDeduplication",
+                "DeduplicationScope",
+                "FifoThroughputLimit",
+            ]
+            .map(|name| shown(config, name).unwrap_or_default())
+        };
+        assert_eq!(shown_all(&fresh), ["true", "false", "queue", "perQueue"]);
+        let tuned = fifo_configured(&[
+            ("ContentBasedDeduplication", "TRUE"),
+            ("DeduplicationScope", "messageGroup"),
+            ("FifoThroughputLimit", "perMessageGroupId"),
+        ])
+        .unwrap();
+        let engine_side = tuned.fifo.unwrap();
+        assert!(engine_side.content_based_dedup);
+        assert_eq!(engine_side.dedup_scope, DedupScope::Group);
+        assert_eq!(
+            engine_side.dedup_interval_ms,
+            sqs_limits::FIFO_DEDUP_INTERVAL_MS
+        );
+        assert_eq!(
+            shown_all(&tuned),
+            ["true", "true", "messageGroup", "perMessageGroupId"]
+        );
+        let per_queue = fifo_configured(&[("FifoThroughputLimit", "perQueue")]).unwrap();
+        assert_eq!(
+            per_queue, fresh,
+            "the default throughput limit is not stored"
+        );
+        let standard = configured(&[]).unwrap();
+        assert_eq!(shown_all(&standard), ["", "", "", ""]);
+        assert!(is_known_attribute("FifoThroughputLimit"));
+    }
+
+    #[test]
+    fn a_fifo_queue_refuses_to_become_standard_and_bad_fifo_values() {
+        assert_eq!(
+            refusal(fifo_configured(&[("FifoQueue", "false")])),
+            (
+                ErrorCode::InvalidAttributeValue,
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
+                    .to_string()
+            )
+        );
+        for (name, value) in [
+            ("ContentBasedDeduplication", "yes"),
+            ("DeduplicationScope", "group"),
+            ("FifoThroughputLimit", "perGroup"),
+        ] {
+            assert_eq!(
+                refusal(fifo_configured(&[(name, value)])),
+                (
+                    ErrorCode::InvalidAttributeValue,
+                    format!("Invalid value for the parameter {name}.")
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn per_message_group_throughput_needs_deduplication_by_message_group() {
+        assert_eq!(
+            refusal(fifo_configured(&[("FifoThroughputLimit", "perMessageGroupId")])),
+            (
+                ErrorCode::InvalidAttributeValue,
+                "Invalid value for the parameter FifoThroughputLimit. Reason: To set FifoThroughputLimit to \
+                 perMessageGroupId, the DeduplicationScope must be messageGroup."
+                    .to_string()
+            )
+        );
+        assert!(fifo_configured(&[("DeduplicationScope", "messageGroup")]).is_ok());
+    }
+
+    #[test]
+    fn fifo_throughput_settings_on_a_standard_queue_need_fifo_queue() {
+        for name in ["DeduplicationScope", "FifoThroughputLimit"] {
+            assert_eq!(
+                refusal(parse(name, "x")),
+                (
+                    ErrorCode::InvalidAttributeName,
+                    format!("You can specify the {name} only when FifoQueue is set to true.")
+                )
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod api;
 pub mod attributes;
 pub mod codec;
 pub mod error;
+pub mod fifo;
 pub mod limits;
 pub mod md5;
 pub mod namespace;

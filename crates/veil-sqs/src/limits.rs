@@ -56,3 +56,9 @@ pub const KMS_DATA_KEY_REUSE_S_DEFAULT: u64 = 300;
 pub const PERMISSION_ACTIONS_MAX: usize = 7;
 pub const PERMISSION_LABEL_CHARS_MAX: usize = 80;
 pub const ACCOUNT_ID_DIGITS: usize = 12;
+/// FIFO queues (docs/semantics.md §SQS "FIFO queues"): at most 20,000 messages in flight (AWS's quota; at the
+/// limit a receive returns nothing rather than OverLimit), deduplication ids remembered for 5 minutes, and
+/// `MessageGroupId`, `MessageDeduplicationId` and `ReceiveRequestAttemptId` of 1 to 128 characters.
+pub const FIFO_INFLIGHT_MESSAGES_MAX: u32 = 20_000;
+pub const FIFO_DEDUP_INTERVAL_MS: Millis = 5 * 60 * SECOND_MS;
+pub const FIFO_ID_CHARS_MAX: usize = 128;

@@ -9,36 +9,67 @@ use veil_core::{AttributeData, AttributeValue, Attributes};
 
 use crate::api::MessageAttributeInput;
 use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::fifo;
 use crate::limits;
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
 
-/// The answer to anything FIFO until FIFO queues exist (a later issue); no half implementation.
-pub fn fifo_not_supported() -> SqsError {
-    SqsError::new(
-        ErrorCode::InvalidParameterValue,
-        "FIFO queues are not supported by Veil yet.",
-    )
+/// A standard queue's name: 1–80 characters of `[A-Za-z0-9_-]`; a FIFO queue's: the same followed by `.fifo`,
+/// 80 characters in all. Each kind has AWS's own text: the standard one also answers a `.fifo` name created
+/// without `FifoQueue=true` (recorded from AWS in boto/botocore issue 3058), the FIFO one a FIFO queue whose
+/// name lacks the suffix (AWS's CreateQueue answer as CloudFormation and the Java SDK relay it, e.g.
+/// awslabs/aws-servicebroker issue 197).
+pub fn queue_name(name: &str, fifo: bool) -> SqsResult<()> {
+    let base = if fifo {
+        name.strip_suffix(fifo::NAME_SUFFIX)
+    } else {
+        Some(name)
+    };
+    let valid = base.is_some_and(|base| !base.is_empty() && base.chars().all(is_name_char))
+        && name.chars().count() <= sqs_limits::QUEUE_NAME_CHARS_MAX;
+    if valid {
+        return Ok(());
+    }
+    let max = sqs_limits::QUEUE_NAME_CHARS_MAX;
+    Err(SqsError::invalid_parameter_value(if fifo {
+        format!(
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, \
+             must end with .fifo suffix and be 1 to {max} in length."
+        )
+    } else {
+        format!(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to {max} in length"
+        )
+    }))
 }
 
-/// 1–80 characters of `[A-Za-z0-9_-]`. A `.fifo` name asks for a FIFO queue, which Veil does not offer yet.
-pub fn queue_name(name: &str) -> SqsResult<()> {
-    if name.ends_with(".fifo") {
-        return Err(fifo_not_supported());
+/// Whether some queue could have this name (GetQueueUrl's check, which does not say why a name is wrong).
+pub fn possible_queue_name(name: &str) -> bool {
+    queue_name(name, fifo::is_fifo_name(name)).is_ok()
+}
+
+/// `MessageGroupId`, `MessageDeduplicationId` and `ReceiveRequestAttemptId`: 1–128 characters, each a letter,
+/// a digit or ASCII punctuation (botocore's model). The text is AWS's for the first two (LocalStack's
+/// AWS-recorded `test_message_deduplication_id_invalid` and
+/// `test_send_message_to_standard_queue_with_invalid_message_group_id` snapshots, which also show that an
+/// empty id is refused, not taken as absent); the attempt id's is worded the same way.
+pub fn fifo_id(parameter: &str, value: &str) -> SqsResult<()> {
+    let length = value.chars().count();
+    if (1..=sqs_limits::FIFO_ID_CHARS_MAX).contains(&length)
+        && value.chars().all(|c| c.is_ascii_graphic())
+    {
+        return Ok(());
     }
-    let length = name.chars().count();
-    if length == 0 || length > sqs_limits::QUEUE_NAME_CHARS_MAX || !name.chars().all(is_name_char) {
-        return Err(SqsError::new(
-            ErrorCode::InvalidParameterValue,
-            format!(
-                "Can only include alphanumeric characters, hyphens, or underscores. 1 to {} in length",
-                sqs_limits::QUEUE_NAME_CHARS_MAX
-            ),
-        ));
-    }
-    Ok(())
+    Err(SqsError::invalid_value(
+        parameter,
+        value,
+        &format!(
+            "{parameter} can only include alphanumeric and punctuation characters. 1 to {} in length.",
+            sqs_limits::FIFO_ID_CHARS_MAX
+        ),
+    ))
 }
 
 /// The request-level rules of every batch: 1–10 entries, valid ids, no id twice.
@@ -533,21 +564,67 @@ mod tests {
 
     #[test]
     fn queue_names_are_1_to_80_word_characters() {
-        assert!(queue_name("orders-2_x").is_ok());
-        assert!(queue_name(&"a".repeat(80)).is_ok());
-        for bad in ["a".repeat(81), String::new(), "bad name".into()] {
+        assert!(queue_name("orders-2_x", false).is_ok());
+        assert!(queue_name(&"a".repeat(80), false).is_ok());
+        for bad in [
+            "a".repeat(81),
+            String::new(),
+            "bad name".into(),
+            "jobs.fifo".into(),
+        ] {
             assert_eq!(
-                refusal(queue_name(&bad)),
+                refusal(queue_name(&bad, false)),
                 invalid(
                     "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
                 ),
                 "{bad:?}"
             );
         }
-        assert_eq!(
-            queue_name("jobs.fifo").unwrap_err().message,
-            "FIFO queues are not supported by Veil yet."
+    }
+
+    #[test]
+    fn fifo_queue_names_end_in_dot_fifo_within_80_characters() {
+        assert!(queue_name("jobs.fifo", true).is_ok());
+        assert!(queue_name(&format!("{}.fifo", "a".repeat(75)), true).is_ok());
+        let refused = invalid(
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, \
+             must end with .fifo suffix and be 1 to 80 in length.",
         );
+        for bad in [
+            "jobs".to_string(),
+            ".fifo".into(),
+            format!("{}.fifo", "a".repeat(76)),
+            "jo.bs.fifo".into(),
+        ] {
+            assert_eq!(refusal(queue_name(&bad, true)), refused, "{bad:?}");
+        }
+        assert!(possible_queue_name("jobs.fifo"));
+        assert!(possible_queue_name("jobs"));
+        assert!(!possible_queue_name("jo.bs"));
+    }
+
+    #[test]
+    fn fifo_ids_are_1_to_128_letters_digits_or_punctuation() {
+        assert_eq!(
+            fifo_id("MessageGroupId", "a-Z_0!\"#$%&'()*+,./:;<=>?@[\\]^`{|}~"),
+            Ok(())
+        );
+        assert_eq!(fifo_id("MessageDeduplicationId", &"a".repeat(128)), Ok(()));
+        for bad in [
+            String::new(),
+            "a".repeat(129),
+            "group 123".into(),
+            "é".into(),
+        ] {
+            assert_eq!(
+                refusal(fifo_id("MessageDeduplicationId", &bad)),
+                invalid(&format!(
+                    "Value {bad} for parameter MessageDeduplicationId is invalid. Reason: \
+                     MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 \
+                     to 128 in length."
+                ))
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::api::{
 };
 use crate::attributes::{self, QueueSetting, RedrivePermission};
 use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::fifo;
 use crate::limits;
 use crate::validate;
 
@@ -25,14 +26,21 @@ impl Service {
         context: &RequestContext,
         input: CreateQueueInput,
     ) -> SqsResult<Output> {
-        validate::queue_name(&input.queue_name)?;
+        // `FifoQueue=true` (in any case) asks for a FIFO queue, whose name must end in `.fifo`; a standard
+        // queue's name may not (docs/semantics.md §SQS, "FIFO queues").
+        let fifo = input
+            .attributes
+            .get("FifoQueue")
+            .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+        validate::queue_name(&input.queue_name, fifo)?;
         tags::validate_new_queue_tags(&input.queue_name, &input.tags)?;
         let key = QueueKey::new(self.namespace(context, &context.account), input.queue_name);
-        let settings = self.parse_settings(context, &key, &input.attributes)?;
-        let mut config = attributes::default_config(self.config.inflight_max_default);
+        let settings = self.parse_settings(context, &key, &input.attributes, fifo)?;
+        let mut config = attributes::default_config(self.config.inflight_max_default, fifo);
         for (_, setting) in &settings {
             attributes::apply(&mut config, setting);
         }
+        attributes::check_fifo_settings(&config)?;
         config.tags = input.tags;
         match self
             .engine
@@ -41,7 +49,7 @@ impl Service {
             .map_err(engine_error)?
         {
             CreateOutcome::Created(_) => {}
-            CreateOutcome::Existing(existing) => same_settings(&existing, &settings)?,
+            CreateOutcome::Existing(existing) => same_settings(&existing, fifo, &settings)?,
         }
         Ok(Output::QueueUrl(self.url(context, &key)))
     }
@@ -62,7 +70,9 @@ impl Service {
         input: GetQueueUrlInput,
     ) -> SqsResult<Output> {
         // A name no queue could have is simply not found: SQS does not say why.
-        validate::queue_name(&input.queue_name).map_err(|_| SqsError::queue_does_not_exist())?;
+        if !validate::possible_queue_name(&input.queue_name) {
+            return Err(SqsError::queue_does_not_exist());
+        }
         let account = input
             .queue_owner_account_id
             .unwrap_or_else(|| context.account.clone());
@@ -134,17 +144,28 @@ impl Service {
         let key = self.queue_key(context, &input.target)?;
         // A missing queue is reported before any attribute problem.
         self.require_queue(&key)?;
-        let settings = self.parse_settings(context, &key, &input.attributes)?;
-        self.engine
-            .update_queue_config(&key, move |config| {
+        let fifo = fifo::is_fifo_name(&key.name);
+        let settings = self.parse_settings(context, &key, &input.attributes, fifo)?;
+        // The combination of FIFO settings is checked on the queue as it would become, under the engine's
+        // lock, so that two concurrent changes cannot together reach a refused pairing.
+        let mut refused = None;
+        let updated = self
+            .engine
+            .update_queue_config(&key, |config| {
                 for (_, setting) in &settings {
                     attributes::apply(config, setting);
                 }
-                Ok(())
+                attributes::check_fifo_settings(config).map_err(|error| {
+                    refused = Some(error);
+                    EngineError::InvalidArgument(String::new())
+                })
             })
-            .await
-            .map_err(engine_error)?;
-        Ok(Output::Empty)
+            .await;
+        match (updated, refused) {
+            (_, Some(error)) => Err(error),
+            (Err(error), None) => Err(engine_error(error)),
+            (Ok(_), None) => Ok(Output::Empty),
+        }
     }
 
     pub(super) async fn purge_queue(
@@ -194,14 +215,16 @@ impl Service {
         })
     }
 
-    /// Parses queue attributes into settings, checking each redrive policy's target.
+    /// Parses the attributes of a FIFO (`fifo`) or standard queue into settings, checking each redrive
+    /// policy's target.
     fn parse_settings(
         &self,
         context: &RequestContext,
         source: &QueueKey,
         attributes: &BTreeMap<String, String>,
+        fifo: bool,
     ) -> SqsResult<Vec<(String, QueueSetting)>> {
-        let settings = attributes::parse_settings(attributes, &self.names)?;
+        let settings = attributes::parse_settings(attributes, &self.names, fifo)?;
         for (_, setting) in &settings {
             if let QueueSetting::RedrivePolicy(Some(policy)) = setting {
                 self.check_dead_letter_target(context, source, policy)?;
@@ -210,7 +233,8 @@ impl Service {
         Ok(settings)
     }
 
-    /// A redrive policy may name only an existing queue whose RedriveAllowPolicy admits the source.
+    /// A redrive policy may name only an existing queue of the source's type (FIFO or standard) whose
+    /// RedriveAllowPolicy admits the source.
     fn check_dead_letter_target(
         &self,
         context: &RequestContext,
@@ -234,6 +258,16 @@ impl Service {
                     "Dead letter target does not exist.",
                 )
             })?;
+        // AWS's text ends in two full stops (recorded from AWS in Terraform and CloudFormation failures, e.g.
+        // byu-oit/handel issue 253). The source is FIFO by its name (`fifo::is_fifo_name`), the target by its
+        // settings.
+        if fifo::is_fifo_name(&source.name) != target.config.fifo.is_some() {
+            return Err(SqsError::invalid_value(
+                "RedrivePolicy",
+                shown(),
+                "Dead-letter queue must be same type of queue as the source..",
+            ));
+        }
         let source_arn = self.arn(context, source);
         let permission =
             RedrivePermission::from_stored(attributes::redrive_allow_policy(&target.config));
@@ -251,22 +285,33 @@ impl Service {
     }
 }
 
-/// CreateQueue on an existing queue is idempotent only when every given attribute already has the given
-/// value.
-fn same_settings(existing: &QueueInfo, settings: &[(String, QueueSetting)]) -> SqsResult<()> {
+/// CreateQueue on an existing queue is idempotent only when the queue is of the asked type (FIFO or standard)
+/// and every given attribute already has the given value.
+fn same_settings(
+    existing: &QueueInfo,
+    fifo: bool,
+    settings: &[(String, QueueSetting)],
+) -> SqsResult<()> {
+    if existing.config.fifo.is_some() != fifo {
+        return Err(different_value("FifoQueue"));
+    }
     for (name, setting) in settings {
         let mut candidate = existing.config.clone();
         attributes::apply(&mut candidate, setting);
         if candidate != existing.config {
-            return Err(SqsError::new(
-                ErrorCode::QueueNameExists,
-                format!(
-                    "A queue already exists with the same name and a different value for attribute {name}"
-                ),
-            ));
+            return Err(different_value(name));
         }
     }
     Ok(())
+}
+
+fn different_value(attribute: &str) -> SqsError {
+    SqsError::new(
+        ErrorCode::QueueNameExists,
+        format!(
+            "A queue already exists with the same name and a different value for attribute {attribute}"
+        ),
+    )
 }
 
 /// Opaque page tokens: the last name of the previous page, base64url.

@@ -187,22 +187,6 @@ async fn create_queue_is_idempotent_only_when_given_attributes_match() {
 }
 
 #[tokio::test]
-async fn fifo_queues_are_refused_until_implemented() {
-    let h = harness();
-    for request in [
-        json!({ "QueueName": "jobs.fifo" }),
-        json!({ "QueueName": "jobs", "Attributes": { "FifoQueue": "true" } }),
-    ] {
-        let reply = h.json("CreateQueue", request).await;
-        assert_eq!(
-            reply.error_type(),
-            "com.amazonaws.sqs#InvalidParameterValueException"
-        );
-        assert!(reply.body["message"].as_str().unwrap().contains("FIFO"));
-    }
-}
-
-#[tokio::test]
 async fn missing_queue_is_queue_does_not_exist_with_status_400() {
     let h = harness();
     let reply = h.json("GetQueueUrl", json!({ "QueueName": "nope" })).await;
