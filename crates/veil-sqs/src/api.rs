@@ -253,6 +253,8 @@ pub struct ReceiveMessageInput {
     /// `AttributeNames` and `MessageSystemAttributeNames` together (the first is the deprecated spelling).
     pub system_attribute_names: Vec<String>,
     pub message_attribute_names: Vec<String>,
+    /// FIFO queues: a retry with the same id gets the same messages and receipts.
+    pub receive_request_attempt_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -365,6 +367,8 @@ pub struct SentMessageResult {
     pub md5_of_message_body: String,
     pub md5_of_message_attributes: Option<String>,
     pub md5_of_message_system_attributes: Option<String>,
+    /// FIFO queues only.
+    pub sequence_number: Option<String>,
 }
 
 /// A batch entry that failed while the rest of the batch went ahead.

@@ -80,6 +80,9 @@ fn sent_json(sent: &SentMessageResult, with_id: bool) -> Value {
     if let Some(md5) = &sent.md5_of_message_system_attributes {
         out.insert("MD5OfMessageSystemAttributes".into(), json!(md5));
     }
+    if let Some(sequence_number) = &sent.sequence_number {
+        out.insert("SequenceNumber".into(), json!(sequence_number));
+    }
     Value::Object(out)
 }
 

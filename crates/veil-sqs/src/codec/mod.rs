@@ -8,6 +8,9 @@ pub mod query;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+mod fifo_tests;
+
 use crate::api::{Action, ActionName, Output, Protocol, SqsRequest};
 use crate::error::SqsError;
 

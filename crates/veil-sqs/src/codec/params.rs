@@ -319,6 +319,7 @@ fn receive_message(params: &Params<'_>) -> SqsResult<ReceiveMessageInput> {
         wait_time_seconds: params.integer("WaitTimeSeconds")?,
         system_attribute_names,
         message_attribute_names: params.string_list("MessageAttributeNames")?,
+        receive_request_attempt_id: params.string("ReceiveRequestAttemptId")?,
     })
 }
 

@@ -300,6 +300,9 @@ fn write_sent(xml: &mut XmlWriter, sent: &SentMessageResult, with_id: bool) {
     if let Some(md5) = &sent.md5_of_message_system_attributes {
         xml.leaf("MD5OfMessageSystemAttributes", md5);
     }
+    if let Some(sequence_number) = &sent.sequence_number {
+        xml.leaf("SequenceNumber", sequence_number);
+    }
 }
 
 fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {

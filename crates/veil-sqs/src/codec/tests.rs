@@ -89,6 +89,7 @@ fn json_receive_message_merges_both_attribute_name_lists() {
             wait_time_seconds: Some(2),
             system_attribute_names: vec!["SentTimestamp".into(), "All".into()],
             message_attribute_names: vec!["foo.*".into()],
+            receive_request_attempt_id: None,
         })
     );
 }

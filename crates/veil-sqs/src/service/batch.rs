@@ -3,9 +3,9 @@
 //! as a whole (repeated ids, too many entries, too many bytes, a missing queue) fails all of it. Each batch
 //! is one engine call, so its entries share one commit (ARCHITECTURE.md, group commit).
 
-use veil_core::{NewMessage, QueueKey, ReceiptRule, VisibilityChange};
+use veil_core::{EngineError, NewMessage, QueueKey, VisibilityChange};
 
-use super::messages::{visibility_change, PreparedMessage};
+use super::messages::{sent_result, visibility_change, PreparedMessage};
 use super::{engine_error, receipt_error, RequestContext, Service};
 use crate::api::{
     BatchFailure, ChangeMessageVisibilityBatchEntry, ChangeMessageVisibilityBatchInput,
@@ -13,8 +13,8 @@ use crate::api::{
     SentMessageResult,
 };
 use crate::error::{ErrorCode, SqsError, SqsResult};
+use crate::fifo;
 use crate::limits;
-use crate::md5::hex;
 use crate::validate;
 
 impl Service {
@@ -29,6 +29,10 @@ impl Service {
         )?;
         let key = self.queue_key(context, &input.target)?;
         let size_max_bytes = u64::from(self.engine.message_size_limit(&key).map_err(engine_error)?);
+        let fifo = fifo::is_fifo_name(&key.name);
+        if fifo {
+            self.check_fifo_batch(&key, &input.entries)?;
+        }
         check_batch_size(&input.entries)?;
         let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
         let mut failed = Vec::new();
@@ -38,13 +42,42 @@ impl Service {
                 entry.message,
                 size_max_bytes,
                 validate::batch_entry_too_long,
+                fifo,
             ) {
                 Ok(prepared) => accepted.push((entry.id, prepared)),
                 Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
             }
         }
-        let successful = self.send_accepted(&key, accepted).await?;
+        let successful = self.send_accepted(&key, accepted, fifo).await?;
         Ok(Output::SendMessageBatch { successful, failed })
+    }
+
+    /// A FIFO batch in which an entry lacks its group, or its deduplication id while the queue does not
+    /// deduplicate by content, fails as a whole (an empty id counts as missing here), with AWS's texts and
+    /// codes — both InvalidParameterValue, unlike SendMessage's MissingParameter for the group (LocalStack's
+    /// AWS-recorded `test_send_batch_missing_message_group_id_for_fifo_queue` and
+    /// `test_send_batch_missing_deduplication_id_for_fifo_queue` snapshots). Entries are checked in order,
+    /// each for its deduplication id first.
+    fn check_fifo_batch(&self, key: &QueueKey, entries: &[SendMessageBatchEntry]) -> SqsResult<()> {
+        let content_based = self
+            .engine
+            .queue_info(key)
+            .map_err(engine_error)?
+            .config
+            .fifo
+            .is_some_and(|fifo| fifo.content_based_dedup);
+        let missing = |id: &Option<String>| id.as_deref().is_none_or(str::is_empty);
+        for entry in entries {
+            if !content_based && missing(&entry.message.deduplication_id) {
+                return Err(engine_error(EngineError::DedupIdRequired));
+            }
+            if missing(&entry.message.group_id) {
+                return Err(SqsError::invalid_parameter_value(
+                    "The request must contain the parameter MessageGroupId.",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Sends the entries that passed their checks in one engine call and reports each as SQS does.
@@ -52,6 +85,7 @@ impl Service {
         &self,
         key: &QueueKey,
         accepted: Vec<(String, PreparedMessage)>,
+        fifo: bool,
     ) -> SqsResult<Vec<SentMessageResult>> {
         if accepted.is_empty() {
             return Ok(Vec::new());
@@ -70,15 +104,9 @@ impl Service {
             .into_iter()
             .zip(sent)
             .zip(digests)
-            .map(
-                |((id, sent), (md5_attributes, md5_system))| SentMessageResult {
-                    id,
-                    message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
-                    md5_of_message_body: hex(&sent.body_md5),
-                    md5_of_message_attributes: md5_attributes,
-                    md5_of_message_system_attributes: md5_system,
-                },
-            )
+            .map(|((id, sent), (md5_attributes, md5_system))| {
+                sent_result(id, &sent, fifo, md5_attributes, md5_system)
+            })
             .collect())
     }
 
@@ -100,7 +128,7 @@ impl Service {
             .collect();
         let outcomes = self
             .engine
-            .delete_batch(&key, &handles, ReceiptRule::AnyIssued)
+            .delete_batch(&key, &handles, fifo::receipt_rule(&key.name))
             .await
             .map_err(engine_error)?;
         let mut successful = Vec::new();
@@ -132,7 +160,7 @@ impl Service {
         let mut failed = Vec::new();
         let mut valid = Vec::new();
         for entry in &input.entries {
-            match visibility_change(entry.visibility_timeout) {
+            match visibility_change(entry.visibility_timeout, &key) {
                 Ok((seconds, change)) => valid.push((entry, seconds, change)),
                 Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
             }

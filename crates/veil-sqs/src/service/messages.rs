@@ -8,7 +8,7 @@ use bytes::Bytes;
 use veil_core::limits::SECOND_MS;
 use veil_core::{
     AttributeData, AttributeValue, Attributes, Message, MessageState, NewMessage, Payload,
-    ReceiptRule, ReceiveOptions, VisibilityChange,
+    QueueKey, ReceiveOptions, SentMessage, VisibilityChange,
 };
 
 use super::{engine_error, receipt_error, RequestContext, Service};
@@ -17,6 +17,7 @@ use crate::api::{
     ReceivedMessage, SendMessageInput, SentMessageResult,
 };
 use crate::error::{SqsError, SqsResult};
+use crate::fifo;
 use crate::limits;
 use crate::md5::{hex, md5_of_attributes, md5_of_body};
 use crate::validate;
@@ -42,65 +43,69 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         let size_max_bytes = self.engine.message_size_limit(&key).map_err(engine_error)?;
+        let fifo = fifo::is_fifo_name(&key.name);
         let prepared = self.prepare_message(
             context,
             input.message,
             u64::from(size_max_bytes),
             validate::message_too_long,
+            fifo,
         )?;
+        if fifo && prepared.message.group.is_none() {
+            return Err(SqsError::missing("MessageGroupId"));
+        }
+        // A FIFO queue without content-based deduplication refuses a send without a deduplication id: the
+        // engine's `DedupIdRequired`, answered with AWS's text by `engine_error`.
         let sent = self
             .engine
             .send(&key, vec![prepared.message])
             .await
             .map_err(engine_error)?;
-        let (message_id, md5_of_message_body) = sent
+        let sent = sent
             .first()
-            .map(|sent| {
-                let id = uuid::Uuid::from_bytes(sent.message_id).to_string();
-                (id, hex(&sent.body_md5))
-            })
             .ok_or_else(|| SqsError::internal("the engine returned no sent message"))?;
-        Ok(Output::SendMessage(SentMessageResult {
-            id: String::new(),
-            message_id,
-            md5_of_message_body,
-            md5_of_message_attributes: prepared.md5_of_attributes,
-            md5_of_message_system_attributes: prepared.md5_of_system_attributes,
-        }))
+        Ok(Output::SendMessage(sent_result(
+            String::new(),
+            sent,
+            fifo,
+            prepared.md5_of_attributes,
+            prepared.md5_of_system_attributes,
+        )))
     }
 
-    /// Checks one message (body, delay, attributes, size against the queue's limit) and builds it. A message
-    /// over the limit gets `too_long(size_max_bytes)`: SendMessage and SendMessageBatch word it differently.
+    /// Checks one message (body, delay, attributes, size against the queue's limit, the FIFO ids and what
+    /// the queue's type allows) and builds it. A message over the limit gets `too_long(size_max_bytes)`:
+    /// SendMessage and SendMessageBatch word it differently. Whether a FIFO message names its group is left
+    /// to the caller: SendMessage and SendMessageBatch answer its absence differently.
     pub(super) fn prepare_message(
         &self,
         context: &RequestContext,
         input: MessageInput,
         size_max_bytes: u64,
         too_long: fn(u64) -> SqsError,
+        fifo: bool,
     ) -> SqsResult<PreparedMessage> {
         let body = input
             .body
             .filter(|body| !body.is_empty())
             .ok_or_else(|| SqsError::missing("MessageBody"))?;
         validate::message_contents(&body)?;
-        let delay_ms = input
+        let delay_seconds = input
             .delay_seconds
             .map(|s| validate::in_range("DelaySeconds", s, 0, limits::DELAY_S_MAX))
-            .transpose()?
-            .map(|s| s * SECOND_MS);
-        if let Some(id) = &input.deduplication_id {
-            return Err(SqsError::invalid_value(
-                "MessageDeduplicationId",
-                id,
-                "The request includes a parameter that is not valid for this queue type.",
-            ));
-        }
+            .transpose()?;
         let (mut attributes, attributes_bytes) =
             validate::message_attributes(&input.message_attributes)?;
         let trace_header = validate::system_attributes(&input.system_attributes)?;
         if body.len() as u64 + attributes_bytes > size_max_bytes {
             return Err(too_long(size_max_bytes));
         }
+        check_fifo_fields(
+            &input.deduplication_id,
+            &input.group_id,
+            delay_seconds,
+            fifo,
+        )?;
         let md5_of_attributes = md5_of_attributes(&attributes);
         let md5_of_system_attributes = trace_header
             .as_ref()
@@ -114,13 +119,13 @@ impl Service {
             message: NewMessage {
                 body: Bytes::from(body),
                 attributes,
-                delay_ms,
+                delay_ms: delay_seconds.map(|s| s * SECOND_MS),
                 ttl: None,
                 sender_id: context.sender_id.clone(),
                 redrive: None,
                 moved_from: None,
-                group: None,
-                dedup_id: None,
+                group: input.group_id,
+                dedup_id: input.deduplication_id,
             },
         })
     }
@@ -133,6 +138,7 @@ impl Service {
         // The parameters are checked before the queue is looked up, as SQS does.
         let options = receive_options(&input)?;
         let key = self.queue_key(context, &input.target)?;
+        let fifo = fifo::is_fifo_name(&key.name);
         let messages = self
             .engine
             .receive(&key, options)
@@ -141,29 +147,35 @@ impl Service {
         Ok(Output::ReceiveMessage(
             messages
                 .into_iter()
-                .map(|message| self.render_message(context, &input, message))
+                .map(|message| self.render_message(context, &input, message, fifo))
                 .collect(),
         ))
     }
 
-    /// A delivered message as SQS shows it: the body as UTF-8, the requested system attributes, and the
-    /// requested user attributes with their digest.
+    /// A delivered message as SQS shows it: the body as UTF-8, the requested system attributes (a FIFO
+    /// queue's, `fifo`, include its sequence number), and the requested user attributes with their digest.
     fn render_message(
         &self,
         context: &RequestContext,
         input: &ReceiveMessageInput,
         message: Message,
+        fifo: bool,
     ) -> ReceivedMessage {
         let message_id = message.message_id_string();
         let Message {
+            seq,
             payload,
             state,
             receipt,
             ..
         } = message;
         let (body, md5_of_message_body) = shown_body(&payload);
-        let system =
-            self.system_attributes(context, &input.system_attribute_names, &payload, &state);
+        let shown = Shown {
+            payload: &payload,
+            state: &state,
+            sequence_number: fifo.then(|| fifo::sequence_number(seq)),
+        };
+        let system = self.system_attributes(context, &input.system_attribute_names, &shown);
         let message_attributes: Attributes = payload
             .attributes
             .into_iter()
@@ -183,15 +195,17 @@ impl Service {
         }
     }
 
-    /// The system attributes a receive asked for (`All` or by name), in SQS's order; those a message does not
-    /// have (a source ARN, a trace header) are left out.
+    /// The system attributes a receive asked for (`All` or by name), in SQS's order (botocore's
+    /// `MessageSystemAttributeName`, except that the source ARN precedes the trace header); those a message
+    /// does not have (a source ARN, a trace header, a group, a FIFO queue's sequence number and deduplication
+    /// id) are left out.
     fn system_attributes(
         &self,
         context: &RequestContext,
         names: &[String],
-        payload: &Payload,
-        state: &MessageState,
+        shown: &Shown<'_>,
     ) -> Vec<(String, String)> {
+        let Shown { payload, state, .. } = *shown;
         let wants = |attribute: &str| names.iter().any(|n| n == "All" || n == attribute);
         let mut system = Vec::new();
         if wants("SenderId") {
@@ -211,6 +225,19 @@ impl Service {
                 "ApproximateFirstReceiveTimestamp".to_string(),
                 state.first_received_at.to_string(),
             ));
+        }
+        // A FIFO queue's message shows its sequence number and the deduplication id it was compared by (the
+        // sender's, or the body's SHA-256); a group is shown on any queue that was given one (AWS's fair
+        // queues show it on standard queues: LocalStack's AWS-recorded `test_fair_queue_with_message_group_id`).
+        let fifo_fields = [
+            ("SequenceNumber", shown.sequence_number.as_ref()),
+            ("MessageDeduplicationId", payload.dedup_id.as_ref()),
+            ("MessageGroupId", payload.group.as_ref()),
+        ];
+        for (name, value) in fifo_fields {
+            if let Some(value) = value.filter(|_| wants(name)) {
+                system.push((name.to_string(), value.clone()));
+            }
         }
         if wants("DeadLetterQueueSourceArn") {
             if let Some(source) = payload.dead_letter_source() {
@@ -239,7 +266,7 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         self.engine
-            .delete(&key, &input.receipt_handle, ReceiptRule::AnyIssued)
+            .delete(&key, &input.receipt_handle, fifo::receipt_rule(&key.name))
             .await
             .map_err(|e| receipt_error(e, &input.receipt_handle, None))?;
         Ok(Output::Empty)
@@ -251,7 +278,7 @@ impl Service {
         input: ChangeMessageVisibilityInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        let (seconds, change) = visibility_change(Some(input.visibility_timeout))?;
+        let (seconds, change) = visibility_change(Some(input.visibility_timeout), &key)?;
         self.engine
             .change_visibility(&key, &input.receipt_handle, change)
             .await
@@ -260,7 +287,8 @@ impl Service {
     }
 }
 
-/// ReceiveMessage's parameters checked against SQS's ranges and turned into the engine's options.
+/// ReceiveMessage's parameters checked against SQS's ranges and turned into the engine's options. The
+/// attempt id is checked on any queue and passed on; the engine uses it on FIFO queues only, as AWS does.
 fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
     let max_messages = match input.max_number_of_messages {
         None => 1,
@@ -288,12 +316,15 @@ fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
         .map(|s| validate::in_range("WaitTimeSeconds", s, 0, limits::RECEIVE_WAIT_S_MAX))
         .transpose()?
         .map(|s| s * SECOND_MS);
+    if let Some(attempt_id) = &input.receive_request_attempt_id {
+        validate::fifo_id("ReceiveRequestAttemptId", attempt_id)?;
+    }
     Ok(ReceiveOptions {
         dead_letter: veil_core::DeadLetterTiming::OnReceive,
         max_messages,
         visibility_ms,
         wait_ms,
-        attempt_id: None,
+        attempt_id: input.receive_request_attempt_id.clone(),
     })
 }
 
@@ -310,9 +341,11 @@ fn shown_body(payload: &Payload) -> (String, String) {
     }
 }
 
-/// Validates a VisibilityTimeout and turns it into the engine's change (12 h cap from the receive).
+/// Validates a VisibilityTimeout and turns it into the engine's change of a message of the queue `key` (12 h
+/// cap from the receive; the receipts the queue's type honours).
 pub(super) fn visibility_change(
     visibility_timeout: Option<i64>,
+    key: &QueueKey,
 ) -> SqsResult<(u64, VisibilityChange)> {
     let seconds = visibility_timeout.ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
     let seconds = validate::in_range(
@@ -322,12 +355,71 @@ pub(super) fn visibility_change(
         limits::VISIBILITY_TIMEOUT_S_MAX,
     )?;
     let change = VisibilityChange {
-        receipts: veil_core::ReceiptRule::AnyIssued,
+        receipts: fifo::receipt_rule(&key.name),
         visibility_ms: seconds * SECOND_MS,
         since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
         not_past_expiry: false,
     };
     Ok((seconds, change))
+}
+
+/// What a FIFO queue's sends must and must not carry (docs/semantics.md §SQS, "FIFO queues"), after the ids'
+/// format (checked on every queue, deduplication id first, as AWS does): a FIFO message has no delay of its
+/// own (AWS's text, "include" sic: LocalStack's AWS-recorded
+/// `test_fifo_queue_send_message_with_delay_seconds_fails`; 0 is allowed), and a standard queue takes no
+/// deduplication id (its group is kept and shown, AWS's fair queues).
+fn check_fifo_fields(
+    deduplication_id: &Option<String>,
+    group_id: &Option<String>,
+    delay_seconds: Option<u64>,
+    fifo: bool,
+) -> SqsResult<()> {
+    if let Some(id) = deduplication_id {
+        validate::fifo_id("MessageDeduplicationId", id)?;
+    }
+    if let Some(id) = group_id {
+        validate::fifo_id("MessageGroupId", id)?;
+    }
+    match (fifo, delay_seconds, deduplication_id) {
+        (true, Some(delay), _) if delay > 0 => Err(SqsError::invalid_value(
+            "DelaySeconds",
+            delay,
+            "The request include parameter that is not valid for this queue type.",
+        )),
+        (false, _, Some(id)) => Err(SqsError::invalid_value(
+            "MessageDeduplicationId",
+            id,
+            "The request includes a parameter that is not valid for this queue type.",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// How SendMessage and each SendMessageBatch entry answer a message the engine accepted: a FIFO queue's
+/// answer carries its `SequenceNumber` (a duplicate's is the first send's, as is its message id).
+pub(super) fn sent_result(
+    id: String,
+    sent: &SentMessage,
+    fifo: bool,
+    md5_of_message_attributes: Option<String>,
+    md5_of_message_system_attributes: Option<String>,
+) -> SentMessageResult {
+    SentMessageResult {
+        id,
+        message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
+        md5_of_message_body: hex(&sent.body_md5),
+        md5_of_message_attributes,
+        md5_of_message_system_attributes,
+        sequence_number: fifo.then(|| fifo::sequence_number(sent.seq)),
+    }
+}
+
+/// What a receive shows of one message beside its body.
+struct Shown<'a> {
+    payload: &'a Payload,
+    state: &'a MessageState,
+    /// A FIFO queue's messages only.
+    sequence_number: Option<String>,
 }
 
 /// The digest of a single attribute map entry (used for `MD5OfMessageSystemAttributes`).

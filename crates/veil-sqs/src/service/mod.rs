@@ -334,3 +334,6 @@ impl Service {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fifo_tests;
