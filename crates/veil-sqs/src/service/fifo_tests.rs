@@ -25,6 +25,7 @@ const STANDARD_URL: &str = "http://localhost:9324/000000000000/plain";
 struct Harness {
     app: Router,
     clock: ManualClock,
+    engine: Arc<Engine>,
 }
 
 /// An error as a client sees it: HTTP status, the Query code (`x-amzn-query-error`) and the message.
@@ -51,9 +52,11 @@ fn harness() -> Harness {
         ReceiptKey::new([7; 32]),
     )
     .expect("engine opens over an empty store");
+    let engine = Arc::new(engine);
     Harness {
-        app: router(Arc::new(engine), SqsConfig::default()),
+        app: router(engine.clone(), SqsConfig::default()),
         clock,
+        engine,
     }
 }
 
@@ -284,6 +287,30 @@ async fn create_queue_again_is_idempotent_only_with_the_same_fifo_attributes() {
 }
 
 #[tokio::test]
+async fn create_queue_on_a_standard_queue_of_a_dot_fifo_name_is_a_different_fifo_queue() {
+    let h = harness();
+    // KubeMQ's channel names may end in `.fifo`; such a channel is a standard queue.
+    h.engine
+        .create_queue(
+            veil_core::QueueKey::new(veil_core::DEFAULT_NAMESPACE, "jobs.fifo"),
+            veil_core::QueueConfig::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        h.refused(
+            "CreateQueue",
+            json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } })
+        )
+        .await,
+        refusal(
+            "QueueAlreadyExists",
+            "A queue already exists with the same name and a different value for attribute FifoQueue"
+        )
+    );
+}
+
+#[tokio::test]
 async fn set_queue_attributes_never_changes_the_queue_type() {
     let h = harness();
     let fifo = h.fifo(json!({})).await;
@@ -484,6 +511,21 @@ async fn a_fifo_send_without_a_deduplication_id_needs_content_based_deduplicatio
         )
         .await,
         rule
+    );
+    // Also when the entry without an id has a fault of its own, which alone would fail only that entry.
+    assert_eq!(
+        h.refused(
+            "SendMessageBatch",
+            json!({ "QueueUrl": fifo, "Entries": [
+                { "Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1" },
+                { "Id": "b", "MessageBody": "y", "MessageGroupId": "g", "DelaySeconds": 2 }] })
+        )
+        .await,
+        rule
+    );
+    assert!(
+        h.receive(fifo, json!({})).await.is_empty(),
+        "nothing of a refused batch is sent"
     );
     h.ok(
         "SetQueueAttributes",

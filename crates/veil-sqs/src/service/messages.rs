@@ -51,11 +51,9 @@ impl Service {
             validate::message_too_long,
             fifo,
         )?;
-        if fifo && prepared.message.group.is_none() {
-            return Err(SqsError::missing("MessageGroupId"));
-        }
-        // A FIFO queue without content-based deduplication refuses a send without a deduplication id: the
-        // engine's `DedupIdRequired`, answered with AWS's text by `engine_error`.
+        // A FIFO message without a group, or without a deduplication id on a queue that does not deduplicate by
+        // content, is refused by the engine (`GroupRequired` first, then `DedupIdRequired`), which `engine_error`
+        // answers with AWS's code and text for SendMessage.
         let sent = self
             .engine
             .send(&key, vec![prepared.message])
