@@ -22,7 +22,7 @@ pub struct SqsRequest {
     pub action: Action,
 }
 
-/// Every action SQS defines, by name; the ones Veil does not implement yet are answered with a clear error.
+/// Every action SQS defines, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ActionName {
     CreateQueue,
@@ -133,9 +133,9 @@ pub enum Action {
     ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput),
     AddPermission(AddPermissionInput),
     RemovePermission(RemovePermissionInput),
-    /// A real SQS action Veil refuses with UnsupportedOperation until its own issue lands (message move
-    /// tasks).
-    Unsupported(ActionName),
+    StartMessageMoveTask(StartMessageMoveTaskInput),
+    ListMessageMoveTasks(ListMessageMoveTasksInput),
+    CancelMessageMoveTask(CancelMessageMoveTaskInput),
 }
 
 impl Action {
@@ -161,7 +161,9 @@ impl Action {
             Self::ListDeadLetterSourceQueues(_) => ActionName::ListDeadLetterSourceQueues,
             Self::AddPermission(_) => ActionName::AddPermission,
             Self::RemovePermission(_) => ActionName::RemovePermission,
-            Self::Unsupported(name) => *name,
+            Self::StartMessageMoveTask(_) => ActionName::StartMessageMoveTask,
+            Self::ListMessageMoveTasks(_) => ActionName::ListMessageMoveTasks,
+            Self::CancelMessageMoveTask(_) => ActionName::CancelMessageMoveTask,
         }
     }
 }
@@ -357,6 +359,12 @@ pub enum Output {
         successful: Vec<String>,
         failed: Vec<BatchFailure>,
     },
+    /// StartMessageMoveTask.
+    TaskHandle(String),
+    /// ListMessageMoveTasks, most recent first.
+    MoveTasks(Vec<MoveTaskEntry>),
+    /// CancelMessageMoveTask: `ApproximateNumberOfMessagesMoved`.
+    MessagesMoved(u64),
 }
 
 /// One sent message (the `id` is the batch entry id; empty for SendMessage).
@@ -403,4 +411,42 @@ pub struct ReceivedMessage {
     /// The requested message attributes; their digest is over exactly these.
     pub message_attributes: Attributes,
     pub md5_of_message_attributes: Option<String>,
+}
+
+/// StartMessageMoveTask's parameters as sent: the ARNs are checked by the handler (an empty one is malformed,
+/// an absent `SourceArn` missing).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StartMessageMoveTaskInput {
+    pub source_arn: String,
+    pub destination_arn: Option<String>,
+    pub max_number_of_messages_per_second: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListMessageMoveTasksInput {
+    pub source_arn: String,
+    pub max_results: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CancelMessageMoveTaskInput {
+    pub task_handle: String,
+}
+
+/// One task as ListMessageMoveTasks renders it (botocore's `ListMessageMoveTasksResultEntry`); the optional
+/// members are present only when they apply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveTaskEntry {
+    /// Only while the task is running.
+    pub task_handle: Option<String>,
+    pub status: &'static str,
+    pub source_arn: String,
+    pub destination_arn: Option<String>,
+    pub max_number_of_messages_per_second: Option<u32>,
+    pub approximate_number_of_messages_moved: u64,
+    pub approximate_number_of_messages_to_move: u64,
+    /// Only for a failed task.
+    pub failure_reason: Option<&'static str>,
+    /// Epoch milliseconds.
+    pub started_timestamp: u64,
 }

@@ -41,6 +41,8 @@ pub enum ErrorCode {
     InvalidMessageContents,
     UnsupportedOperation,
     InternalError,
+    /// A message move task, or a queue one names by ARN, that does not exist (HTTP 404).
+    ResourceNotFound,
 }
 
 impl ErrorCode {
@@ -69,6 +71,7 @@ impl ErrorCode {
             Self::InvalidMessageContents => "InvalidMessageContents",
             Self::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
             Self::InternalError => "InternalError",
+            Self::ResourceNotFound => "ResourceNotFoundException",
         }
     }
 
@@ -98,6 +101,7 @@ impl ErrorCode {
             Self::InvalidMessageContents => "com.amazonaws.sqs#InvalidMessageContents",
             Self::UnsupportedOperation => "com.amazonaws.sqs#UnsupportedOperation",
             Self::InternalError => "com.amazonaws.sqs#InternalError",
+            Self::ResourceNotFound => "com.amazonaws.sqs#ResourceNotFoundException",
         }
     }
 
@@ -108,12 +112,14 @@ impl ErrorCode {
     }
 
     /// HTTP status: SQS answers 400 for client errors (QueueDoesNotExist included), 403 for the limits
-    /// OverLimit and PurgeQueueInProgress (as the SQS API reference and recordings of AWS show), and 500 for
-    /// its own.
+    /// OverLimit and PurgeQueueInProgress (as the SQS API reference and recordings of AWS show), 404 for a
+    /// move task's missing resource (recorded from AWS in LocalStack's `test_sqs_move_task` snapshots), and
+    /// 500 for its own.
     pub fn status(self) -> u16 {
         match self {
             Self::InternalError => 500,
             Self::OverLimit | Self::PurgeQueueInProgress => 403,
+            Self::ResourceNotFound => 404,
             _ => 400,
         }
     }
@@ -219,13 +225,6 @@ impl SqsError {
         Self::new(
             ErrorCode::InvalidAttributeValue,
             format!("Invalid value for the parameter {name}."),
-        )
-    }
-
-    pub fn unsupported(what: &str) -> Self {
-        Self::new(
-            ErrorCode::UnsupportedOperation,
-            format!("{what} is not supported by Veil yet."),
         )
     }
 

@@ -56,6 +56,13 @@ pub const KMS_DATA_KEY_REUSE_S_DEFAULT: u64 = 300;
 pub const PERMISSION_ACTIONS_MAX: usize = 7;
 pub const PERMISSION_LABEL_CHARS_MAX: usize = 80;
 pub const ACCOUNT_ID_DIGITS: usize = 12;
+/// StartMessageMoveTask's `MaxNumberOfMessagesPerSecond`: 1 to 500 when given (AWS's reference); without it a
+/// task moves as fast as the engine's steps allow.
+pub const MOVE_TASK_RATE_PER_S_MIN: i64 = 1;
+pub const MOVE_TASK_RATE_PER_S_MAX: i64 = 500;
+/// ListMessageMoveTasks' `MaxResults`: 1 to 10, the most recent task when not given.
+pub const MOVE_TASK_LIST_RESULTS_MAX: i64 = 10;
+pub const MOVE_TASK_LIST_RESULTS_DEFAULT: i64 = 1;
 /// FIFO queues (docs/semantics.md §SQS "FIFO queues"): at most 20,000 messages in flight (AWS's quota; at the
 /// limit a receive returns nothing rather than OverLimit), deduplication ids remembered for 5 minutes, and
 /// `MessageGroupId`, `MessageDeduplicationId` and `ReceiveRequestAttemptId` of 1 to 128 characters.

@@ -136,7 +136,42 @@ pub fn encode_output(action: ActionName, output: &Output) -> Value {
             "Successful": successful.iter().map(|id| json!({ "Id": id })).collect::<Vec<_>>(),
             "Failed": failures_json(failed),
         }),
+        Output::TaskHandle(handle) => json!({ "TaskHandle": handle }),
+        // `Results` is there even when empty (moto's ListMessageMoveTasks tests read it unconditionally).
+        Output::MoveTasks(tasks) => json!({
+            "Results": tasks.iter().map(move_task_json).collect::<Vec<_>>(),
+        }),
+        Output::MessagesMoved(moved) => json!({ "ApproximateNumberOfMessagesMoved": moved }),
     }
+}
+
+/// One ListMessageMoveTasks entry; the optional members only when they apply.
+fn move_task_json(task: &MoveTaskEntry) -> Value {
+    let mut out = Map::new();
+    if let Some(handle) = &task.task_handle {
+        out.insert("TaskHandle".into(), json!(handle));
+    }
+    out.insert("Status".into(), json!(task.status));
+    out.insert("SourceArn".into(), json!(task.source_arn));
+    if let Some(arn) = &task.destination_arn {
+        out.insert("DestinationArn".into(), json!(arn));
+    }
+    if let Some(rate) = task.max_number_of_messages_per_second {
+        out.insert("MaxNumberOfMessagesPerSecond".into(), json!(rate));
+    }
+    out.insert(
+        "ApproximateNumberOfMessagesMoved".into(),
+        json!(task.approximate_number_of_messages_moved),
+    );
+    out.insert(
+        "ApproximateNumberOfMessagesToMove".into(),
+        json!(task.approximate_number_of_messages_to_move),
+    );
+    if let Some(reason) = task.failure_reason {
+        out.insert("FailureReason".into(), json!(reason));
+    }
+    out.insert("StartedTimestamp".into(), json!(task.started_timestamp));
+    Value::Object(out)
 }
 
 /// ListQueues' and ListDeadLetterSourceQueues' answer.

@@ -241,8 +241,10 @@ pub(crate) fn decode_action(name: ActionName, params: &Params<'_>) -> SqsResult<
         }
         N::AddPermission => Action::AddPermission(add_permission(params)?),
         N::RemovePermission => Action::RemovePermission(remove_permission(params)?),
-        N::StartMessageMoveTask | N::ListMessageMoveTasks | N::CancelMessageMoveTask => {
-            Action::Unsupported(name)
+        N::StartMessageMoveTask => Action::StartMessageMoveTask(start_message_move_task(params)?),
+        N::ListMessageMoveTasks => Action::ListMessageMoveTasks(list_message_move_tasks(params)?),
+        N::CancelMessageMoveTask => {
+            Action::CancelMessageMoveTask(cancel_message_move_task(params)?)
         }
     })
 }
@@ -416,5 +418,34 @@ fn remove_permission(params: &Params<'_>) -> SqsResult<RemovePermissionInput> {
     Ok(RemovePermissionInput {
         target: params.target()?,
         label: params.required_string("Label")?,
+    })
+}
+
+/// A move-task parameter that must be present; an empty value is present (the handler answers it as a
+/// malformed ARN or handle, as SQS does), unlike `required_string`.
+fn present_string(params: &Params<'_>, name: &str) -> SqsResult<String> {
+    params
+        .string(name)?
+        .ok_or_else(|| SqsError::missing(&params.full_name(name)))
+}
+
+fn start_message_move_task(params: &Params<'_>) -> SqsResult<StartMessageMoveTaskInput> {
+    Ok(StartMessageMoveTaskInput {
+        source_arn: present_string(params, "SourceArn")?,
+        destination_arn: params.string("DestinationArn")?,
+        max_number_of_messages_per_second: params.integer("MaxNumberOfMessagesPerSecond")?,
+    })
+}
+
+fn list_message_move_tasks(params: &Params<'_>) -> SqsResult<ListMessageMoveTasksInput> {
+    Ok(ListMessageMoveTasksInput {
+        source_arn: present_string(params, "SourceArn")?,
+        max_results: params.integer("MaxResults")?,
+    })
+}
+
+fn cancel_message_move_task(params: &Params<'_>) -> SqsResult<CancelMessageMoveTaskInput> {
+    Ok(CancelMessageMoveTaskInput {
+        task_handle: present_string(params, "TaskHandle")?,
     })
 }

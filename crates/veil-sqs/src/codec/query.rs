@@ -343,7 +343,48 @@ fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
             }
         }
         Output::BatchIds { successful, failed } => write_batch_ids(xml, action, successful, failed),
+        Output::TaskHandle(handle) => {
+            xml.leaf("TaskHandle", handle);
+        }
+        Output::MoveTasks(tasks) => {
+            for task in tasks {
+                write_move_task(xml, task);
+            }
+        }
+        Output::MessagesMoved(moved) => {
+            xml.leaf("ApproximateNumberOfMessagesMoved", &moved.to_string());
+        }
     }
+}
+
+/// One ListMessageMoveTasks entry, its members in the model's order; the flattened list's entries are named
+/// after the entry shape, as in SQS's Query model.
+fn write_move_task(xml: &mut XmlWriter, task: &MoveTaskEntry) {
+    xml.open("ListMessageMoveTasksResultEntry");
+    if let Some(handle) = &task.task_handle {
+        xml.leaf("TaskHandle", handle);
+    }
+    xml.leaf("Status", task.status)
+        .leaf("SourceArn", &task.source_arn);
+    if let Some(arn) = &task.destination_arn {
+        xml.leaf("DestinationArn", arn);
+    }
+    if let Some(rate) = task.max_number_of_messages_per_second {
+        xml.leaf("MaxNumberOfMessagesPerSecond", &rate.to_string());
+    }
+    xml.leaf(
+        "ApproximateNumberOfMessagesMoved",
+        &task.approximate_number_of_messages_moved.to_string(),
+    )
+    .leaf(
+        "ApproximateNumberOfMessagesToMove",
+        &task.approximate_number_of_messages_to_move.to_string(),
+    );
+    if let Some(reason) = task.failure_reason {
+        xml.leaf("FailureReason", reason);
+    }
+    xml.leaf("StartedTimestamp", &task.started_timestamp.to_string())
+        .close("ListMessageMoveTasksResultEntry");
 }
 
 /// Queue attributes or a message's system attributes: `<Attribute><Name/><Value/></Attribute>` each.

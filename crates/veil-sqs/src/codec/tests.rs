@@ -368,11 +368,49 @@ fn query_unknown_or_missing_action_is_rejected() {
 }
 
 #[test]
-fn not_implemented_actions_decode_to_a_clear_marker() {
+fn move_task_actions_decode_in_both_protocols() {
+    let start = StartMessageMoveTaskInput {
+        source_arn: "arn:a".into(),
+        destination_arn: Some("arn:b".into()),
+        max_number_of_messages_per_second: Some(5),
+    };
     assert_eq!(
-        json_action("StartMessageMoveTask", r#"{"SourceArn":"a"}"#).unwrap(),
-        Action::Unsupported(ActionName::StartMessageMoveTask)
+        json_action(
+            "StartMessageMoveTask",
+            r#"{"SourceArn":"arn:a","DestinationArn":"arn:b","MaxNumberOfMessagesPerSecond":5}"#
+        )
+        .unwrap(),
+        Action::StartMessageMoveTask(start.clone())
     );
+    assert_eq!(
+        query_action(
+            "Action=StartMessageMoveTask&SourceArn=arn:a&DestinationArn=arn:b&MaxNumberOfMessagesPerSecond=5"
+        )
+        .unwrap(),
+        Action::StartMessageMoveTask(start)
+    );
+    assert_eq!(
+        query_action("Action=ListMessageMoveTasks&SourceArn=arn:a&MaxResults=10").unwrap(),
+        Action::ListMessageMoveTasks(ListMessageMoveTasksInput {
+            source_arn: "arn:a".into(),
+            max_results: Some(10),
+        })
+    );
+    assert_eq!(
+        json_action("CancelMessageMoveTask", r#"{"TaskHandle":""}"#).unwrap(),
+        Action::CancelMessageMoveTask(CancelMessageMoveTaskInput {
+            task_handle: String::new(),
+        }),
+        "an empty handle is present: the service answers it as an invalid handle"
+    );
+    for (action, missing) in [
+        ("StartMessageMoveTask", "SourceArn"),
+        ("ListMessageMoveTasks", "SourceArn"),
+        ("CancelMessageMoveTask", "TaskHandle"),
+    ] {
+        let error = json_action(action, "{}").unwrap_err();
+        assert_eq!(error, SqsError::missing(missing), "{action}");
+    }
 }
 
 #[test]

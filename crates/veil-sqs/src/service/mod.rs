@@ -5,13 +5,13 @@
 //!
 //! This file holds what every action shares: routing, the request context, the authentication hook, the
 //! mapping of `EngineError` to `SqsError` and the dispatch. The handlers live by resource: [`queues`],
-//! [`tags`], [`messages`], [`batch`], [`permissions`], and the actions Veil refuses in [`refused`].
+//! [`tags`], [`messages`], [`batch`], [`permissions`] and [`move_tasks`].
 
 mod batch;
 mod messages;
+mod move_tasks;
 mod permissions;
 mod queues;
-mod refused;
 mod tags;
 
 use std::sync::Arc;
@@ -175,8 +175,6 @@ fn engine_error(error: EngineError) -> SqsError {
             ErrorCode::InvalidParameterValue,
             "The visibility timeout would pass the message's expiry.",
         ),
-        EngineError::PurgeTooSoon { interval_ms, .. } => SqsError::new(
-            ErrorCode::PurgeQueueInProgress,
         EngineError::ReceiptExpired => SqsError::new(
             ErrorCode::InvalidParameterValue,
             "The receipt handle has expired.",
@@ -189,6 +187,8 @@ fn engine_error(error: EngineError) -> SqsError {
             ErrorCode::InvalidParameterValue,
             "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
         ),
+        EngineError::PurgeTooSoon { interval_ms, .. } => SqsError::new(
+            ErrorCode::PurgeQueueInProgress,
             format!(
                 "Only one PurgeQueue operation is allowed every {} seconds.",
                 interval_ms / SECOND_MS
@@ -214,11 +214,11 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
         EngineError::VisibilityPastLimit { max_ms, .. } => {
             SqsError::visibility_past_limit(visibility.unwrap_or_default(), max_ms / SECOND_MS)
         }
-        other => engine_error(other),
-    }
         EngineError::ReceiptExpired => {
             SqsError::invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
         }
+        other => engine_error(other),
+    }
 }
 
 impl Service {
@@ -286,7 +286,13 @@ impl Service {
             }
             Action::AddPermission(input) => self.add_permission(context, input).await,
             Action::RemovePermission(input) => self.remove_permission(context, input).await,
-            Action::Unsupported(name) => refused::unsupported(name),
+            Action::StartMessageMoveTask(input) => {
+                self.start_message_move_task(context, input).await
+            }
+            Action::ListMessageMoveTasks(input) => self.list_message_move_tasks(context, input),
+            Action::CancelMessageMoveTask(input) => {
+                self.cancel_message_move_task(context, input).await
+            }
         }
     }
 
