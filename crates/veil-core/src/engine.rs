@@ -28,7 +28,7 @@ struct State {
     next_queue_id: QueueId,
     /// When each recently deleted queue was deleted (SQS's QueueDeletedRecently); not persisted.
     deleted_at: HashMap<QueueKey, Millis>,
-    /// Message move tasks (docs/semantics.md, "Message move tasks"), under the same lock as the queues.
+    /// Message move tasks (docs/semantics.md §8), under the same lock as the queues.
     move_tasks: move_tasks::MoveTasks,
 }
 

@@ -30,7 +30,7 @@ pub const DEDUP_INTERVAL_MS_DEFAULT: Millis = 5 * 60 * SECOND_MS;
 /// How long a FIFO queue remembers a receive attempt id for its retry (SQS: 5 minutes).
 pub const RECEIVE_ATTEMPT_MS_MAX: Millis = 5 * 60 * SECOND_MS;
 /// Most messages one step of a move task without a rate moves: bounds how long a step holds the engine lock
-/// (docs/semantics.md, "Message move tasks").
+/// (docs/semantics.md §8).
 pub const MOVE_TASK_MOVES_PER_STEP_MAX: usize = 1_000;
 /// Finished move tasks kept per source queue, most recent first; older ones are forgotten.
 pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;

@@ -1,9 +1,9 @@
-//! Message move tasks (docs/semantics.md, "Message move tasks"): a durable task that moves the messages a
-//! queue held when the task started — back to the queue each was dead-lettered from, or to one named
-//! destination — at most a given number per second, one message per atomic engine step. This file holds what
-//! the engine's callers see: the task as stored and listed, its status, why it failed, and the errors of its
-//! three operations. The engine side is `engine/move_tasks.rs`; protocols render these their own way (SQS's
-//! StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask).
+//! Message move tasks (docs/semantics.md §8): a durable task that moves the messages a queue held when the
+//! task started — back to the queue each was dead-lettered from, or to one named destination — at most a
+//! given number per second, one message per atomic engine step. This file holds what the engine's callers
+//! see: the task as stored and listed, its status, why it failed, and the errors of its three operations. The
+//! engine side is `engine/move_tasks.rs`; protocols render these their own way (SQS's StartMessageMoveTask,
+//! ListMessageMoveTasks and CancelMessageMoveTask).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
-//! Message move tasks (docs/semantics.md, "Message move tasks"): a task moves the visible messages its source
-//! held when it started, back to the queue each was dead-lettered from or to a named destination, at most its
-//! rate per second of the engine's clock, one atomic move per message; it survives a restart. The clock is
-//! manual and every step is driven by the test.
+//! Message move tasks (docs/semantics.md §8): a task moves the visible messages its source held when it
+//! started, back to the queue each was dead-lettered from or to a named destination, at most its rate per
+//! second of the engine's clock, one atomic move per message; it survives a restart. The clock is manual and
+//! every step is driven by the test.
 
 mod common;
 

@@ -186,8 +186,8 @@ fn spawn_sweeper(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Steps the running message move tasks every `MOVE_TASK_STEP_INTERVAL_MS`, until aborted (docs/semantics.md,
-/// "Message move tasks"). A failed step (the store refusing writes) is logged; the next one tries again.
+/// Steps the running message move tasks every `MOVE_TASK_STEP_INTERVAL_MS`, until aborted (docs/semantics.md
+/// §8). A failed step (the store refusing writes) is logged; the next one tries again.
 fn spawn_move_task_driver(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(MOVE_TASK_STEP_INTERVAL_MS));

@@ -1,6 +1,6 @@
-//! Message move tasks on the redb store (docs/semantics.md, "Message move tasks"): a running task, its
-//! progress and the messages it moved are on disk, so an engine opened again on the same directory continues
-//! the task and every message ends up in exactly one queue.
+//! Message move tasks on the redb store (docs/semantics.md §8): a running task, its progress and the messages
+//! it moved are on disk, so an engine opened again on the same directory continues the task and every message
+//! ends up in exactly one queue.
 
 use std::sync::Arc;
 use std::time::Duration;

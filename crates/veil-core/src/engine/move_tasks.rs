@@ -1,6 +1,6 @@
-//! The engine side of message move tasks (docs/semantics.md, "Message move tasks"): starting, listing and
-//! cancelling them, and `drive_move_tasks`, the step a server calls periodically that moves, for every running
-//! task, as many messages as its rate allows since the last step.
+//! The engine side of message move tasks (docs/semantics.md §8): starting, listing and cancelling them, and
+//! `drive_move_tasks`, the step a server calls periodically that moves, for every running task, as many
+//! messages as its rate allows since the last step.
 //!
 //! A task moves the messages its source held when it started (sequence numbers below `seq_end`) that are
 //! visible, each in one atomic step under the engine lock through the same arrival as every other move
