@@ -1177,28 +1177,18 @@ impl Engine {
         let max_messages = max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
         let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
             let index = locked.index();
-            let mut seen = Vec::new();
-            let mut cursor = None;
-            while seen.len() < max_messages {
-                let Some(entry) = index.next_ready(cursor) else {
-                    break;
-                };
-                cursor = Some(entry);
-                // A FIFO group's visible messages follow its head, in order.
-                let mut next = Some(entry.1);
-                while let Some(seq) = next.filter(|_| seen.len() < max_messages) {
-                    let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
-                        break;
-                    };
-                    seen.push(Delivery {
+            let seen = index
+                .peek_order(now, max_messages)
+                .into_iter()
+                .filter_map(|seq| {
+                    Some(Delivery {
                         seq,
-                        state: current,
+                        state: index.get(seq)?,
                         receipt: None,
                         redrive: index.redrive(seq).cloned(),
-                    });
-                    next = index.fifo.as_ref().and_then(|f| f.next_in_group(seq));
-                }
-            }
+                    })
+                })
+                .collect();
             (locked.id, seen)
         })?;
         // A barrier: what we saw may include sends not yet durable; answer only once they are. Every such send

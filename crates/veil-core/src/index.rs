@@ -382,6 +382,27 @@ impl QueueIndex {
         }
     }
 
+    /// Up to `max` visible messages in the order a peek shows them: delivery order. A FIFO queue shows every
+    /// visible message, group by group in send order — also those waiting behind a head in flight — with the
+    /// groups ordered by their heads.
+    pub fn peek_order(&self, now: Millis, max: usize) -> Vec<Seq> {
+        let Some(fifo) = &self.fifo else {
+            return self.ready.iter().take(max).map(|&(_, seq)| seq).collect();
+        };
+        let mut visible: Vec<((Millis, Seq), Seq)> = Vec::new();
+        for (_, seqs, _) in fifo.groups() {
+            let head = seqs[0];
+            let head_at = self.states.get(head).map_or(NEVER, |s| s.visible_at);
+            visible.extend(
+                seqs.into_iter()
+                    .filter(|&seq| self.states.get(seq).is_some_and(|s| s.visible_at <= now))
+                    .map(|seq| ((head_at, head), seq)),
+            );
+        }
+        visible.sort_unstable();
+        visible.into_iter().take(max).map(|(_, seq)| seq).collect()
+    }
+
     /// Removes every message.
     pub fn clear(&mut self) -> u64 {
         let count = self.states.len() as u64;

@@ -7,7 +7,10 @@
 //! - liveness: a receive returns something whenever some group is unblocked with a visible head;
 //! - exactly-once deduplication: a send whose id was first used less than the interval ago is a duplicate
 //!   answered with the first send's message id, every other send is stored;
-//! - the receipt rule (deleted, expired or current, predicted exactly) and the queue's counts.
+//! - the receipt rule (deleted, expired or current, predicted exactly) and the queue's counts;
+//! - message move tasks into a second FIFO queue: only visible messages the source held when the task started
+//!   move, each exactly once (gone from the source, present once in the destination), and each group arrives in
+//!   its send order.
 //!
 //! proptest prints the shrunk failing sequence and records its seed in `fifo_model.proptest-regressions`;
 //! `PROPTEST_CASES` sets the count.
@@ -25,12 +28,29 @@ const DEDUP_IDS: u8 = 6;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Send { group: u8, dedup: u8 },
-    Receive { max: usize, visibility_s: u64 },
-    Delete { receipt: usize },
-    ChangeVisibility { receipt: usize, seconds: u64 },
-    Advance { ms: u64 },
+    Send {
+        group: u8,
+        dedup: u8,
+    },
+    Receive {
+        max: usize,
+        visibility_s: u64,
+    },
+    Delete {
+        receipt: usize,
+    },
+    ChangeVisibility {
+        receipt: usize,
+        seconds: u64,
+    },
+    Advance {
+        ms: u64,
+    },
     Restart,
+    /// Starts a move task from the queue into the destination (refused while one runs).
+    StartMove,
+    /// One step of the running move tasks, as the server's driver takes every 100 ms.
+    DriveMoves,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,6 +62,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), 0u64..6).prop_map(|(receipt, seconds)| Op::ChangeVisibility { receipt, seconds }),
         3 => prop_oneof![8 => 0u64..4_000, 1 => Just(limits::DEDUP_INTERVAL_MS_DEFAULT)].prop_map(|ms| Op::Advance { ms }),
         1 => Just(Op::Restart),
+        1 => Just(Op::StartMove),
+        2 => Just(Op::DriveMoves),
     ]
 }
 
@@ -63,6 +85,10 @@ struct Model {
     dedup: HashMap<String, (Millis, usize)>,
     /// Every receipt issued, with the index of its message.
     receipts: Vec<(String, usize)>,
+    /// The running move task moves only messages with a seq below this.
+    move_seq_end: Option<Seq>,
+    /// Message ids moved into the destination, with their seq in the source, in the order they moved.
+    moved: Vec<([u8; 16], Seq)>,
 }
 
 impl Model {
@@ -152,6 +178,113 @@ async fn step(h: &mut Harness, model: &mut Model, key: &QueueKey, op: &Op) {
         }
         Op::Advance { ms } => h.clock.advance(std::time::Duration::from_millis(ms)),
         Op::Restart => h.restart(),
+        Op::StartMove => start_move(h, model, key).await,
+        Op::DriveMoves => drive_moves(h, model, key, now).await,
+    }
+}
+
+fn destination() -> QueueKey {
+    QueueKey::new(DEFAULT_NAMESPACE, "destination.fifo")
+}
+
+async fn start_move(h: &Harness, model: &mut Model, key: &QueueKey) {
+    let started = h
+        .engine
+        .start_move_task(key, Some(&destination()), None)
+        .await;
+    match (started, model.move_seq_end) {
+        (Ok(record), None) => {
+            let held_end = model.live().map(|(_, m)| m.seq + 1).max().unwrap_or(0);
+            assert!(
+                record.seq_end >= held_end,
+                "the task covers every message sent before it"
+            );
+            model.move_seq_end = Some(record.seq_end);
+        }
+        (Err(MoveTaskError::AlreadyRunning), Some(_)) => {}
+        (other, running) => panic!("start with a task running = {running:?}: {other:?}"),
+    }
+}
+
+async fn drive_moves(h: &Harness, model: &mut Model, key: &QueueKey, now: Millis) {
+    h.engine.drive_move_tasks().await.unwrap();
+    let Some(seq_end) = model.move_seq_end else {
+        return;
+    };
+    let still_visible: Vec<[u8; 16]> = h
+        .engine
+        .peek(key, limits::RECEIVE_MESSAGES_MAX)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.payload.message_id)
+        .collect();
+    let mut moved_now = Vec::new();
+    for (_, m) in model.live() {
+        if m.visible_at <= now && !still_visible.contains(&m.message_id) {
+            assert!(
+                m.seq < seq_end,
+                "seq {} arrived after the task started, yet moved",
+                m.seq
+            );
+            moved_now.push((m.message_id, m.seq));
+        }
+    }
+    for &(message_id, _) in &moved_now {
+        let index = model
+            .messages
+            .iter()
+            .position(|m| m.message_id == message_id)
+            .unwrap();
+        model.messages[index].deleted = true;
+    }
+    model.moved.extend(moved_now);
+    let tasks = h.engine.move_tasks(key).unwrap();
+    let running = tasks.iter().any(|t| t.status == MoveTaskStatus::Running);
+    if !running {
+        // A message waiting behind its group's head in flight is not movable (moving it would reorder its
+        // group); the task finishes once no group head it has to move is visible.
+        let left = model.live().any(|(i, m)| {
+            m.visible_at <= now && m.seq < seq_end && model.group(&m.group).first() == Some(&i)
+        });
+        assert!(
+            !left,
+            "the task finished with visible messages it had to move"
+        );
+        model.move_seq_end = None;
+    }
+    check_destination(h, model).await;
+}
+
+/// Every moved message is in the destination exactly once, and each group arrived in its send order.
+async fn check_destination(h: &Harness, model: &Model) {
+    let arrived = h
+        .engine
+        .peek(&destination(), limits::RECEIVE_MESSAGES_MAX)
+        .await
+        .unwrap();
+    let mut ids: Vec<[u8; 16]> = arrived.iter().map(|m| m.payload.message_id).collect();
+    let mut expected: Vec<[u8; 16]> = model.moved.iter().map(|&(id, _)| id).collect();
+    ids.sort();
+    expected.sort();
+    assert_eq!(ids, expected, "every moved message arrived exactly once");
+    for group in (0..GROUPS).map(|g| format!("g{g}")) {
+        let source_seqs: Vec<Seq> = arrived
+            .iter()
+            .filter(|m| m.payload.group.as_deref() == Some(&group))
+            .map(|m| {
+                model
+                    .moved
+                    .iter()
+                    .find(|(id, _)| *id == m.payload.message_id)
+                    .unwrap()
+                    .1
+            })
+            .collect();
+        assert!(
+            source_seqs.windows(2).all(|w| w[0] < w[1]),
+            "{group} arrived out of order: {source_seqs:?}"
+        );
     }
 }
 
@@ -282,6 +415,7 @@ proptest! {
         runtime.block_on(async {
             let mut h = Harness::new();
             let key = h.queue_with("model.fifo", fifo_queue()).await;
+            h.queue_with("destination.fifo", fifo_queue()).await;
             let mut model = Model::default();
             for op in &ops {
                 step(&mut h, &mut model, &key, op).await;
