@@ -180,6 +180,24 @@ fn columns(scenario: &str) -> (&'static str, &'static str, Vec<Column>) {
                 col("restart_s", "restart", Seconds),
             ],
         ),
+        "fifo" => (
+            "FIFO queues",
+            "The throughput workload (batches of 10, 1 KiB, N producers and N consumers, deletes on) with a fixed \
+             number of messages per run, on three queues of the same Veil in turn each round: a standard queue, a \
+             FIFO queue whose messages go round-robin to many groups, and a FIFO queue with one hot group (unique \
+             deduplication ids). \"× standard\" is the median of each round's ratio to that round's standard \
+             queue. A group delivers nothing while one of its messages is in flight, so one hot group delivers one \
+             batch per receive-and-delete round trip, whatever the number of consumers: that is its ceiling.",
+            vec![
+                col("msgs_per_s", "received/s", Rate),
+                col("sent_per_s", "sent/s", Rate),
+                col("received_ratio", "received × standard", Ratio),
+                col("sent_ratio", "sent × standard", Ratio),
+                col("receive_p50_us", "receive p50", Micros),
+                col("receive_p99_us", "receive p99", Micros),
+                col("e2e_p50_us", "end-to-end p50", Micros),
+            ],
+        ),
         _ => ("Other", "", Vec::new()),
     }
 }
@@ -227,7 +245,8 @@ fn scenario_table(out: &mut String, suite: &SuiteResults, scenario: &str, label:
         .find(|r| r.system == "veil")
         .and_then(|r| spread(&r.runs, headline.key))
         .map(|(mid, _, _)| mid);
-    let with_ratio = scenario != "scale";
+    // The FIFO table carries its own paired ratios to the standard queue (its "veil" row).
+    let with_ratio = !matches!(scenario, "scale" | "fifo");
     if let Some(label) = label {
         let _ = writeln!(out, "*{label}*\n");
     }
@@ -346,7 +365,7 @@ pub fn text_summary(suite: &SuiteResults) -> String {
                 .collect();
             let _ = writeln!(
                 out,
-                "{title:<20} {:<16} {ok}/{} ok  {}",
+                "{title:<20} {:<22} {ok}/{} ok  {}",
                 row.system,
                 row.runs.len(),
                 figures.join(" · ")
@@ -650,6 +669,12 @@ fn draw_charts(
             "ceiling.png",
             "Unbatched SendMessage requests/s",
         ),
+        (
+            "fifo",
+            "msgs_per_s",
+            "fifo.png",
+            "Standard and FIFO queues: messages/s end to end",
+        ),
     ] {
         let bars = bars_of(scenario, key);
         if !bars.is_empty() {
@@ -807,6 +832,37 @@ mod tests {
             "{markdown}"
         );
         assert!(!markdown.contains("### Round trip"), "{markdown}");
+    }
+
+    #[test]
+    fn fifo_table_shows_paired_ratios_instead_of_the_veil_ratio() {
+        let row = |system: &str, received: f64, ratio: f64| ScenarioResult {
+            scenario: "fifo".into(),
+            system: system.into(),
+            durability: "durable".into(),
+            runs: vec![run(
+                true,
+                &[("msgs_per_s", received), ("received_ratio", ratio)],
+            )],
+        };
+        let suite = SuiteResults {
+            scenarios: vec![
+                row("veil", 20_000.0, 1.0),
+                row("veil fifo, 1 group", 5_000.0, 0.25),
+            ],
+            ..suite()
+        };
+        let markdown = render_markdown(&[suite], &[]);
+        assert!(markdown.contains("### FIFO queues"), "{markdown}");
+        assert!(
+            markdown.contains("| received/s | sent/s | received × standard |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("| veil fifo, 1 group | 1/1 | 5,000/s | – | 0.25× |"),
+            "{markdown}"
+        );
+        assert!(!markdown.contains("× Veil |"), "{markdown}");
     }
 
     #[test]

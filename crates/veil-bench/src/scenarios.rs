@@ -1,7 +1,8 @@
 //! `veil-bench suite`: the scenarios of issue 3 §2 against a Veil the suite starts itself (durable, and a
 //! labelled relaxed Veil beside it on request), the in-process no-op server, and the peers given with
 //! `--peer`. Every scenario runs `--runs` times; the results go to one JSON file that `veil-bench report`
-//! turns into tables and charts.
+//! turns into tables and charts. The FIFO scenario is Veil's own: standard and FIFO queues of the same Veil,
+//! interleaved round by round, compared as ratios within each round.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated): round-trip, throughput, half-load, ceiling, redelivery,
-    /// wake-up, scale.
+    /// wake-up, scale, fifo.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Messages preloaded by the scale scenario (1,000,000; issue 3 also asks for 10,000,000).
@@ -71,6 +72,12 @@ pub struct SuiteArgs {
     /// Concurrent unbatched senders in the ceiling scenario (the same against Veil and the no-op server).
     #[arg(long, default_value_t = 32)]
     ceiling_concurrency: usize,
+    /// Message groups of the FIFO scenario's many-group queue (its other FIFO queue has one hot group).
+    #[arg(long, default_value_t = 64)]
+    fifo_groups: u32,
+    /// Messages each FIFO-scenario run sends (and drains) per queue; default 100,000 (5,000 with --quick).
+    #[arg(long)]
+    fifo_messages: Option<u64>,
 }
 
 /// The suite's output file.
@@ -124,6 +131,7 @@ pub const SCENARIOS: &[&str] = &[
     "redelivery",
     "wake-up",
     "scale",
+    "fifo",
 ];
 /// The scenarios peers run (the others are about Veil itself).
 const PEER_SCENARIOS: &[&str] = &[
@@ -144,11 +152,16 @@ struct Plan {
     scale_messages: u64,
     scale_hidden: u64,
     scale_small: u64,
+    fifo_groups: u32,
+    fifo_messages: u64,
 }
 
 fn durability_note(system: &str) -> String {
     match system {
         "veil" => "durable: fsync before every reply (group commit)".into(),
+        fifo if fifo.starts_with("veil fifo") => {
+            "durable: fsync before every reply (group commit)".into()
+        }
         "veil (relaxed)" => "relaxed: no fsync (a crash may lose acknowledged changes)".into(),
         "noop" => "none: answers without storing".into(),
         "moto" => "in memory: nothing persisted".into(),
@@ -780,6 +793,119 @@ async fn scale(bin: &Path, plan: &Plan) -> Result<ScenarioRun, BenchError> {
     })
 }
 
+/// The FIFO drain's limit: a hot group delivers one batch at a time, so its backlog drains far slower than a
+/// standard queue's.
+const FIFO_DRAIN_TIMEOUT_S: f64 = 300.0;
+
+/// The queues the FIFO scenario compares, in the order each round runs them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum QueueShape {
+    Standard,
+    /// A FIFO queue whose messages go round-robin to this many groups.
+    Fifo(u32),
+}
+
+impl QueueShape {
+    fn system(self) -> String {
+        match self {
+            QueueShape::Standard => "veil".into(),
+            QueueShape::Fifo(1) => "veil fifo, 1 group".into(),
+            QueueShape::Fifo(groups) => format!("veil fifo, {groups} groups"),
+        }
+    }
+
+    fn queue(self) -> String {
+        match self {
+            QueueShape::Standard => run_queue("std"),
+            QueueShape::Fifo(groups) => format!("{}.fifo", run_queue(&format!("fifo{groups}"))),
+        }
+    }
+}
+
+/// Scenario 7, FIFO: the throughput workload (batches of 10, 1 KiB, `clients` producers and as many consumers,
+/// deletes on) with a fixed number of messages per run, on a queue of the given shape. A fixed count rather than
+/// a duration, so that every queue drains the same backlog: a hot group delivers one batch at a time.
+async fn fifo_throughput(
+    target: &SqsTarget,
+    plan: &Plan,
+    shape: QueueShape,
+) -> Result<ScenarioRun, BenchError> {
+    let workload = Workload {
+        producers: plan.clients,
+        consumers: plan.clients,
+        batch: 10,
+        duration_s: None,
+        messages: Some(plan.fifo_messages),
+        drain_timeout_s: FIFO_DRAIN_TIMEOUT_S,
+        ..Workload::baseline(shape.queue())
+    };
+    match shape {
+        QueueShape::Standard => {
+            target
+                .prepare(&workload.queue, workload.visibility_s)
+                .await?
+        }
+        QueueShape::Fifo(groups) => {
+            target
+                .prepare_fifo(&workload.queue, workload.visibility_s, groups)
+                .await?
+        }
+    }
+    let report = run::run(target, workload).await;
+    print!("{}", report.summary());
+    let cdf = report.cdf_us.receive.clone();
+    Ok(from_report(report, cdf))
+}
+
+/// Adds a FIFO run's figures relative to the standard queue's run of the same round (paired ratios: both ran
+/// seconds apart on the same Veil, so most of the machine's drift cancels out).
+fn add_paired_ratios(run: &mut ScenarioRun, standard: Option<&ScenarioRun>) {
+    let Some(standard) = standard.filter(|standard| standard.ok) else {
+        return;
+    };
+    for (key, ratio) in [
+        ("msgs_per_s", "received_ratio"),
+        ("sent_per_s", "sent_ratio"),
+        ("receive_p99_us", "receive_p99_ratio"),
+    ] {
+        if let (Some(value), Some(base)) = (run.metrics.get(key), standard.metrics.get(key)) {
+            if *base > 0.0 {
+                let value = value / base;
+                run.metrics.insert(ratio.into(), value);
+            }
+        }
+    }
+}
+
+/// The FIFO scenario: `runs` rounds, each running the standard queue, the many-group FIFO queue and the
+/// one-group FIFO queue in turn on the same Veil.
+async fn fifo_rounds(target: &SqsTarget, plan: &Plan, collected: &mut Collected, runs: usize) {
+    let mut shapes = vec![
+        QueueShape::Standard,
+        QueueShape::Fifo(plan.fifo_groups),
+        QueueShape::Fifo(1),
+    ];
+    shapes.dedup();
+    for run in 1..=runs {
+        let mut standard: Option<ScenarioRun> = None;
+        for &shape in &shapes {
+            let system = shape.system();
+            println!(
+                "-- fifo · {system} · run {run}/{runs} ({} messages)",
+                plan.fifo_messages
+            );
+            let mut outcome = fifo_throughput(target, plan, shape).await;
+            if let Ok(result) = &mut outcome {
+                if shape == QueueShape::Standard {
+                    standard = Some(result.clone());
+                }
+                add_paired_ratios(result, standard.as_ref());
+            }
+            collected.add("fifo", &system, outcome);
+        }
+    }
+}
+
 fn machine() -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
@@ -946,6 +1072,11 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
         },
         scale_hidden: if args.quick { 4_000 } else { args.scale_hidden },
         scale_small: if args.quick { 1_000 } else { args.scale_small },
+        fifo_groups: args.fifo_groups.max(1),
+        fifo_messages: args
+            .fifo_messages
+            .unwrap_or(if args.quick { 5_000 } else { 100_000 })
+            .max(1),
     };
     let only = args.only.clone();
     let wanted = move |name: &str| only.is_empty() || only.iter().any(|o| o == name);
@@ -989,6 +1120,9 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
                     "veil-relaxed"
                 });
         common_scenarios(&target, system, &plan, &wanted, &mut collected, runs).await;
+        if wanted("fifo") && durability == Durability::Durable {
+            fifo_rounds(&target, &plan, &mut collected, runs).await;
+        }
         if wanted("ceiling") {
             let noop = NoopServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 2)?;
             let noop_target = SqsTarget::connect(&noop.endpoint()).await?.named("noop");

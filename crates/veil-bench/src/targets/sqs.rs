@@ -1,8 +1,11 @@
 //! `SqsTarget`: the Amazon SQS JSON 1.0 protocol over veil-bench's own HTTP client (hyper 1 with hyper-util's
 //! pooled keep-alive client), used for Veil, for moto and for the no-op server. It is deliberately not the AWS
-//! SDK: the SDK's signing, retries and deserialisation would make the client the bottleneck.
+//! SDK: the SDK's signing, retries and deserialisation would make the client the bottleneck. A queue prepared
+//! with [`SqsTarget::prepare_fifo`] is a FIFO queue: each sent message gets a group (round-robin over the
+//! queue's groups) and a deduplication id taken from veil-bench's body header, so that every message is unique.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -15,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
+use crate::run::decode_body;
 use crate::target::{Delivery, Target, TargetError, TargetResult};
 
 /// A fixed SigV4-shaped header: Veil does not verify signatures yet and moto accepts any, but both read the
@@ -36,8 +40,46 @@ pub struct SqsTarget {
     endpoint: Uri,
     host: HeaderValue,
     name: &'static str,
-    /// Queue name → QueueUrl, filled by `prepare` (CreateQueue).
-    urls: Arc<RwLock<HashMap<String, Arc<str>>>>,
+    /// Queue name → QueueUrl (and FIFO groups), filled by `prepare` and `prepare_fifo` (CreateQueue).
+    urls: Arc<RwLock<HashMap<String, PreparedQueue>>>,
+}
+
+/// A queue `prepare` created: its URL and, for a FIFO queue, how sends pick their groups.
+#[derive(Clone)]
+struct PreparedQueue {
+    url: Arc<str>,
+    fifo: Option<Arc<FifoGroups>>,
+}
+
+/// The groups of a FIFO queue: messages go to them round-robin, in the order producers take them.
+struct FifoGroups {
+    groups: u64,
+    next: AtomicU64,
+}
+
+impl FifoGroups {
+    /// MessageGroupId and MessageDeduplicationId of the next `count` bodies. The deduplication id is the
+    /// body's run, producer and sequence number (unique per message, the same for a retried send); a body
+    /// that is not veil-bench's gets the group counter instead.
+    fn ids(&self, bodies: &[Bytes]) -> Vec<FifoIds> {
+        let first = self.next.fetch_add(bodies.len() as u64, Ordering::Relaxed);
+        bodies
+            .iter()
+            .zip(first..)
+            .map(|(body, n)| FifoIds {
+                group: format!("g{}", n % self.groups),
+                dedup: decode_body(body).map_or_else(
+                    || format!("n{n}"),
+                    |id| format!("{:08x}-{:04x}-{:x}", id.run, id.producer, id.seq),
+                ),
+            })
+            .collect()
+    }
+}
+
+struct FifoIds {
+    group: String,
+    dedup: String,
 }
 
 #[derive(Serialize)]
@@ -52,6 +94,10 @@ struct CreateQueue<'a> {
 struct SendMessage<'a> {
     queue_url: &'a str,
     message_body: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_group_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_deduplication_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -66,6 +112,10 @@ struct SendMessageBatch<'a> {
 struct SendEntry<'a> {
     id: String,
     message_body: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_group_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_deduplication_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -213,7 +263,7 @@ impl SqsTarget {
             .map(|_| ())
     }
 
-    fn queue_url(&self, queue: &str) -> TargetResult<Arc<str>> {
+    fn prepared(&self, queue: &str) -> TargetResult<PreparedQueue> {
         let urls = self
             .urls
             .read()
@@ -221,6 +271,61 @@ impl SqsTarget {
         urls.get(queue)
             .cloned()
             .ok_or_else(|| fail(self.name, format!("queue {queue:?} was not prepared")))
+    }
+
+    fn queue_url(&self, queue: &str) -> TargetResult<Arc<str>> {
+        self.prepared(queue).map(|prepared| prepared.url)
+    }
+
+    /// CreateQueue (idempotent) with `attributes`; remembers the URL (and the FIFO groups) for later requests.
+    async fn create(
+        &self,
+        queue: &str,
+        attributes: HashMap<&'static str, String>,
+        fifo: Option<Arc<FifoGroups>>,
+    ) -> TargetResult<()> {
+        let request = CreateQueue {
+            queue_name: queue,
+            attributes,
+        };
+        let body = self
+            .call("CreateQueue", to_json(self.name, &request)?, REQUEST_SLACK)
+            .await?;
+        let reply: QueueUrlReply = self.parse("CreateQueue", &body)?;
+        let prepared = PreparedQueue {
+            url: Arc::from(reply.queue_url),
+            fifo,
+        };
+        self.urls
+            .write()
+            .map_err(|_| fail(self.name, "queue-URL cache poisoned".into()))?
+            .insert(queue.to_owned(), prepared);
+        Ok(())
+    }
+
+    /// Creates the FIFO queue `queue` (its name must end in `.fifo`) with `groups` message groups: later sends
+    /// spread their messages over the groups round-robin, each with a unique deduplication id.
+    pub async fn prepare_fifo(
+        &self,
+        queue: &str,
+        visibility_s: u32,
+        groups: u32,
+    ) -> TargetResult<()> {
+        if groups == 0 {
+            return Err(fail(
+                self.name,
+                format!("FIFO queue {queue:?} needs at least one group"),
+            ));
+        }
+        let attributes = HashMap::from([
+            ("VisibilityTimeout", visibility_s.to_string()),
+            ("FifoQueue", "true".to_owned()),
+        ]);
+        let fifo = FifoGroups {
+            groups: u64::from(groups),
+            next: AtomicU64::new(0),
+        };
+        self.create(queue, attributes, Some(Arc::new(fifo))).await
     }
 
     /// POSTs one action and returns the reply body of a 200, or the SQS error as a [`TargetError`].
@@ -327,29 +432,23 @@ impl Target for SqsTarget {
     /// CreateQueue (idempotent) with the run's visibility timeout as the queue default; the suite uses a fresh
     /// queue name per run, so nothing needs purging (and SQS allows one purge per queue per minute).
     async fn prepare(&self, queue: &str, visibility_s: u32) -> TargetResult<()> {
-        let request = CreateQueue {
-            queue_name: queue,
-            attributes: HashMap::from([("VisibilityTimeout", visibility_s.to_string())]),
-        };
-        let body = self
-            .call("CreateQueue", to_json(self.name, &request)?, REQUEST_SLACK)
-            .await?;
-        let reply: QueueUrlReply = self.parse("CreateQueue", &body)?;
-        self.urls
-            .write()
-            .map_err(|_| fail(self.name, "queue-URL cache poisoned".into()))?
-            .insert(queue.to_owned(), Arc::from(reply.queue_url));
-        Ok(())
+        let attributes = HashMap::from([("VisibilityTimeout", visibility_s.to_string())]);
+        self.create(queue, attributes, None).await
     }
 
     async fn send(&self, queue: &str, bodies: Vec<Bytes>) -> TargetResult<()> {
-        let url = self.queue_url(queue)?;
+        let PreparedQueue { url, fifo } = self.prepared(queue)?;
+        let ids = fifo.map(|fifo| fifo.ids(&bodies)).unwrap_or_default();
+        let group = |index: usize| ids.get(index).map(|ids| ids.group.as_str());
+        let dedup = |index: usize| ids.get(index).map(|ids| ids.dedup.as_str());
         match bodies.len() {
             0 => Ok(()),
             1 => {
                 let request = SendMessage {
                     queue_url: &url,
                     message_body: as_str(self.name, &bodies[0])?,
+                    message_group_id: group(0),
+                    message_deduplication_id: dedup(0),
                 };
                 let body = self
                     .call("SendMessage", to_json(self.name, &request)?, REQUEST_SLACK)
@@ -365,6 +464,8 @@ impl Target for SqsTarget {
                         Ok(SendEntry {
                             id: index.to_string(),
                             message_body: as_str(self.name, body)?,
+                            message_group_id: group(index),
+                            message_deduplication_id: dedup(index),
                         })
                     })
                     .collect::<TargetResult<Vec<_>>>()?;
@@ -467,5 +568,47 @@ impl SqsTarget {
         self.call("PurgeQueue", to_json(self.name, &request)?, REQUEST_SLACK)
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{encode_body, BodyId};
+
+    #[test]
+    fn fifo_sends_go_round_robin_with_unique_deduplication_ids() {
+        let groups = FifoGroups {
+            groups: 3,
+            next: AtomicU64::new(0),
+        };
+        let body = |seq| {
+            encode_body(
+                BodyId {
+                    run: 0xabcd_0123,
+                    producer: 2,
+                    seq,
+                    sent_us: 1,
+                },
+                64,
+            )
+        };
+        let first = groups.ids(&[body(0), body(1)]);
+        let second = groups.ids(&[body(2), body(3), Bytes::from_static(b"not ours")]);
+        let all: Vec<(&str, &str)> = first
+            .iter()
+            .chain(&second)
+            .map(|ids| (ids.group.as_str(), ids.dedup.as_str()))
+            .collect();
+        assert_eq!(
+            all,
+            [
+                ("g0", "abcd0123-0002-0"),
+                ("g1", "abcd0123-0002-1"),
+                ("g2", "abcd0123-0002-2"),
+                ("g0", "abcd0123-0002-3"),
+                ("g1", "n4"),
+            ]
+        );
     }
 }
