@@ -47,7 +47,8 @@ enum Command {
     Suite(scenarios::SuiteArgs),
     /// Turn the suite's JSON into markdown tables and PNG charts.
     Report(report::ReportArgs),
-    /// A few-second run against a freshly started Veil; fails unless nothing is missing or duplicated.
+    /// A few-second run against a freshly started Veil, on a standard queue and then on a FIFO queue of 8
+    /// groups; fails unless nothing is missing or duplicated.
     Smoke(SmokeArgs),
     /// Serve the no-op SQS endpoint (every request gets a canned SendMessage reply) until interrupted.
     NoopServer(NoopArgs),
@@ -160,7 +161,7 @@ struct SmokeArgs {
     /// Seconds of producing (the drain comes on top).
     #[arg(long, default_value_t = 2.0)]
     duration: f64,
-    /// Write the JSON report to this file as well.
+    /// Write the JSON reports (standard, then FIFO) to this file as well.
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -293,6 +294,10 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
     }
     .checked()
     .map_err(BenchError::Workload)?;
+    let fifo = Workload {
+        queue: "smoke.fifo".into(),
+        ..workload.clone()
+    };
     let result = async {
         let target = targets::sqs::SqsTarget::connect(&veil.endpoint)
             .await?
@@ -300,29 +305,50 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
         target
             .prepare(&workload.queue, workload.visibility_s)
             .await?;
-        Ok::<_, BenchError>(run::run(&target, workload).await)
+        let standard = run::run(&target, workload).await;
+        target
+            .prepare_fifo(&fifo.queue, fifo.visibility_s, SMOKE_FIFO_GROUPS)
+            .await?;
+        let fifo = run::run(&target, fifo).await;
+        Ok::<_, BenchError>([standard, fifo])
     }
     .await;
     veil.stop().await;
-    let report = result?;
-    print!("{}", report.summary());
-    if let Some(path) = &args.json {
-        write_json(path, &report)?;
+    let reports = result?;
+    let mut failed = false;
+    for report in &reports {
+        print!("{}", report.summary());
+        failed |= !smoke_verdict(report);
     }
-    let ok =
-        report.counts.missing == Some(0) && report.counts.duplicates == 0 && report.counts.sent > 0;
-    if ok {
+    if let Some(path) = &args.json {
+        write_json(path, &reports)?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Message groups of the smoke's FIFO queue.
+const SMOKE_FIFO_GROUPS: u32 = 8;
+
+/// Prints the smoke's verdict on one run: true when something was sent and nothing was missing or duplicated.
+fn smoke_verdict(report: &RunReport) -> bool {
+    let c = &report.counts;
+    let queue = &report.workload.queue;
+    if c.missing == Some(0) && c.duplicates == 0 && c.sent > 0 {
         println!(
-            "smoke: ok ({} sent, {} received, {} deleted, 0 missing, 0 duplicates)",
-            report.counts.sent, report.counts.received, report.counts.deleted
+            "smoke: {queue} ok ({} sent, {} received, {} deleted, 0 missing, 0 duplicates)",
+            c.sent, c.received, c.deleted
         );
-        Ok(ExitCode::SUCCESS)
+        true
     } else {
         println!(
-            "smoke: FAILED (sent {}, missing {:?}, duplicates {})",
-            report.counts.sent, report.counts.missing, report.counts.duplicates
+            "smoke: {queue} FAILED (sent {}, missing {:?}, duplicates {})",
+            c.sent, c.missing, c.duplicates
         );
-        Ok(ExitCode::FAILURE)
+        false
     }
 }
 
