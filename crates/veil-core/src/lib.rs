@@ -20,8 +20,6 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::Engine;
 pub use error::{EngineError, EngineResult};
 pub use model::*;
-pub use move_task::{
-    MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus,
-};
+pub use move_task::{MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus};
 pub use receipt::ReceiptKey;
 pub use store::{Store, StoreError, StoreOp};

@@ -249,7 +249,11 @@ async fn a_receive_reports_the_expired_messages_it_removed() {
         wait_ms: Some(0),
         attempt_id: None,
     };
-    let received = h.engine.receive_detailed(&key, options.clone()).await.unwrap();
+    let received = h
+        .engine
+        .receive_detailed(&key, options.clone())
+        .await
+        .unwrap();
     assert_eq!((received.messages.len(), received.expired), (1, 2));
     let again = h.engine.receive_detailed(&key, options).await.unwrap();
     assert_eq!(again.expired, 0, "each expiry is reported once");

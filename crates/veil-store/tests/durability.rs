@@ -251,7 +251,11 @@ async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
         attempt_id: None,
     };
     assert!(
-        engine.receive(&orders(), options.clone()).await.unwrap().is_empty(),
+        engine
+            .receive(&orders(), options.clone())
+            .await
+            .unwrap()
+            .is_empty(),
         "after the restart the message's own rule still moves it"
     );
     let moved = engine.receive(&dead, options).await.unwrap();
