@@ -6,6 +6,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use veil_core::{AttributeData, Attributes};
 
+use super::fields::{decode_object, Fields, Shaped};
 use super::params::{decode_action, Params};
 use super::HttpReply;
 use crate::api::*;
@@ -26,21 +27,24 @@ pub fn decode(target: &str, body: &[u8]) -> SqsResult<Action> {
                 format!("The operation {target} is not known to this service."),
             )
         })?;
-    let empty = Map::new();
-    let parsed;
-    let map = if body.iter().all(u8::is_ascii_whitespace) {
+    let fields = if body.iter().all(u8::is_ascii_whitespace) {
         // SDKs may send no body at all for actions without required parameters.
-        &empty
+        Fields::default()
     } else {
-        parsed = serde_json::from_slice::<Value>(body).map_err(|error| {
-            SqsError::new(
-                ErrorCode::Serialization,
-                format!("The request body is not valid JSON: {error}"),
-            )
-        })?;
-        match &parsed {
-            Value::Object(map) => map,
-            _ => {
+        // Straight into the typed members, strings borrowed from the body; the whole body is parsed (and its
+        // syntax errors reported) before its shape is judged, as when it was first read into a `Value`.
+        let mut deserializer = serde_json::Deserializer::from_slice(body);
+        let parsed = decode_object(&mut deserializer)
+            .and_then(|object| deserializer.end().map(|()| object))
+            .map_err(|error| {
+                SqsError::new(
+                    ErrorCode::Serialization,
+                    format!("The request body is not valid JSON: {error}"),
+                )
+            })?;
+        match parsed {
+            Shaped::Fits(fields) => fields,
+            Shaped::Null | Shaped::Misfit => {
                 return Err(SqsError::new(
                     ErrorCode::Serialization,
                     "The request body must be a JSON object.",
@@ -48,7 +52,7 @@ pub fn decode(target: &str, body: &[u8]) -> SqsResult<Action> {
             }
         }
     };
-    decode_action(name, &Params::new(map))
+    decode_action(name, &Params::new(&fields))
 }
 
 fn message_attributes_json(attributes: &Attributes) -> Value {

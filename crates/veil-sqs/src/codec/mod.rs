@@ -1,6 +1,7 @@
 //! The pure codec: HTTP request parts in, typed [`SqsRequest`] out; typed outputs and errors in, status,
 //! headers and body out. No I/O, so every wire rule is testable on bytes.
 
+mod fields;
 pub mod json;
 mod params;
 pub mod query;

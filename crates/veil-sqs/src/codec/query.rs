@@ -9,6 +9,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 use veil_core::{AttributeData, Attributes};
 
+use super::fields::{decode_object, Shaped};
 use super::params::{decode_action, Params};
 use super::HttpReply;
 use crate::api::*;
@@ -259,8 +260,14 @@ pub fn decode(pairs: &[(String, String)]) -> SqsResult<Action> {
             format!("The action {action_name} is not valid for this endpoint."),
         )
     })?;
-    let object = unflatten(pairs, name)?;
-    decode_action(name, &Params::new(&object))
+    let object = Value::Object(unflatten(pairs, name)?);
+    // The rebuilt object holds only strings, lists and objects, so it always decodes; an error here would be
+    // Veil's own.
+    let fields = match decode_object(&object).map_err(SqsError::internal)? {
+        Shaped::Fits(fields) => fields,
+        Shaped::Null | Shaped::Misfit => return Err(SqsError::internal("not a parameter object")),
+    };
+    decode_action(name, &Params::new(&fields))
 }
 
 /// Parses `application/x-www-form-urlencoded` text into fields (percent-decoding, `+` as space).

@@ -646,3 +646,115 @@ fn an_empty_batch_entry_id_is_left_to_the_id_rules() {
     };
     assert_eq!(input.entries[0].id, "");
 }
+
+/// The code and text a JSON body is refused with.
+fn json_refusal(action: &str, body: &[u8]) -> (ErrorCode, String) {
+    let target = format!("AmazonSQS.{action}");
+    let (_, decoded) = decode(&HttpRequestParts {
+        method: "POST",
+        query: None,
+        target: Some(&target),
+        body,
+    });
+    let error = decoded.unwrap_err();
+    (error.code, error.message)
+}
+
+#[test]
+fn json_type_errors_follow_the_actions_read_order_not_the_bodys() {
+    // QueueUrl is read first, whatever the order of the members in the body.
+    assert_eq!(
+        json_refusal("SendMessage", br#"{"MessageBody":5,"QueueUrl":5}"#),
+        (
+            ErrorCode::Serialization,
+            "Parameter QueueUrl must be a string.".into()
+        )
+    );
+    // A member the action does not read is not judged.
+    assert!(json_action("DeleteQueue", r#"{"QueueUrl":"u","MessageBody":[1]}"#).is_ok());
+    assert_eq!(
+        json_refusal(
+            "SendMessageBatch",
+            br#"{"QueueUrl":"u","Entries":[{"Id":"a","MessageBody":"b"},{"Id":"b","DelaySeconds":1.5}]}"#
+        ),
+        (
+            ErrorCode::InvalidParameterValue,
+            "Value 1.5 for parameter Entries.2.DelaySeconds is invalid. Reason: Must be an integer.".into()
+        )
+    );
+    assert_eq!(
+        json_refusal(
+            "SendMessage",
+            br#"{"QueueUrl":"u","MessageAttributes":{"z":{"DataType":5},"a":null}}"#
+        ),
+        (
+            ErrorCode::Serialization,
+            "Parameter MessageAttributes.a must be an attribute value.".into()
+        )
+    );
+    assert_eq!(
+        json_refusal("ReceiveMessage", br#"{"QueueUrl":"u","MaxNumberOfMessages":18446744073709551615}"#),
+        (
+            ErrorCode::InvalidParameterValue,
+            "Value 18446744073709551615 for parameter MaxNumberOfMessages is invalid. Reason: Must be an integer."
+                .into()
+        )
+    );
+}
+
+#[test]
+fn json_repeated_members_keep_the_last_value() {
+    let Action::DeleteMessage(input) = json_action(
+        "DeleteMessage",
+        r#"{"QueueUrl":"u","ReceiptHandle":5,"ReceiptHandle":"r","Unknown":{"x":[1,{"y":null}]}}"#,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(input.receipt_handle, "r");
+    let Action::SendMessage(input) = json_action(
+        "SendMessage",
+        r#"{"QueueUrl":"u","MessageAttributes":{"a":{"DataType":"String","StringValue":"1"},
+            "a":{"DataType":"Number","StringValue":"2","StringListValues":["x"]}}}"#,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    let attribute = &input.message.message_attributes["a"];
+    assert_eq!(attribute.data_type.as_deref(), Some("Number"));
+    assert!(attribute.has_list_values);
+}
+
+#[test]
+fn json_bodies_are_checked_whole_before_their_shape() {
+    let not_json = |body: &[u8]| {
+        let (code, message) = json_refusal("ListQueues", body);
+        assert_eq!(code, ErrorCode::Serialization);
+        message
+    };
+    assert_eq!(not_json(b"null"), "The request body must be a JSON object.");
+    assert_eq!(
+        not_json(b"\"x\""),
+        "The request body must be a JSON object."
+    );
+    assert_eq!(
+        not_json(b"[1] x"),
+        "The request body is not valid JSON: trailing characters at line 1 column 5"
+    );
+    assert_eq!(
+        not_json(b"{\"A\":\"\xff\"}"),
+        "The request body is not valid JSON: invalid unicode code point at line 1 column 7"
+    );
+    // Even in members no action reads, strings are checked and nesting is limited.
+    let deep = format!("{{\"Unknown\":{}{}}}", "[".repeat(200), "]".repeat(200));
+    assert!(
+        not_json(deep.as_bytes()).contains("recursion limit exceeded"),
+        "{}",
+        not_json(deep.as_bytes())
+    );
+    assert!(not_json(b"{\"Unknown\":[\"\xff\"]}").contains("invalid unicode code point"));
+    assert_eq!(
+        not_json(b"{\"Unknown\":\"\\ud800\"}"),
+        "The request body is not valid JSON: unexpected end of hex escape at line 1 column 19"
+    );
+}
