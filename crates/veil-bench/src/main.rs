@@ -7,10 +7,11 @@ mod error;
 mod kind;
 mod noop;
 mod report;
+mod results;
 mod run;
-mod scenarios;
 mod server;
 mod stats;
+mod suite;
 mod target;
 mod targets;
 
@@ -44,7 +45,7 @@ enum Command {
     Run(RunArgs),
     /// Start Veil (and the no-op server), run every scenario of issue 3 against it and the given peers, and
     /// write the results as JSON.
-    Suite(scenarios::SuiteArgs),
+    Suite(suite::SuiteArgs),
     /// Turn the suite's JSON into markdown tables and PNG charts.
     Report(report::ReportArgs),
     /// A few-second run against a freshly started Veil, on a standard queue and then on a FIFO queue of 8
@@ -188,7 +189,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run_command(args).await,
-            Command::Suite(args) => scenarios::suite(args).await,
+            Command::Suite(args) => suite::suite(args).await,
             Command::Report(args) => report::report(args).map(|()| ExitCode::SUCCESS),
             Command::Smoke(args) => smoke(args).await,
             Command::NoopServer(args) => noop_server(args).await,
@@ -231,7 +232,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
     let queue = args
         .queue
         .clone()
-        .unwrap_or_else(|| format!("bench-{:08x}", run::new_run_id()));
+        .unwrap_or_else(|| format!("bench-{:08x}", run::body::new_run_id()));
     let workload = args.workload.workload(queue)?;
     if args.purge {
         if !matches!(

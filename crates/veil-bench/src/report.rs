@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::BenchError;
-use crate::scenarios::{ScenarioResult, ScenarioRun, SuiteResults, SCENARIOS};
+use crate::results::{ScenarioResult, ScenarioRun, SuiteResults, SCENARIOS};
 use crate::stats::{human_us, median};
 
 pub const BEGIN_MARKER: &str = "<!-- results:begin -->";
@@ -762,7 +762,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::scenarios::Machine;
+    use crate::results::Machine;
 
     fn run(ok: bool, pairs: &[(&str, f64)]) -> ScenarioRun {
         ScenarioRun {

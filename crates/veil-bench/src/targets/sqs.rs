@@ -18,7 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
-use crate::run::decode_body;
+use crate::run::body::decode_body;
 use crate::target::{Delivery, Target, TargetError, TargetResult};
 
 /// A fixed SigV4-shaped header: Veil does not verify signatures yet and moto accepts any, but both read the
@@ -574,7 +574,7 @@ impl SqsTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{encode_body, BodyId};
+    use crate::run::body::{encode_body, BodyId};
 
     #[test]
     fn fifo_sends_go_round_robin_with_unique_deduplication_ids() {

@@ -1,0 +1,486 @@
+//! `veil-bench suite`: the scenarios of issue 3 §2 against a Veil the suite starts itself (durable, and a
+//! labelled relaxed Veil beside it on request), the in-process no-op server, and the peers given with
+//! `--peer`. Every scenario runs `--runs` times; the results go to one JSON file (its layout is
+//! [`crate::results`]) that `veil-bench report` turns into tables and charts.
+//!
+//! This module holds the arguments and the runner that decides which scenario runs against which system and
+//! in what order; each scenario lives in its own file, so that adding one does not mean reading the others.
+
+mod ceiling;
+mod fifo;
+mod half_load;
+mod redelivery;
+mod round_trip;
+mod scale;
+mod throughput;
+mod wake_up;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::BenchError;
+use crate::kind::TargetKind;
+use crate::results::{
+    Machine, ScenarioResult, ScenarioRun, SuiteResults, RESULTS_VERSION, SCENARIOS,
+};
+use crate::run::{self, RunReport};
+use crate::server::{Durability, VeilOptions, VeilProcess};
+use crate::stats::median;
+use crate::target::Target;
+use crate::targets::sqs::SqsTarget;
+use crate::with_target;
+
+#[derive(clap::Args, Debug)]
+pub struct SuiteArgs {
+    /// The veil binary; the suite starts it on a free loopback port with a temp data dir.
+    #[arg(long, default_value = "target/release/veil")]
+    veil_bin: PathBuf,
+    /// Directory the results JSON is written to (suite-<unix time>.json).
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// Runs of each scenario (the report shows their median and min–max).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Also run every Veil scenario against a Veil with --durability relaxed (no fsync), labelled
+    /// "veil (relaxed)", beside the durable one.
+    #[arg(long)]
+    relaxed: bool,
+    /// A peer to compare with, NAME=ENDPOINT, repeatable: moto=http://127.0.0.1:5000,
+    /// redis=redis://127.0.0.1:6379, nats=nats://127.0.0.1:4222 (also sqs=… for another SQS endpoint).
+    /// Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
+    #[arg(long = "peer", value_name = "NAME=ENDPOINT")]
+    peers: Vec<String>,
+    /// Shrink every scenario to seconds and small counts (for development; figures are not meaningful).
+    #[arg(long)]
+    quick: bool,
+    /// Only these scenarios (comma-separated): round-trip, throughput, half-load, ceiling, redelivery,
+    /// wake-up, scale, fifo.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Messages preloaded by the scale scenario (1,000,000; issue 3 also asks for 10,000,000).
+    #[arg(long, default_value_t = 1_000_000)]
+    scale_messages: u64,
+    /// Of those, messages the scale scenario hides (receives with a one-hour visibility timeout).
+    #[arg(long, default_value_t = 200_000)]
+    scale_hidden: u64,
+    /// Messages of the scale scenario's small baseline queue.
+    #[arg(long, default_value_t = 10_000)]
+    scale_small: u64,
+    /// Seconds of each timed scenario (round trip, throughput, half load, ceiling); default 10 (2 with
+    /// --quick).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Concurrent producers in the throughput scenario (the same number of consumers).
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Concurrent unbatched senders in the ceiling scenario (the same against Veil and the no-op server).
+    #[arg(long, default_value_t = 32)]
+    ceiling_concurrency: usize,
+    /// Message groups of the FIFO scenario's many-group queue (its other FIFO queue has one hot group).
+    #[arg(long, default_value_t = 64)]
+    fifo_groups: u32,
+    /// Messages each FIFO-scenario run sends (and drains) per queue; default 100,000 (5,000 with --quick).
+    #[arg(long)]
+    fifo_messages: Option<u64>,
+}
+
+/// The scenarios peers run (the others are about Veil itself).
+const PEER_SCENARIOS: &[&str] = &[
+    "round-trip",
+    "throughput",
+    "half-load",
+    "redelivery",
+    "wake-up",
+];
+
+/// Sizes of a suite invocation, full or `--quick`.
+struct Plan {
+    duration_s: f64,
+    clients: usize,
+    ceiling_concurrency: usize,
+    redelivery_messages: usize,
+    wakeups: usize,
+    scale_messages: u64,
+    scale_hidden: u64,
+    scale_small: u64,
+    fifo_groups: u32,
+    fifo_messages: u64,
+}
+
+fn durability_note(system: &str) -> String {
+    match system {
+        "veil" => "durable: fsync before every reply (group commit)".into(),
+        fifo if fifo.starts_with("veil fifo") => {
+            "durable: fsync before every reply (group commit)".into()
+        }
+        "veil (relaxed)" => "relaxed: no fsync (a crash may lose acknowledged changes)".into(),
+        "noop" => "none: answers without storing".into(),
+        "moto" => "in memory: nothing persisted".into(),
+        "redis" => "AOF, appendfsync always (as bench/run starts it)".into(),
+        "nats" => "JetStream file storage, written before the ack, fsync every 2 min (nats-server 2.9 default)".into(),
+        other => format!("{other}: as started"),
+    }
+}
+
+fn run_queue(scenario: &str) -> String {
+    format!("vb-{scenario}-{:08x}", run::body::new_run_id())
+}
+
+/// Metrics every run-based scenario reports.
+fn run_metrics(report: &RunReport) -> BTreeMap<String, f64> {
+    let l = &report.latency_us;
+    let c = &report.counts;
+    let mut m = BTreeMap::new();
+    m.insert("msgs_per_s".into(), report.throughput.received_per_s);
+    m.insert("sent_per_s".into(), report.throughput.sent_per_s);
+    m.insert(
+        "send_req_per_s".into(),
+        report.throughput.send_requests_per_s,
+    );
+    for (name, p) in [
+        ("send", &l.send),
+        ("receive", &l.receive),
+        ("delete", &l.delete),
+        ("e2e", &l.end_to_end),
+    ] {
+        if p.count > 0 {
+            m.insert(format!("{name}_p50_us"), p.p50 as f64);
+            m.insert(format!("{name}_p99_us"), p.p99 as f64);
+            m.insert(format!("{name}_max_us"), p.max as f64);
+        }
+    }
+    m.insert("sent".into(), c.sent as f64);
+    m.insert("received".into(), c.received as f64);
+    m.insert("duplicates".into(), c.duplicates as f64);
+    if let Some(missing) = c.missing {
+        m.insert("missing".into(), missing as f64);
+    }
+    m.insert(
+        "errors".into(),
+        (report.errors.send + report.errors.receive + report.errors.delete) as f64,
+    );
+    m
+}
+
+fn from_report(report: RunReport, cdf: Vec<[f64; 2]>) -> ScenarioRun {
+    let lost = report.lost_messages() || report.counts.duplicates > 0;
+    ScenarioRun {
+        ok: !lost,
+        error: lost.then(|| {
+            format!(
+                "MISSING {} / duplicates {}",
+                report.counts.missing.unwrap_or(0),
+                report.counts.duplicates
+            )
+        }),
+        metrics: run_metrics(&report),
+        cdf_us: cdf,
+        detail: serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|line| line.starts_with("model name"))
+        .and_then(|line| line.split(':').nth(1))
+        .map(|model| model.trim().to_owned())
+        .unwrap_or_default();
+    let memory_gib = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|line| line.starts_with("MemTotal:"))
+        .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1048576.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu_model,
+        memory_gib,
+        kernel,
+    }
+}
+
+/// The results gathered so far, keyed by (scenario, system) in insertion order.
+#[derive(Default)]
+struct Collected {
+    results: Vec<ScenarioResult>,
+}
+
+impl Collected {
+    fn add(&mut self, scenario: &str, system: &str, outcome: Result<ScenarioRun, BenchError>) {
+        let run = outcome.unwrap_or_else(|error| {
+            eprintln!("veil-bench: scenario {scenario} on {system} failed: {error}");
+            ScenarioRun {
+                ok: false,
+                error: Some(error.to_string()),
+                ..ScenarioRun::default()
+            }
+        });
+        if let Some(result) = self
+            .results
+            .iter_mut()
+            .find(|r| r.scenario == scenario && r.system == system)
+        {
+            result.runs.push(run);
+        } else {
+            self.results.push(ScenarioResult {
+                scenario: scenario.to_owned(),
+                system: system.to_owned(),
+                durability: durability_note(system),
+                runs: vec![run],
+            });
+        }
+    }
+
+    /// The median of `metric` over the successful runs of (scenario, system).
+    fn median(&self, scenario: &str, system: &str, metric: &str) -> Option<f64> {
+        let result = self
+            .results
+            .iter()
+            .find(|r| r.scenario == scenario && r.system == system)?;
+        let values: Vec<f64> = result
+            .runs
+            .iter()
+            .filter(|run| run.ok)
+            .filter_map(|run| run.metrics.get(metric).copied())
+            .collect();
+        median(&values)
+    }
+}
+
+/// Runs the scenarios that apply to any target (round trip through wake-up) against one system.
+async fn common_scenarios<T: Target>(
+    target: &T,
+    system: &str,
+    plan: &Plan,
+    wanted: &dyn Fn(&str) -> bool,
+    collected: &mut Collected,
+    runs: usize,
+) {
+    for run in 1..=runs {
+        if wanted("round-trip") {
+            println!("-- round-trip · {system} · run {run}/{runs}");
+            collected.add(
+                "round-trip",
+                system,
+                round_trip::round_trip(target, plan).await,
+            );
+        }
+        if wanted("throughput") {
+            println!("-- throughput · {system} · run {run}/{runs}");
+            collected.add(
+                "throughput",
+                system,
+                throughput::throughput(target, plan, None).await,
+            );
+        }
+    }
+    // Half load comes after every throughput run, since its rate is half of their median.
+    if wanted("half-load") {
+        let rate = half_load::offered_rate(collected, system);
+        for run in 1..=runs {
+            println!("-- half-load ({rate:.0} msgs/s offered) · {system} · run {run}/{runs}");
+            collected.add(
+                "half-load",
+                system,
+                half_load::half_load(target, plan, rate).await,
+            );
+        }
+    }
+    for run in 1..=runs {
+        if wanted("redelivery") {
+            println!("-- redelivery · {system} · run {run}/{runs}");
+            collected.add(
+                "redelivery",
+                system,
+                redelivery::redelivery(target, plan.redelivery_messages).await,
+            );
+        }
+        if wanted("wake-up") {
+            println!("-- wake-up · {system} · run {run}/{runs}");
+            collected.add(
+                "wake-up",
+                system,
+                wake_up::wake_up(target, plan.wakeups).await,
+            );
+        }
+    }
+}
+
+pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
+    for name in &args.only {
+        if !SCENARIOS.contains(&name.as_str()) {
+            return Err(BenchError::Usage(format!(
+                "unknown scenario {name:?} (known: {})",
+                SCENARIOS.join(", ")
+            )));
+        }
+    }
+    let mut peers = Vec::new();
+    for peer in &args.peers {
+        let (name, endpoint) = peer
+            .split_once('=')
+            .ok_or_else(|| BenchError::Usage(format!("--peer {peer:?}: expected NAME=ENDPOINT")))?;
+        let kind = TargetKind::parse(name)
+            .filter(|kind| !matches!(kind, TargetKind::Veil | TargetKind::Noop))
+            .ok_or_else(|| {
+                BenchError::Usage(format!(
+                    "--peer {peer:?}: NAME must be moto, redis, nats or sqs"
+                ))
+            })?;
+        peers.push((kind, endpoint.to_owned()));
+    }
+    if !args.veil_bin.exists() {
+        return Err(BenchError::Usage(format!(
+            "--veil-bin {}: no such file (cargo build --release --bin veil)",
+            args.veil_bin.display()
+        )));
+    }
+    let runs = args.runs.max(1);
+    let plan = Plan {
+        duration_s: args.duration.unwrap_or(if args.quick { 2.0 } else { 10.0 }),
+        clients: args.clients.max(1),
+        ceiling_concurrency: args.ceiling_concurrency.max(1),
+        redelivery_messages: if args.quick { 100 } else { 1_000 },
+        wakeups: if args.quick { 30 } else { 200 },
+        scale_messages: if args.quick {
+            20_000
+        } else {
+            args.scale_messages
+        },
+        scale_hidden: if args.quick { 4_000 } else { args.scale_hidden },
+        scale_small: if args.quick { 1_000 } else { args.scale_small },
+        fifo_groups: args.fifo_groups.max(1),
+        fifo_messages: args
+            .fifo_messages
+            .unwrap_or(if args.quick { 5_000 } else { 100_000 })
+            .max(1),
+    };
+    let only = args.only.clone();
+    let wanted = move |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    std::fs::create_dir_all(&args.out)
+        .map_err(BenchError::io("creating the results directory", &args.out))?;
+    let mut collected = Collected::default();
+
+    // Veil, durable (and relaxed beside it when asked), then the no-op ceiling, then the peers.
+    let mut durabilities = vec![Durability::Durable];
+    if args.relaxed {
+        durabilities.push(Durability::Relaxed);
+    }
+    for durability in durabilities {
+        let system = match durability {
+            Durability::Durable => "veil",
+            Durability::Relaxed => "veil (relaxed)",
+        };
+        let dir = tempfile::tempdir()
+            .map_err(BenchError::io("creating a temp dir", std::env::temp_dir()))?;
+        let veil = VeilProcess::start(&VeilOptions {
+            bin: args.veil_bin.clone(),
+            data_dir: dir.path().join("data"),
+            durability,
+            inflight_max: None,
+            ready_timeout: Duration::from_secs(30),
+        })
+        .await?;
+        println!(
+            "== {system}: pid {} on {} (started in {:?})",
+            veil.pid, veil.endpoint, veil.startup
+        );
+        let target =
+            SqsTarget::connect(&veil.endpoint)
+                .await?
+                .named(if durability == Durability::Durable {
+                    "veil"
+                } else {
+                    "veil-relaxed"
+                });
+        common_scenarios(&target, system, &plan, &wanted, &mut collected, runs).await;
+        if wanted("fifo") && durability == Durability::Durable {
+            fifo::fifo_rounds(&target, &plan, &mut collected, runs).await;
+        }
+        if wanted("ceiling") {
+            ceiling::ceiling_rounds(&target, system, durability, &plan, &mut collected, runs)
+                .await?;
+        }
+        veil.stop().await;
+        drop(dir);
+    }
+    if wanted("scale") {
+        for run in 1..=runs {
+            println!(
+                "-- scale · veil · run {run}/{runs} ({} messages, {} hidden, baseline {})",
+                plan.scale_messages, plan.scale_hidden, plan.scale_small
+            );
+            collected.add("scale", "veil", scale::scale(&args.veil_bin, &plan).await);
+        }
+    }
+    for (kind, endpoint) in &peers {
+        println!("== peer {kind} at {endpoint}");
+        let system = kind.name();
+        let peer_wanted = |name: &str| PEER_SCENARIOS.contains(&name) && wanted(name);
+        let outcome: Result<(), BenchError> = with_target!(*kind, endpoint, |target| {
+            common_scenarios(&target, system, &plan, &peer_wanted, &mut collected, runs).await;
+            Ok(())
+        });
+        if let Err(error) = outcome {
+            eprintln!("veil-bench: peer {system} at {endpoint}: {error}");
+            collected.add("round-trip", system, Err(error));
+        }
+    }
+
+    let results = SuiteResults {
+        version: RESULTS_VERSION,
+        started_unix,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: machine(),
+        quick: args.quick,
+        runs,
+        scenarios: collected.results,
+    };
+    let path = args.out.join(format!("suite-{started_unix}.json"));
+    let text = serde_json::to_string_pretty(&results).map_err(|source| BenchError::Json {
+        context: "encoding results",
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::write(&path, text + "\n").map_err(BenchError::io("writing results", &path))?;
+    println!();
+    print!("{}", crate::report::text_summary(&results));
+    println!("results: {}", path.display());
+    // Lost or duplicated messages fail the suite when Veil shows them; a peer's are findings about that peer
+    // (printed above and kept in the results), not a reason to withhold the report.
+    let broken = |_: &&ScenarioResult, r: &&ScenarioRun| {
+        r.metrics.get("missing").is_some_and(|m| *m > 0.0)
+            || r.metrics.get("duplicates").is_some_and(|d| *d > 0.0)
+    };
+    let runs = || {
+        results
+            .scenarios
+            .iter()
+            .flat_map(|s| s.runs.iter().map(move |r| (s, r)))
+    };
+    let veil_lost = runs()
+        .filter(|(s, r)| s.system.starts_with("veil") && broken(s, r))
+        .count();
+    let peer_lost = runs()
+        .filter(|(s, r)| !s.system.starts_with("veil") && broken(s, r))
+        .count();
+    if peer_lost > 0 {
+        println!("note: {peer_lost} peer run(s) lost or duplicated messages: see MISSING / DUPLICATES above");
+    }
+    if veil_lost > 0 {
+        println!("!!! {veil_lost} Veil run(s) lost or duplicated messages: see MISSING / DUPLICATES above !!!");
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
