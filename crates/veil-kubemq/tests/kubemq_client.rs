@@ -25,6 +25,8 @@ use veil_store::{RedbStore, StoreOptions};
 struct Veil {
     addr: SocketAddr,
     engine: Arc<Engine>,
+    /// Kept to count commits: settling a batch must take one, not one per message.
+    store: Arc<RedbStore>,
     stop: watch::Sender<bool>,
     served: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     _dir: tempfile::TempDir,
@@ -54,7 +56,7 @@ impl Veil {
         let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).expect("store"));
         let engine = Arc::new(
             Engine::open(
-                store,
+                store.clone(),
                 clock,
                 ReceiptKey::new([7; veil_core::receipt::SECRET_BYTES]),
             )
@@ -78,6 +80,7 @@ impl Veil {
         Veil {
             addr,
             engine,
+            store,
             stop,
             served,
             _dir: dir,
@@ -888,6 +891,37 @@ async fn a_pull_collects_until_max_then_settles_all_it_returns() {
     assert_eq!(pulled.messages_received, 2);
     let stats = veil.stats("rs.collect");
     assert_eq!((counts(&stats), stats.stored_bytes), ((0, 0), 0), "settled");
+    veil.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_settles_all_it_returns_with_one_commit() {
+    let (veil, _clock) = Veil::manual().await;
+    let client = veil.client("rust-pull").await;
+    for body in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        send(&client, "rs.batch", body).await;
+    }
+    let commits_before = veil.store.commit_count();
+    let mut puller = raw_client(veil.addr).await;
+    let pulled = puller
+        .receive_queue_messages(pb::ReceiveQueueMessagesRequest {
+            client_id: "rust-pull".into(),
+            channel: "rs.batch".into(),
+            max_number_of_messages: 8,
+            wait_time_seconds: 0,
+            ..Default::default()
+        })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert!(!pulled.is_error, "{}", pulled.error);
+    assert_eq!(pulled.messages_received, 8);
+    let commits = veil.store.commit_count() - commits_before;
+    assert!(
+        commits <= 2,
+        "the receive and one ack of all eight, not one per message: {commits}"
+    );
+    assert_eq!(counts(&veil.stats("rs.batch")), (0, 0), "settled");
     veil.stop().await;
 }
 

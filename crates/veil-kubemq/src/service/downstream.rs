@@ -190,8 +190,14 @@ impl Inner {
             ..Default::default()
         };
         if request.auto_ack {
-            for h in &held {
-                self.ack(h).await?;
+            let helds: Vec<&Held> = held.iter().collect();
+            if let Some(error) = self
+                .ack_held(&helds)
+                .await
+                .into_iter()
+                .find_map(Result::err)
+            {
+                return Err(error);
             }
             response.transaction_complete = true;
             return Ok(response);
@@ -217,10 +223,8 @@ impl Inner {
         }
         let mut state = state.lock().await;
         if state.closed {
-            for h in &held {
-                // Already settled elsewhere or lapsed: nothing to release.
-                let _ = self.nack(h).await;
-            }
+            // Already settled elsewhere or lapsed: nothing to release, so the results do not matter.
+            let _ = self.nack_held(&held.iter().collect::<Vec<_>>()).await;
             return;
         }
         let active = held
@@ -271,35 +275,46 @@ impl Inner {
             .get_mut(id)
             .ok_or_else(|| KubemqError::TransactionNotFound(id.to_string()))?;
         let sequences = named_sequences(transaction, request, which)?;
-        let mut first_error = None;
-        for sequence in sequences {
-            let Some(held) = transaction.active.remove(&sequence) else {
-                continue;
-            };
-            if let Err(error) = self.apply(&held, action).await {
-                first_error.get_or_insert(error);
-            }
-        }
+        let settled: Vec<Held> = sequences
+            .into_iter()
+            .filter_map(|sequence| transaction.active.remove(&sequence))
+            .collect();
+        let outcome = self
+            .apply_all(&settled.iter().collect::<Vec<_>>(), action)
+            .await;
         state.complete_if_done(id);
-        first_error.map_or(Ok(()), Err)
+        outcome
     }
 
-    async fn apply(&self, held: &Held, action: Settle<'_>) -> Result<(), KubemqError> {
-        match action {
-            Settle::Ack => self.ack(held).await,
-            Settle::Nack => self.nack(held).await,
-            Settle::Requeue(channel) => self.requeue(held, channel).await,
-        }
+    /// Settles `helds` with `action`: acks and nacks as one engine call per channel, re-queues one by one
+    /// (each is its own atomic move). Returns the first error; every message is still settled or tried.
+    async fn apply_all(&self, helds: &[&Held], action: Settle<'_>) -> Result<(), KubemqError> {
+        let results = match action {
+            Settle::Ack => self.ack_held(helds).await,
+            Settle::Nack => self.nack_held(helds).await,
+            Settle::Requeue(channel) => {
+                let mut results = Vec::with_capacity(helds.len());
+                for held in helds {
+                    results.push(self.requeue(held, channel).await);
+                }
+                results
+            }
+        };
+        results
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
     }
 
     /// Returns every unsettled message of the stream's transactions to the queue at once.
     async fn release_all(&self, state: &mut Downstream) {
-        for (_, transaction) in state.open.drain() {
-            for held in transaction.active.values() {
-                // A message whose deadline already passed may be held elsewhere now: nothing to release.
-                let _ = self.nack(held).await;
-            }
-        }
+        let helds: Vec<Held> = state
+            .open
+            .drain()
+            .flat_map(|(_, transaction)| transaction.active.into_values())
+            .collect();
+        // A message whose deadline already passed may be held elsewhere now: nothing to release.
+        let _ = self.nack_held(&helds.iter().collect::<Vec<_>>()).await;
     }
 }
 

@@ -195,14 +195,12 @@ impl Inner {
     }
 
     async fn set_visibility(&self, held: &Held, visibility_ms: Millis) -> Result<(), KubemqError> {
-        let change = VisibilityChange {
-            receipts: veil_core::ReceiptRule::Current,
-            visibility_ms,
-            since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
-            not_past_expiry: false,
-        };
         self.engine
-            .change_visibility(&key(&held.channel), &held.receipt, change)
+            .change_visibility(
+                &key(&held.channel),
+                &held.receipt,
+                visibility_change(visibility_ms),
+            )
             .await?;
         Ok(())
     }
@@ -210,6 +208,50 @@ impl Inner {
     /// Nack: the message is visible again at once, its receive count kept for the next delivery.
     async fn nack(&self, held: &Held) -> Result<(), KubemqError> {
         self.set_visibility(held, 0).await
+    }
+
+    /// Acks several held messages with one engine call per channel — one lock and one commit for the lot,
+    /// not one per message. Returns each message's own result, in the order given.
+    async fn ack_held(&self, helds: &[&Held]) -> Vec<Result<(), KubemqError>> {
+        let mut results: Vec<Result<(), KubemqError>> = helds.iter().map(|_| Ok(())).collect();
+        for (channel, positions) in by_channel(helds) {
+            let receipts: Vec<&str> = positions
+                .iter()
+                .map(|&i| helds[i].receipt.as_str())
+                .collect();
+            let outcomes = self
+                .engine
+                .delete_batch(&key(channel), &receipts, ReceiptRule::Current)
+                .await;
+            settle_results(
+                &mut results,
+                &positions,
+                outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect()),
+            );
+        }
+        results
+    }
+
+    /// Nacks several held messages with one engine call per channel (see [`Inner::ack_held`]).
+    async fn nack_held(&self, helds: &[&Held]) -> Vec<Result<(), KubemqError>> {
+        let mut results: Vec<Result<(), KubemqError>> = helds.iter().map(|_| Ok(())).collect();
+        let change = visibility_change(0);
+        for (channel, positions) in by_channel(helds) {
+            let entries: Vec<(&str, VisibilityChange)> = positions
+                .iter()
+                .map(|&i| (helds[i].receipt.as_str(), change))
+                .collect();
+            let outcomes = self
+                .engine
+                .change_visibility_batch(&key(channel), &entries)
+                .await;
+            settle_results(
+                &mut results,
+                &positions,
+                outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect()),
+            );
+        }
+        results
     }
 
     /// Re-queue: the held message moves to `channel` as a fresh message, in one engine step.
@@ -357,5 +399,50 @@ impl Kubemq for KubemqService {
         request: Request<Streaming<pb::QueuesUpstreamRequest>>,
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
         Ok(spawn_stream(&self.inner, request, send::serve_upstream))
+    }
+}
+
+/// A KubeMQ visibility change of a held message: the current receipt only, within the 12 h total.
+fn visibility_change(visibility_ms: Millis) -> VisibilityChange {
+    VisibilityChange {
+        receipts: ReceiptRule::Current,
+        visibility_ms,
+        since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
+        not_past_expiry: false,
+    }
+}
+
+/// The positions of `helds` grouped by channel, each group in the order given.
+fn by_channel<'a>(helds: &[&'a Held]) -> std::collections::BTreeMap<&'a str, Vec<usize>> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<usize>> =
+        std::collections::BTreeMap::new();
+    for (position, held) in helds.iter().enumerate() {
+        groups
+            .entry(held.channel.as_str())
+            .or_default()
+            .push(position);
+    }
+    groups
+}
+
+/// Spreads one batch call's outcome over the positions it covered: its per-message results, or the call's
+/// own error (the queue gone, the store failing) for each of them.
+fn settle_results(
+    results: &mut [Result<(), KubemqError>],
+    positions: &[usize],
+    outcome: Result<Vec<Result<(), veil_core::EngineError>>, veil_core::EngineError>,
+) {
+    match outcome {
+        Ok(each) => {
+            for (&position, result) in positions.iter().zip(each) {
+                results[position] = result.map_err(KubemqError::from);
+            }
+        }
+        Err(error) => {
+            let error = KubemqError::from(error);
+            for &position in positions {
+                results[position] = Err(error.clone());
+            }
+        }
     }
 }

@@ -8,7 +8,7 @@
 use crate::convert::{self, KubemqError};
 use crate::pb;
 
-use super::{Collect, Inner};
+use super::{Collect, Held, Inner};
 
 /// What a pull or peek found: the messages and the expired ones it removed on the way.
 struct Pulled {
@@ -87,10 +87,22 @@ impl Inner {
             wait_ms,
         };
         let polled = self.receive(channel, collect).await?;
+        // One ack for the whole pull. A message whose ack failed (its visibility lapsed meanwhile) was not
+        // deleted and comes back; only what is acked is returned, so nothing is lost or returned twice.
+        let helds: Vec<&Held> = polled.held.iter().collect();
+        let acks = self.ack_held(&helds).await;
         let mut messages = Vec::with_capacity(polled.held.len());
-        for held in &polled.held {
-            self.ack(held).await?;
-            messages.push(convert::to_queue_message(&held.message, &held.channel));
+        let mut first_error = None;
+        for (held, ack) in polled.held.iter().zip(acks) {
+            match ack {
+                Ok(()) => messages.push(convert::to_queue_message(&held.message, &held.channel)),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if let (Some(error), true) = (first_error, messages.is_empty()) {
+            return Err(error);
         }
         Ok(Pulled {
             messages,
