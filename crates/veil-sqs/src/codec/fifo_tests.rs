@@ -143,14 +143,17 @@ fn sent(sequence_number: Option<&str>) -> SentMessageResult {
 
 #[test]
 fn json_send_answers_carry_the_sequence_number_only_when_there_is_one() {
-    let fifo = json::encode_output(
+    let encode = |action, output: &Output| -> Value {
+        serde_json::from_slice(&json::encode_output(action, output).unwrap()).unwrap()
+    };
+    let fifo = encode(
         ActionName::SendMessage,
         &Output::SendMessage(sent(Some("10000000000000000007"))),
     );
     assert_eq!(fifo["SequenceNumber"], "10000000000000000007");
-    let standard = json::encode_output(ActionName::SendMessage, &Output::SendMessage(sent(None)));
+    let standard = encode(ActionName::SendMessage, &Output::SendMessage(sent(None)));
     assert_eq!(standard.get("SequenceNumber"), None);
-    let batch = json::encode_output(
+    let batch = encode(
         ActionName::SendMessageBatch,
         &Output::SendMessageBatch {
             successful: vec![sent(Some("10000000000000000008"))],

@@ -3,6 +3,7 @@
 
 mod fields;
 pub mod json;
+mod json_out;
 mod params;
 pub mod query;
 
@@ -12,8 +13,11 @@ mod tests;
 #[cfg(test)]
 mod fifo_tests;
 
+#[cfg(test)]
+mod json_out_tests;
+
 use crate::api::{Action, ActionName, Output, Protocol, SqsRequest};
-use crate::error::SqsError;
+use crate::error::{ErrorCode, SqsError};
 
 /// The parts of an HTTP request the codec reads.
 #[derive(Clone, Copy, Debug)]
@@ -68,7 +72,14 @@ pub fn encode_output(
     request_id: &str,
 ) -> HttpReply {
     match protocol {
-        Protocol::Json => json::reply(&json::encode_output(action, output), request_id),
+        Protocol::Json => match json::encode_output(action, output) {
+            Ok(body) => json::reply(body, request_id),
+            // No answer of ours fails to serialize; should one, the client hears of it instead of a panic.
+            Err(error) => json::encode_error(
+                &SqsError::new(ErrorCode::InternalError, error.to_string()),
+                request_id,
+            ),
+        },
         Protocol::Query => query::encode_output(action, output, request_id),
     }
 }
