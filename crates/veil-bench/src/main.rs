@@ -3,6 +3,7 @@
 //! suite's JSON into docs/benchmarks.md tables and PNG charts; `smoke` is CI's few-second check that no message
 //! is lost or duplicated; `noop-server` serves the loopback ceiling on its own.
 
+mod cpu;
 mod error;
 mod kind;
 mod noop;

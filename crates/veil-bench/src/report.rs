@@ -40,6 +40,8 @@ enum Unit {
     /// Per second.
     Rate,
     Micros,
+    /// Microseconds with one decimal (CPU time per message).
+    MicrosFine,
     Bytes,
     Seconds,
     /// A plain ratio (×).
@@ -52,6 +54,7 @@ fn format_value(value: f64, unit: Unit) -> String {
     match unit {
         Unit::Rate => format!("{}/s", group(value)),
         Unit::Micros => human_us(value),
+        Unit::MicrosFine => format!("{value:.1}µs"),
         Unit::Bytes => format!("{value:.0} B"),
         Unit::Seconds => format!("{value:.2} s"),
         Unit::Ratio => format!("{value:.2}×"),
@@ -109,12 +112,17 @@ fn columns(scenario: &str) -> (&'static str, &'static str, Vec<Column>) {
         "throughput" => (
             "Throughput",
             "Batches of 10, 1 KiB bodies, N producers and N consumers, deletes on: distinct messages received per \
-             second from the start to the last first delivery (end to end, including the drain).",
+             second from the start to the last first delivery (end to end, including the drain). Server CPU per \
+             message = the server process's user + system CPU time over the run (all threads, from /proc/PID/stat) \
+             divided by the distinct messages received, each of which was also sent and deleted: work per message, \
+             which depends far less than a rate on the machine's speed (contention still raises it). \"–\" where the suite was not given the server's \
+             PID (`--peer-pid`).",
             vec![
                 col("msgs_per_s", "messages/s end to end", Rate),
                 col("sent_per_s", "sent/s", Rate),
                 col("e2e_p50_us", "end-to-end p50", Micros),
                 col("e2e_p99_us", "end-to-end p99", Micros),
+                col("cpu_us_per_msg", "server CPU/message", MicrosFine),
             ],
         ),
         "half-load" => (
@@ -790,9 +798,12 @@ mod tests {
                     system: "veil".into(),
                     durability: "durable".into(),
                     runs: vec![
-                        run(true, &[("msgs_per_s", 100_000.0)]),
-                        run(true, &[("msgs_per_s", 120_000.0)]),
-                        run(true, &[("msgs_per_s", 90_000.0)]),
+                        run(
+                            true,
+                            &[("msgs_per_s", 100_000.0), ("cpu_us_per_msg", 52.25)],
+                        ),
+                        run(true, &[("msgs_per_s", 120_000.0), ("cpu_us_per_msg", 48.0)]),
+                        run(true, &[("msgs_per_s", 90_000.0), ("cpu_us_per_msg", 61.5)]),
                     ],
                 },
                 ScenarioResult {
@@ -820,9 +831,14 @@ mod tests {
             "{markdown}"
         );
         assert!(markdown.contains("| 1.000 |"), "{markdown}");
-        // moto: one good run (500/s, no range shown), ratio 500 / 100,000.
+        assert!(markdown.contains("| server CPU/message |"), "{markdown}");
+        assert!(
+            markdown.contains("| 52.2µs (48.0µs–61.5µs) | 1.000 |"),
+            "{markdown}"
+        );
+        // moto: one good run (500/s, no range shown), ratio 500 / 100,000; no PID given, so no CPU figure.
         assert!(markdown.contains("| moto | 1/2 | 500/s |"), "{markdown}");
-        assert!(markdown.contains("| 0.005 |"), "{markdown}");
+        assert!(markdown.contains("| – | 0.005 |"), "{markdown}");
         assert!(
             markdown.contains("⚠ moto: a run failed: boom"),
             "{markdown}"
@@ -832,6 +848,25 @@ mod tests {
             "{markdown}"
         );
         assert!(!markdown.contains("### Round trip"), "{markdown}");
+    }
+
+    /// A results file written before the CPU figure existed still loads, and its table shows "–" there.
+    #[test]
+    fn results_without_cpu_figures_still_load() {
+        let old = r#"{"version": 1, "started_unix": 1700000000, "command": "veil-bench suite",
+            "machine": {"cpus": 2, "cpu_model": "x", "memory_gib": 1.0, "kernel": "6"},
+            "quick": false, "runs": 1, "scenarios": [{"scenario": "throughput", "system": "veil",
+            "durability": "durable", "runs": [{"ok": true, "error": null,
+            "metrics": {"msgs_per_s": 1000.0, "sent_per_s": 1500.0}, "cdf_us": [], "detail": null}]}]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("suite-1700000000.json");
+        std::fs::write(&path, old).unwrap();
+        let suites = load(dir.path()).unwrap();
+        let markdown = render_markdown(&suites, &[]);
+        assert!(
+            markdown.contains("| veil | 1/1 | 1,000/s | 1,500/s | – | – | – | 1.000 |"),
+            "{markdown}"
+        );
     }
 
     #[test]

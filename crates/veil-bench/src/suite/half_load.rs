@@ -22,5 +22,5 @@ pub(super) async fn half_load<T: Target>(
     plan: &Plan,
     rate: f64,
 ) -> Result<ScenarioRun, BenchError> {
-    throughput(target, plan, Some(rate)).await
+    throughput(target, plan, Some(rate), None).await
 }

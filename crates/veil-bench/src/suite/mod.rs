@@ -52,6 +52,11 @@ pub struct SuiteArgs {
     /// Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
     #[arg(long = "peer", value_name = "NAME=ENDPOINT")]
     peers: Vec<String>,
+    /// The PID of a peer's server process, NAME=PID, repeatable (NAME as in --peer): the throughput scenario
+    /// then reports that process's CPU time per message, as it does for the Veil it starts itself. Without
+    /// it the peer's figure is absent ("–" in the report).
+    #[arg(long = "peer-pid", value_name = "NAME=PID")]
+    peer_pids: Vec<String>,
     /// Shrink every scenario to seconds and small counts (for development; figures are not meaningful).
     #[arg(long)]
     quick: bool,
@@ -255,10 +260,45 @@ impl Collected {
     }
 }
 
-/// Runs the scenarios that apply to any target (round trip through wake-up) against one system.
+/// `--peer-pid NAME=PID` values, keyed by the peer's system name. Each NAME must be one of the `--peer`s and
+/// each PID a process whose CPU time is readable now, so that a typo fails the suite before it runs rather
+/// than leaving a column empty after it.
+fn parse_peer_pids(
+    values: &[String],
+    peers: &[(TargetKind, String)],
+) -> Result<BTreeMap<&'static str, u32>, BenchError> {
+    let mut pids = BTreeMap::new();
+    for value in values {
+        let usage = |why: &str| BenchError::Usage(format!("--peer-pid {value:?}: {why}"));
+        let (name, pid) = value
+            .split_once('=')
+            .ok_or_else(|| usage("expected NAME=PID"))?;
+        let kind = peers
+            .iter()
+            .map(|(kind, _)| *kind)
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| usage("NAME is not one of the --peer names"))?;
+        let pid: u32 = pid
+            .parse()
+            .ok()
+            .filter(|pid| *pid > 0)
+            .ok_or_else(|| usage("PID is not a process id"))?;
+        crate::cpu::cpu_seconds(pid).map_err(|error| {
+            usage(&format!(
+                "cannot read the CPU time of that process: {error}"
+            ))
+        })?;
+        pids.insert(kind.name(), pid);
+    }
+    Ok(pids)
+}
+
+/// Runs the scenarios that apply to any target (round trip through wake-up) against one system, whose server
+/// process is `server_pid` when the suite knows it (for the throughput scenario's CPU per message).
 async fn common_scenarios<T: Target>(
     target: &T,
     system: &str,
+    server_pid: Option<u32>,
     plan: &Plan,
     wanted: &dyn Fn(&str) -> bool,
     collected: &mut Collected,
@@ -278,7 +318,7 @@ async fn common_scenarios<T: Target>(
             collected.add(
                 "throughput",
                 system,
-                throughput::throughput(target, plan, None).await,
+                throughput::throughput(target, plan, None, server_pid).await,
             );
         }
     }
@@ -337,6 +377,7 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
             })?;
         peers.push((kind, endpoint.to_owned()));
     }
+    let peer_pids = parse_peer_pids(&args.peer_pids, &peers)?;
     if !args.veil_bin.exists() {
         return Err(BenchError::Usage(format!(
             "--veil-bin {}: no such file (cargo build --release --bin veil)",
@@ -404,7 +445,16 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
                 } else {
                     "veil-relaxed"
                 });
-        common_scenarios(&target, system, &plan, &wanted, &mut collected, runs).await;
+        common_scenarios(
+            &target,
+            system,
+            Some(veil.pid).filter(|pid| *pid > 0),
+            &plan,
+            &wanted,
+            &mut collected,
+            runs,
+        )
+        .await;
         if wanted("fifo") && durability == Durability::Durable {
             fifo::fifo_rounds(&target, &plan, &mut collected, runs).await;
         }
@@ -429,7 +479,16 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
         let system = kind.name();
         let peer_wanted = |name: &str| PEER_SCENARIOS.contains(&name) && wanted(name);
         let outcome: Result<(), BenchError> = with_target!(*kind, endpoint, |target| {
-            common_scenarios(&target, system, &plan, &peer_wanted, &mut collected, runs).await;
+            common_scenarios(
+                &target,
+                system,
+                peer_pids.get(system).copied(),
+                &plan,
+                &peer_wanted,
+                &mut collected,
+                runs,
+            )
+            .await;
             Ok(())
         });
         if let Err(error) = outcome {
@@ -483,4 +542,30 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_pids_must_name_a_peer_and_a_readable_process() {
+        let peers = vec![(TargetKind::Redis, "redis://127.0.0.1:6390".to_owned())];
+        let own = std::process::id();
+        let parsed = parse_peer_pids(&[format!("redis={own}")], &peers).unwrap();
+        assert_eq!(parsed.get("redis"), Some(&own));
+        for bad in [
+            format!("nats={own}"),
+            "redis".to_owned(),
+            "redis=0".to_owned(),
+            "redis=abc".to_owned(),
+            format!("redis={}", u32::MAX),
+        ] {
+            assert!(
+                parse_peer_pids(std::slice::from_ref(&bad), &peers).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(parse_peer_pids(&[], &peers).unwrap().is_empty());
+    }
 }
