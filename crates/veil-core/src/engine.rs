@@ -127,7 +127,7 @@ impl Engine {
     ) -> EngineResult<()> {
         store.load_dedup(&mut |queue, key, entry| {
             if let Some(fifo) = queues.get_mut(&queue).and_then(|q| q.fifo.as_mut()) {
-                fifo.dedup.restore(key, entry);
+                fifo.dedup.remember(key, entry);
             }
         })?;
         for fifo in queues.values_mut().filter_map(|q| q.fifo.as_mut()) {
@@ -463,13 +463,33 @@ impl Engine {
                 "a message's max receive count must be at least 1".into(),
             ));
         }
-        // Digests and ids are computed before taking the lock: they need no shared state.
-        let prepared: Vec<Prepared> = messages.iter().map(Prepared::of).collect();
+        // Digests and ids are computed before taking the lock: they need no shared state. The body's SHA-256
+        // only for a queue that deduplicates by content (a standard queue's grouped sends need none).
+        let by_content = messages
+            .iter()
+            .any(|m| m.group.is_some() && m.dedup_id.is_none())
+            && self.dedups_by_content(key);
+        let prepared: Vec<Prepared> = messages
+            .iter()
+            .map(|m| Prepared::of(m, by_content))
+            .collect();
         let (sent, commit) = self.on_queue(key, now, |locked| {
             Self::store_messages(locked, messages, prepared)
         })?;
         Self::durable(commit).await?;
         sent
+    }
+
+    /// Whether the queue is FIFO with content-based deduplication (a brief look under the lock).
+    fn dedups_by_content(&self, key: &QueueKey) -> bool {
+        let state = self.state.lock();
+        let config = state
+            .by_key
+            .get(key)
+            .map(|id| &state.queues[id].record.config);
+        config
+            .and_then(|c| c.fifo)
+            .is_some_and(|f| f.content_based_dedup)
     }
 
     /// Adds new messages to a locked queue: the part of `send` that needs the lock.
@@ -504,7 +524,13 @@ impl Engine {
                 message_id,
                 ..
             } = prepared;
-            let dedup_id = fifo.and_then(|_| message.dedup_id.clone().or(prepared.body_sha256));
+            // The hash is missing only if content-based deduplication was switched on since `send` looked.
+            let by_content = || {
+                prepared
+                    .body_sha256
+                    .or_else(|| Some(sha256_hex(&message.body)))
+            };
+            let dedup_id = fifo.and_then(|_| message.dedup_id.clone().or_else(by_content));
             let dedup_key = fifo.zip(dedup_id.as_deref()).map(|(fifo, dedup_id)| {
                 let by_group = fifo.dedup_scope == DedupScope::Group;
                 crate::fifo::dedup_key(message.group.as_deref().filter(|_| by_group), dedup_id)
@@ -1040,8 +1066,12 @@ impl Engine {
         let (result, commit) = self.on_queue(key, now, |locked| {
             let target_id = locked.state.queue_id(target)?;
             let (id, index) = (locked.id, locked.index());
-            let group = self.held_group(index, receipt);
-            let (seq, moved, redrive) = self.take_held(index, receipt)?;
+            let Held {
+                seq,
+                state: moved,
+                redrive,
+                group,
+            } = self.take_held(index, receipt)?;
             index.counters.deletes += 1;
             let source_counters = index.counters;
             let arrival = Arrival {
@@ -1076,26 +1106,22 @@ impl Engine {
         result
     }
 
-    /// The FIFO group of the message `receipt` names, if its queue is FIFO.
-    fn held_group(&self, index: &QueueIndex, receipt: &str) -> Option<String> {
-        let receipt = self.receipts.decode(receipt)?;
-        index.group_of(receipt.seq).map(str::to_owned)
-    }
-
-    /// Takes a held message out of the index if `receipt` is its current one; returns its seq, state and
-    /// own redrive rule.
-    fn take_held(
-        &self,
-        index: &mut QueueIndex,
-        receipt: &str,
-    ) -> EngineResult<(Seq, MessageState, Option<MessageRedrivePolicy>)> {
+    /// Takes a held message out of the index if `receipt` is its current one, with what travels with it.
+    fn take_held(&self, index: &mut QueueIndex, receipt: &str) -> EngineResult<Held> {
         let receipt = self.decode_receipt(index.id(), receipt)?;
         Self::current(index, &receipt)?;
         let redrive = index.redrive(receipt.seq).cloned();
-        let moved = index
+        // Read before the removal, which takes the message out of its group.
+        let group = index.group_of(receipt.seq).map(str::to_owned);
+        let state = index
             .remove(receipt.seq)
             .expect("current() found the message");
-        Ok((receipt.seq, moved, redrive))
+        Ok(Held {
+            seq: receipt.seq,
+            state,
+            redrive,
+            group,
+        })
     }
 
     /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
@@ -1621,6 +1647,14 @@ struct DeadLetter {
     group: Option<String>,
 }
 
+/// A held message taken out of its queue to move elsewhere: its state, own rule and FIFO group.
+struct Held {
+    seq: Seq,
+    state: MessageState,
+    redrive: Option<MessageRedrivePolicy>,
+    group: Option<String>,
+}
+
 /// What one receive has delivered and moved so far, and when it stops.
 struct Run {
     delivered: Vec<Delivery>,
@@ -1649,8 +1683,9 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn of(message: &NewMessage) -> Self {
-        let by_content = message.group.is_some() && message.dedup_id.is_none();
+    /// `by_content`: the queue deduplicates by content, so a message without an id needs its body's hash.
+    fn of(message: &NewMessage, by_content: bool) -> Self {
+        let by_content = by_content && message.dedup_id.is_none();
         Self {
             body_md5: body_md5(&message.body),
             message_id: uuid::Uuid::new_v4().into_bytes(),

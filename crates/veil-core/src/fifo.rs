@@ -161,12 +161,7 @@ impl Dedup {
         self.entries.insert(key, entry);
     }
 
-    /// Restores remembered ids after a restart (any order; sorted once by `restored`).
-    pub fn restore(&mut self, key: String, entry: DedupEntry) {
-        self.remember(key, entry);
-    }
-
-    /// Sorts the ids restored after a restart into time order.
+    /// Sorts the ids remembered again after a restart (read in key order) into time order.
     pub fn restored(&mut self) {
         self.by_age.make_contiguous().sort();
     }
