@@ -213,43 +213,41 @@ impl Inner {
     /// Acks several held messages with one engine call per channel — one lock and one commit for the lot,
     /// not one per message. Returns each message's own result, in the order given.
     async fn ack_held(&self, helds: &[&Held]) -> Vec<Result<(), KubemqError>> {
-        let mut results: Vec<Result<(), KubemqError>> = helds.iter().map(|_| Ok(())).collect();
+        self.release_held(helds, Release::Ack).await
+    }
+
+    /// Nacks several held messages with one engine call per channel (see [`Inner::ack_held`]).
+    async fn nack_held(&self, helds: &[&Held]) -> Vec<Result<(), KubemqError>> {
+        self.release_held(helds, Release::Nack).await
+    }
+
+    async fn release_held(&self, helds: &[&Held], how: Release) -> Vec<Result<(), KubemqError>> {
+        let mut results = vec![Ok(()); helds.len()];
         for (channel, positions) in by_channel(helds) {
             let receipts: Vec<&str> = positions
                 .iter()
                 .map(|&i| helds[i].receipt.as_str())
                 .collect();
-            let outcomes = self
-                .engine
-                .delete_batch(&key(channel), &receipts, ReceiptRule::Current)
-                .await;
-            settle_results(
-                &mut results,
-                &positions,
-                outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect()),
-            );
-        }
-        results
-    }
-
-    /// Nacks several held messages with one engine call per channel (see [`Inner::ack_held`]).
-    async fn nack_held(&self, helds: &[&Held]) -> Vec<Result<(), KubemqError>> {
-        let mut results: Vec<Result<(), KubemqError>> = helds.iter().map(|_| Ok(())).collect();
-        let change = visibility_change(0);
-        for (channel, positions) in by_channel(helds) {
-            let entries: Vec<(&str, VisibilityChange)> = positions
-                .iter()
-                .map(|&i| (helds[i].receipt.as_str(), change))
-                .collect();
-            let outcomes = self
-                .engine
-                .change_visibility_batch(&key(channel), &entries)
-                .await;
-            settle_results(
-                &mut results,
-                &positions,
-                outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect()),
-            );
+            let channel = key(channel);
+            let outcomes = match how {
+                Release::Ack => {
+                    let rule = ReceiptRule::Current;
+                    let outcomes = self.engine.delete_batch(&channel, &receipts, rule).await;
+                    outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect())
+                }
+                Release::Nack => {
+                    let entries: Vec<(&str, VisibilityChange)> = receipts
+                        .iter()
+                        .map(|&r| (r, visibility_change(0)))
+                        .collect();
+                    let outcomes = self
+                        .engine
+                        .change_visibility_batch(&channel, &entries)
+                        .await;
+                    outcomes.map(|o| o.into_iter().map(|r| r.map(drop)).collect())
+                }
+            };
+            settle_results(&mut results, &positions, outcomes);
         }
         results
     }
@@ -400,6 +398,13 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
         Ok(spawn_stream(&self.inner, request, send::serve_upstream))
     }
+}
+
+/// How a batch of held messages is let go: deleted, or made visible again at once.
+#[derive(Clone, Copy)]
+enum Release {
+    Ack,
+    Nack,
 }
 
 /// A KubeMQ visibility change of a held message: the current receipt only, within the 12 h total.
