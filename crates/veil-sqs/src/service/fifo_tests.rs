@@ -6,18 +6,12 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tower::ServiceExt;
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
+use veil_core::{Engine, ManualClock};
 
 use super::*;
-
-const START_MS: u64 = 1_700_000_000_000;
 const BASE: &str = "http://localhost:9324/000000000000";
 const FIFO_URL: &str = "http://localhost:9324/000000000000/jobs.fifo";
 const STANDARD_URL: &str = "http://localhost:9324/000000000000/plain";
@@ -45,16 +39,9 @@ fn refusal(code: &str, message: &str) -> Refusal {
 }
 
 fn harness() -> Harness {
-    let clock = ManualClock::new(START_MS);
-    let engine = Engine::open(
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        ReceiptKey::new([7; 32]),
-    )
-    .expect("engine opens over an empty store");
-    let engine = Arc::new(engine);
+    let (engine, clock) = test_support::engine();
     Harness {
-        app: router(engine.clone(), SqsConfig::default()),
+        app: test_support::app(&engine),
         clock,
         engine,
     }
@@ -62,20 +49,7 @@ fn harness() -> Harness {
 
 impl Harness {
     async fn call(&self, action: &str, body: Value) -> (StatusCode, Option<String>, Value) {
-        let request = Request::post("/")
-            .header("host", "localhost:9324")
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .header("content-type", "application/x-amz-json-1.0")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let query_error = response
-            .headers()
-            .get("x-amzn-query-error")
-            .map(|value| value.to_str().unwrap().to_string());
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (status, query_error, serde_json::from_slice(&bytes).unwrap())
+        test_support::json_call(&self.app, action, &body).await
     }
 
     async fn ok(&self, action: &str, body: Value) -> Value {
@@ -94,16 +68,26 @@ impl Harness {
         }
     }
 
+    /// A CreateQueue of `name` with `attributes` that is refused.
+    async fn refused_create(&self, name: &str, attributes: Value) -> Refusal {
+        self.refused(
+            "CreateQueue",
+            json!({ "QueueName": name, "Attributes": attributes }),
+        )
+        .await
+    }
+
+    /// A SetQueueAttributes of `attributes` on `url` that is refused.
+    async fn refused_set(&self, url: &str, attributes: Value) -> Refusal {
+        self.refused(
+            "SetQueueAttributes",
+            json!({ "QueueUrl": url, "Attributes": attributes }),
+        )
+        .await
+    }
+
     async fn query(&self, form: &str) -> (StatusCode, String) {
-        let request = Request::post("/")
-            .header("host", "localhost:9324")
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(Body::from(form.to_string()))
-            .unwrap();
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8(bytes.to_vec()).unwrap())
+        test_support::query_call(&self.app, "/", form).await
     }
 
     /// Creates `jobs.fifo` with `attributes` besides `FifoQueue=true`.
@@ -192,11 +176,7 @@ async fn a_dot_fifo_name_needs_fifo_queue_true_and_fifo_queue_true_needs_the_suf
         ),
     ] {
         assert_eq!(
-            h.refused(
-                "CreateQueue",
-                json!({ "QueueName": name, "Attributes": attributes })
-            )
-            .await,
+            h.refused_create(name, attributes.clone()).await,
             refusal("InvalidParameterValue", rule),
             "{name} {attributes}"
         );
@@ -272,10 +252,9 @@ async fn create_queue_again_is_idempotent_only_with_the_same_fifo_attributes() {
     )
     .await;
     assert_eq!(
-        h.refused(
-            "CreateQueue",
-            json!({ "QueueName": "jobs.fifo",
-                    "Attributes": { "FifoQueue": "true", "ContentBasedDeduplication": "false" } })
+        h.refused_create(
+            "jobs.fifo",
+            json!({ "FifoQueue": "true", "ContentBasedDeduplication": "false" })
         )
         .await,
         refusal(
@@ -298,10 +277,7 @@ async fn create_queue_on_a_standard_queue_of_a_dot_fifo_name_is_a_different_fifo
         .await
         .unwrap();
     assert_eq!(
-        h.refused(
-            "CreateQueue",
-            json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } })
-        )
+        h.refused_create("jobs.fifo", json!({ "FifoQueue": "true" }))
         .await,
         refusal(
             "QueueAlreadyExists",
@@ -324,10 +300,7 @@ async fn set_queue_attributes_never_changes_the_queue_type() {
         json!({ "ContentBasedDeduplication": "true" })
     );
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            json!({ "QueueUrl": fifo, "Attributes": { "FifoQueue": "false" } })
-        )
+        h.refused_set(fifo, json!({ "FifoQueue": "false" }))
         .await,
         refusal(
             "InvalidAttributeValue",
@@ -336,19 +309,13 @@ async fn set_queue_attributes_never_changes_the_queue_type() {
     );
     let standard = h.standard().await;
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            json!({ "QueueUrl": standard, "Attributes": { "FifoQueue": "true" } })
-        )
-        .await,
+        h.refused_set(standard, json!({ "FifoQueue": "true" }))
+            .await,
         refusal("InvalidAttributeName", "Unknown Attribute FifoQueue.")
     );
     assert_eq!(
-        h.refused(
-            "CreateQueue",
-            json!({ "QueueName": "other", "Attributes": { "DeduplicationScope": "queue" } })
-        )
-        .await,
+        h.refused_create("other", json!({ "DeduplicationScope": "queue" }))
+            .await,
         refusal(
             "InvalidAttributeName",
             "You can specify the DeduplicationScope only when FifoQueue is set to true."
@@ -365,10 +332,9 @@ async fn per_message_group_throughput_needs_deduplication_by_message_group() {
          perMessageGroupId, the DeduplicationScope must be messageGroup.",
     );
     assert_eq!(
-        h.refused(
-            "CreateQueue",
-            json!({ "QueueName": "jobs.fifo",
-                    "Attributes": { "FifoQueue": "true", "FifoThroughputLimit": "perMessageGroupId" } })
+        h.refused_create(
+            "jobs.fifo",
+            json!({ "FifoQueue": "true", "FifoThroughputLimit": "perMessageGroupId" })
         )
         .await,
         rule
@@ -376,11 +342,8 @@ async fn per_message_group_throughput_needs_deduplication_by_message_group() {
     let fifo = h.fifo(json!({})).await;
     let set = |attributes: Value| json!({ "QueueUrl": fifo, "Attributes": attributes });
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            set(json!({ "FifoThroughputLimit": "perMessageGroupId" }))
-        )
-        .await,
+        h.refused_set(fifo, json!({ "FifoThroughputLimit": "perMessageGroupId" }))
+            .await,
         rule
     );
     assert_eq!(
@@ -394,11 +357,8 @@ async fn per_message_group_throughput_needs_deduplication_by_message_group() {
     )
     .await;
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            set(json!({ "DeduplicationScope": "queue" }))
-        )
-        .await,
+        h.refused_set(fifo, json!({ "DeduplicationScope": "queue" }))
+            .await,
         rule
     );
 }
@@ -904,26 +864,19 @@ async fn a_redrive_policy_needs_a_dead_letter_queue_of_the_same_type() {
         )
     };
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            json!({ "QueueUrl": fifo, "Attributes": { "RedrivePolicy": policy("plain") } })
-        )
-        .await,
+        h.refused_set(fifo, json!({ "RedrivePolicy": policy("plain") }))
+            .await,
         rule("plain")
     );
     assert_eq!(
-        h.refused(
-            "SetQueueAttributes",
-            json!({ "QueueUrl": standard, "Attributes": { "RedrivePolicy": policy("jobs.fifo") } })
-        )
-        .await,
+        h.refused_set(standard, json!({ "RedrivePolicy": policy("jobs.fifo") }))
+            .await,
         rule("jobs.fifo")
     );
     assert_eq!(
-        h.refused(
-            "CreateQueue",
-            json!({ "QueueName": "src.fifo",
-                    "Attributes": { "FifoQueue": "true", "RedrivePolicy": policy("plain") } })
+        h.refused_create(
+            "src.fifo",
+            json!({ "FifoQueue": "true", "RedrivePolicy": policy("plain") })
         )
         .await,
         rule("plain")

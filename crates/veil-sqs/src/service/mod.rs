@@ -343,3 +343,6 @@ mod tests;
 
 #[cfg(test)]
 mod fifo_tests;
+
+#[cfg(test)]
+mod test_support;

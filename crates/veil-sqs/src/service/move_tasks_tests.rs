@@ -4,19 +4,13 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tower::ServiceExt;
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
+use veil_core::Engine;
 
 use super::*;
-use crate::service::{router, SqsConfig};
-
-const START_MS: u64 = 1_700_000_000_000;
+use crate::service::test_support::{self, START_MS};
 const DLQ_URL: &str = "http://localhost:9324/000000000000/dlq";
 const DLQ_ARN: &str = "arn:aws:sqs:us-east-1:000000000000:dlq";
 const ORIGIN_ARN: &str = "arn:aws:sqs:us-east-1:000000000000:origin";
@@ -43,16 +37,9 @@ impl Reply {
 
 /// `dlq` (the dead-letter queue of `origin`), `origin` and `target`.
 async fn harness() -> Harness {
-    let engine = Arc::new(
-        Engine::open(
-            Arc::new(MemoryStore::new()),
-            Arc::new(ManualClock::new(START_MS)),
-            ReceiptKey::new([7; 32]),
-        )
-        .expect("engine opens over an empty store"),
-    );
+    let (engine, _clock) = test_support::engine();
     let h = Harness {
-        app: router(engine.clone(), SqsConfig::default()),
+        app: test_support::app(&engine),
         engine,
     };
     h.ok("CreateQueue", json!({ "QueueName": "dlq" })).await;
@@ -68,24 +55,11 @@ async fn harness() -> Harness {
 
 impl Harness {
     async fn call(&self, action: &str, body: Value) -> Reply {
-        let request = Request::post("/")
-            .header("host", "localhost:9324")
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .header("content-type", "application/x-amz-json-1.0")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let query_error = response
-            .headers()
-            .get("x-amzn-query-error")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let (status, query_error, body) = test_support::json_call(&self.app, action, &body).await;
         Reply {
             status,
             query_error,
-            body: serde_json::from_slice(&bytes).unwrap(),
+            body,
         }
     }
 
@@ -96,15 +70,7 @@ impl Harness {
     }
 
     async fn query(&self, form: &str) -> (StatusCode, String) {
-        let request = Request::post("/")
-            .header("host", "localhost:9324")
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(Body::from(form.to_string()))
-            .unwrap();
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8(bytes.to_vec()).unwrap())
+        test_support::query_call(&self.app, "/", form).await
     }
 
     async fn send_to_dlq(&self, count: usize) {

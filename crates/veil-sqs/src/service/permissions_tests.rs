@@ -2,22 +2,16 @@
 //! both protocols, and whole requests through the router over an in-memory engine. Each is named after the
 //! rule it checks.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tower::ServiceExt;
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
 
 use super::*;
 use crate::api::{Action, QueueTarget};
 use crate::codec::{self, HttpRequestParts};
 use crate::error::refusal;
-use crate::service::{router, SqsConfig};
+use crate::service::test_support;
 
 const URL: &str = "http://localhost:9324/000000000000/q";
 const ARN: &str = "arn:aws:sqs:us-east-1:000000000000:q";
@@ -401,39 +395,21 @@ fn an_empty_account_list_is_given_not_missing_in_both_protocols() {
 // ----- whole requests -----
 
 fn app() -> Router {
-    let engine = Engine::open(
-        Arc::new(MemoryStore::new()),
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-        ReceiptKey::new([7; 32]),
-    )
-    .expect("engine opens over an empty store");
-    router(Arc::new(engine), SqsConfig::default())
+    test_support::app(&test_support::engine().0)
 }
 
 /// A JSON request: the status and the parsed body.
 async fn json_call(app: &Router, action: &str, body: Value) -> (StatusCode, Value) {
-    let request = Request::post("/")
-        .header("host", "localhost:9324")
-        .header("x-amz-target", format!("AmazonSQS.{action}"))
+    let request = test_support::json_request(action, false)
         .body(Body::from(body.to_string()))
         .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, _, bytes) = test_support::send(app, request).await;
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
 /// A Query request: the status and the XML text.
 async fn query_call(app: &Router, form: &str) -> (StatusCode, String) {
-    let request = Request::post("/")
-        .header("host", "localhost:9324")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Body::from(form.to_string()))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8(bytes.to_vec()).unwrap())
+    test_support::query_call(app, "/", form).await
 }
 
 async fn ok(app: &Router, action: &str, body: Value) -> Value {

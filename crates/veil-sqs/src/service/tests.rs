@@ -1,20 +1,15 @@
 //! Service tests: whole requests through `router(...).oneshot(...)` over an engine with an in-memory store and
 //! a manual clock (no sockets, no sleeping). Each test is named after the rule it checks.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
+use veil_core::ManualClock;
 
-use super::*;
-
-const START_MS: u64 = 1_700_000_000_000;
+use super::test_support::{self, START_MS};
 const URL: &str = "http://localhost:9324/000000000000/q";
 
 struct Harness {
@@ -23,15 +18,9 @@ struct Harness {
 }
 
 fn harness() -> Harness {
-    let clock = ManualClock::new(START_MS);
-    let engine = Engine::open(
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        ReceiptKey::new([7; 32]),
-    )
-    .expect("engine opens over an empty store");
+    let (engine, clock) = test_support::engine();
     Harness {
-        app: router(Arc::new(engine), SqsConfig::default()),
+        app: test_support::app(&engine),
         clock,
     }
 }
@@ -55,18 +44,11 @@ impl JsonReply {
 
 impl Harness {
     async fn send_request(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, headers, body.to_vec())
+        test_support::send(&self.app, request).await
     }
 
     async fn json_with(&self, action: &str, body: Value, authorization: Option<&str>) -> JsonReply {
-        let mut request = Request::post("/")
-            .header("host", "localhost:9324")
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .header("content-type", "application/x-amz-json-1.0");
+        let mut request = test_support::json_request(action, true);
         if let Some(authorization) = authorization {
             request = request.header("authorization", authorization);
         }
@@ -91,13 +73,7 @@ impl Harness {
     }
 
     async fn query(&self, path: &str, form: &str) -> (StatusCode, String) {
-        let request = Request::post(path)
-            .header("host", "localhost:9324")
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(Body::from(form.to_string()))
-            .unwrap();
-        let (status, _, body) = self.send_request(request).await;
-        (status, String::from_utf8(body).unwrap())
+        test_support::query_call(&self.app, path, form).await
     }
 
     async fn create(&self, name: &str) -> String {
