@@ -13,7 +13,10 @@ use veil_core::*;
 
 /// A dead-letter queue `dlq` and an origin queue per name whose redrive policy sends a message there on the
 /// receive after its first.
-async fn dead_letter_setup(h: &Harness, origins: &[&str]) -> (QueueKey, Vec<QueueKey>) {
+async fn dead_letter_setup<S: Store>(
+    h: &Harness<S>,
+    origins: &[&str],
+) -> (QueueKey, Vec<QueueKey>) {
     let dlq = h.queue("dlq").await;
     let mut keys = Vec::new();
     for name in origins {
@@ -43,6 +46,15 @@ async fn dead_letter(h: &Harness, origin: &QueueKey, bodies: &[&str]) {
         h.receive(origin, bodies.len(), None).await.is_empty(),
         "the second receive dead-letters them"
     );
+}
+
+/// A harness whose one origin, `orders`, has dead-lettered `bodies` into `dlq`: (harness, dlq, orders).
+async fn orders_dead_lettered(bodies: &[&str]) -> (Harness, QueueKey, QueueKey) {
+    let h = Harness::new();
+    let (dlq, mut origins) = dead_letter_setup(&h, &["orders"]).await;
+    let origin = origins.remove(0);
+    dead_letter(&h, &origin, bodies).await;
+    (h, dlq, origin)
 }
 
 async fn bodies_of(h: &Harness, key: &QueueKey) -> Vec<String> {
@@ -97,17 +109,15 @@ async fn without_a_destination_each_message_goes_back_to_the_queue_it_was_dead_l
 
 #[tokio::test]
 async fn a_moved_message_arrives_fresh_and_is_counted_as_a_delete_and_a_send() {
-    let h = Harness::new();
-    let (dlq, origins) = dead_letter_setup(&h, &["orders"]).await;
-    dead_letter(&h, &origins[0], &["again"]).await;
-    let origin_before = h.stats(&origins[0]).counters;
+    let (h, dlq, origin) = orders_dead_lettered(&["again"]).await;
+    let origin_before = h.stats(&origin).counters;
     let dlq_before = h.stats(&dlq).counters;
     h.advance_s(7);
 
     h.engine.start_move_task(&dlq, None, None).await.unwrap();
     h.engine.drive_move_tasks().await.unwrap();
 
-    let back = h.receive_one(&origins[0], 30).await;
+    let back = h.receive_one(&origin, 30).await;
     assert_eq!(body(&back), "again");
     assert_eq!(
         back.state.receive_count, 1,
@@ -122,7 +132,7 @@ async fn a_moved_message_arrives_fresh_and_is_counted_as_a_delete_and_a_send() {
         })
     );
     assert_eq!(back.payload.dead_letter_source(), None);
-    let (origin_after, dlq_after) = (h.stats(&origins[0]).counters, h.stats(&dlq).counters);
+    let (origin_after, dlq_after) = (h.stats(&origin).counters, h.stats(&dlq).counters);
     assert_eq!(origin_after.sends, origin_before.sends + 1);
     assert_eq!(dlq_after.deletes, dlq_before.deletes + 1);
 }
@@ -282,9 +292,7 @@ async fn hidden_messages_stay_and_the_task_completes_when_none_of_its_messages_i
 
 #[tokio::test]
 async fn a_source_runs_one_task_at_a_time() {
-    let h = Harness::new();
-    let (dlq, origins) = dead_letter_setup(&h, &["orders"]).await;
-    dead_letter(&h, &origins[0], &["a", "b", "c"]).await;
+    let (h, dlq, _) = orders_dead_lettered(&["a", "b", "c"]).await;
     let first = h.engine.start_move_task(&dlq, None, Some(1)).await.unwrap();
 
     let second = h.engine.start_move_task(&dlq, None, Some(1)).await;
@@ -302,9 +310,7 @@ async fn a_source_runs_one_task_at_a_time() {
 
 #[tokio::test]
 async fn a_cancelled_task_moves_nothing_more_and_keeps_what_it_moved() {
-    let h = Harness::new();
-    let (dlq, origins) = dead_letter_setup(&h, &["orders"]).await;
-    dead_letter(&h, &origins[0], &["a", "b", "c", "d"]).await;
+    let (h, dlq, origin) = orders_dead_lettered(&["a", "b", "c", "d"]).await;
     let task = h.engine.start_move_task(&dlq, None, Some(1)).await.unwrap();
     h.engine.drive_move_tasks().await.unwrap();
 
@@ -316,7 +322,7 @@ async fn a_cancelled_task_moves_nothing_more_and_keeps_what_it_moved() {
     h.advance_s(10);
     h.engine.drive_move_tasks().await.unwrap();
     assert_eq!(h.stats(&dlq).visible, 3, "nothing moves after the cancel");
-    assert_eq!(h.stats(&origins[0]).visible, 1);
+    assert_eq!(h.stats(&origin).visible, 1);
     assert_eq!(only_task(&h, &dlq), cancelled);
 
     let again = h.engine.cancel_move_task(&dlq, &task.id).await;
@@ -326,7 +332,7 @@ async fn a_cancelled_task_moves_nothing_more_and_keeps_what_it_moved() {
         matches!(unknown, Err(MoveTaskError::TaskNotFound)),
         "{unknown:?}"
     );
-    let elsewhere = h.engine.cancel_move_task(&origins[0], &task.id).await;
+    let elsewhere = h.engine.cancel_move_task(&origin, &task.id).await;
     assert!(
         matches!(elsewhere, Err(MoveTaskError::TaskNotFound)),
         "a task belongs to its source: {elsewhere:?}"
@@ -335,9 +341,7 @@ async fn a_cancelled_task_moves_nothing_more_and_keeps_what_it_moved() {
 
 #[tokio::test]
 async fn a_message_with_no_recorded_origin_fails_a_task_without_destination() {
-    let h = Harness::new();
-    let (dlq, origins) = dead_letter_setup(&h, &["orders"]).await;
-    dead_letter(&h, &origins[0], &["dead-lettered"]).await;
+    let (h, dlq, origin) = orders_dead_lettered(&["dead-lettered"]).await;
     h.send(&dlq, "sent directly").await;
 
     h.engine.start_move_task(&dlq, None, None).await.unwrap();
@@ -353,7 +357,7 @@ async fn a_message_with_no_recorded_origin_fails_a_task_without_destination() {
         )
     );
     assert_eq!(bodies_of(&h, &dlq).await, ["sent directly"]);
-    assert_eq!(bodies_of(&h, &origins[0]).await, ["dead-lettered"]);
+    assert_eq!(bodies_of(&h, &origin).await, ["dead-lettered"]);
     h.engine
         .start_move_task(&dlq, None, None)
         .await
@@ -362,10 +366,8 @@ async fn a_message_with_no_recorded_origin_fails_a_task_without_destination() {
 
 #[tokio::test]
 async fn an_origin_that_no_longer_exists_fails_the_task() {
-    let h = Harness::new();
-    let (dlq, origins) = dead_letter_setup(&h, &["orders"]).await;
-    dead_letter(&h, &origins[0], &["orphan"]).await;
-    h.engine.delete_queue(&origins[0]).await.unwrap();
+    let (h, dlq, origin) = orders_dead_lettered(&["orphan"]).await;
+    h.engine.delete_queue(&origin).await.unwrap();
 
     h.engine.start_move_task(&dlq, None, None).await.unwrap();
     h.engine.drive_move_tasks().await.unwrap();
@@ -582,34 +584,13 @@ impl Store for HookStore {
 
 #[tokio::test]
 async fn a_message_received_while_its_origin_is_read_is_not_moved() {
-    let clock = ManualClock::new(START_MS);
-    let store = Arc::new(HookStore {
+    let h = Harness::over(Arc::new(HookStore {
         inner: memory_store::MemoryStore::new(),
         hook: std::sync::Mutex::new(None),
-    });
-    let engine = Arc::new(
-        Engine::open(
-            store.clone(),
-            Arc::new(clock.clone()),
-            ReceiptKey::new(SECRET),
-        )
-        .unwrap(),
-    );
-    let dlq = QueueKey::new(DEFAULT_NAMESPACE, "dlq");
-    let origin = QueueKey::new(DEFAULT_NAMESPACE, "origin");
-    engine
-        .create_queue(dlq.clone(), QueueConfig::default())
-        .await
-        .unwrap();
-    let policy = RedrivePolicy {
-        dead_letter_queue: dlq.clone(),
-        max_receive_count: 1,
-    };
-    let config = QueueConfig {
-        redrive_policy: Some(policy),
-        ..QueueConfig::default()
-    };
-    engine.create_queue(origin.clone(), config).await.unwrap();
+    }));
+    let (dlq, mut origins) = dead_letter_setup(&h, &["origin"]).await;
+    let origin = origins.remove(0);
+    let engine = &h.engine;
     let messages = vec![NewMessage::new("first"), NewMessage::new("second")];
     engine.send(&origin, messages).await.unwrap();
     let now = ReceiveOptions {
@@ -625,7 +606,7 @@ async fn a_message_received_while_its_origin_is_read_is_not_moved() {
     // engine lock is not held during the read (were it held, the receive would not finish in time).
     let (received_tx, received) = std::sync::mpsc::channel();
     let (hook_engine, hook_dlq) = (engine.clone(), dlq.clone());
-    *store.hook.lock().unwrap() = Some(Box::new(move || {
+    *h.store.hook.lock().unwrap() = Some(Box::new(move || {
         let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()

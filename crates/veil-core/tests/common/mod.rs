@@ -11,16 +11,23 @@ use veil_core::*;
 pub const START_MS: Millis = 1_700_000_000_000;
 pub const SECRET: [u8; 32] = [42; 32];
 
-pub struct Harness {
+/// An engine over `store` (the in-memory store unless a test brings its own) with a manual clock.
+pub struct Harness<S: Store = MemoryStore> {
     pub clock: ManualClock,
-    pub store: Arc<MemoryStore>,
+    pub store: Arc<S>,
     pub engine: Arc<Engine>,
 }
 
 impl Harness {
     pub fn new() -> Self {
+        Self::over(Arc::new(MemoryStore::new()))
+    }
+}
+
+impl<S: Store> Harness<S> {
+    /// An engine over `store`, its clock at [`START_MS`].
+    pub fn over(store: Arc<S>) -> Self {
         let clock = ManualClock::new(START_MS);
-        let store = Arc::new(MemoryStore::new());
         let engine = Arc::new(
             Engine::open(
                 store.clone(),
