@@ -11,8 +11,12 @@ QueueClient (its queue created) with a unique Azure-legal name.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -121,3 +125,35 @@ def kmq(server):
     client = kubemq_client(server)
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def aws(endpoint, tmp_path_factory):
+    """The aws CLI (installed in the test venv) against this module's server: aws("create-queue", ...) runs
+    `aws sqs create-queue ...` and returns its parsed JSON output, or with check=False the CompletedProcess."""
+    beside = Path(sys.executable).parent / "aws"
+    exe = str(beside) if beside.exists() else shutil.which("aws")
+    if not exe:
+        pytest.fail("the aws CLI is not installed: pip install -r tests/requirements.txt", pytrace=False)
+    home = tmp_path_factory.mktemp("awscli-home")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(home / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
+        "AWS_MAX_ATTEMPTS": "1",
+        "AWS_PAGER": "",
+    }
+
+    def run(*args, check=True):
+        cmd = [exe, "--endpoint-url", endpoint, "--output", "json", "sqs", *args]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if check:
+            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\nstderr: {proc.stderr}"
+            return json.loads(proc.stdout) if proc.stdout.strip() else {}
+        return proc
+
+    return run

@@ -3,52 +3,8 @@ send-message with message attributes, receive-message with attributes, delete-me
 and the CLI's reporting of a service error (non-zero exit, the SQS error code on stderr)."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 
 from helpers import ACCOUNT, md5_hex, md5_of_message_attributes
-
-
-def aws_executable() -> str:
-    beside = Path(sys.executable).parent / "aws"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("aws")
-    if not found:
-        pytest.fail("the aws CLI is not installed: pip install -r tests/requirements.txt", pytrace=False)
-    return found
-
-
-@pytest.fixture(scope="module")
-def aws(endpoint, tmp_path_factory):
-    home = tmp_path_factory.mktemp("awscli-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(home / "config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
-        "AWS_MAX_ATTEMPTS": "1",
-        "AWS_PAGER": "",
-    }
-    exe = aws_executable()
-
-    def run(*args, check=True):
-        cmd = [exe, "--endpoint-url", endpoint, "--output", "json", "sqs", *args]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        if check:
-            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\nstderr: {proc.stderr}"
-            return json.loads(proc.stdout) if proc.stdout.strip() else {}
-        return proc
-
-    return run
 
 
 def test_cli_create_send_receive_delete(aws, endpoint, queue_name):

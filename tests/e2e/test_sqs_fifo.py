@@ -12,13 +12,8 @@ Timeouts are real but short (visibility of 1 s, waits of at most 2 s)."""
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -409,31 +404,6 @@ def test_query_fifo_queue_sends_with_sequence_numbers_and_retries_receive_attemp
 
 
 # ---- the aws CLI --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def aws(endpoint, tmp_path_factory):
-    beside = Path(sys.executable).parent / "aws"
-    exe = str(beside) if beside.exists() else shutil.which("aws")
-    if not exe:
-        pytest.fail("the aws CLI is not installed: pip install -r tests/requirements.txt", pytrace=False)
-    home = tmp_path_factory.mktemp("awscli-fifo-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""), "HOME": str(home),
-        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(home / "config"), "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
-        "AWS_MAX_ATTEMPTS": "1", "AWS_PAGER": "",
-    }
-
-    def run(*args, check=True):
-        cmd = [exe, "--endpoint-url", endpoint, "--output", "json", "sqs", *args]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        if check:
-            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\nstderr: {proc.stderr}"
-            return json.loads(proc.stdout) if proc.stdout.strip() else {}
-        return proc
-
-    return run
 
 
 def test_cli_fifo_queue_orders_deduplicates_and_reports_errors(aws, queue_name):

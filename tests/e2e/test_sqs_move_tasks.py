@@ -5,14 +5,11 @@ one; AWS's error codes and texts; and a kill -9 in the middle of a task, after w
 it with every message in its source exactly once."""
 
 import json
-import os
-import subprocess
 import time
 
 import pytest
 
 from helpers import counts, drain, expect_error, make_client, queue_attrs, receive
-from test_aws_cli import aws_executable
 
 NOT_FOUND = "ResourceNotFoundException"
 
@@ -166,33 +163,6 @@ def test_a_message_sent_to_the_dlq_directly_fails_a_task_without_destination(sqs
     assert (task["Status"], task["FailureReason"]) == ("FAILED", "CouldNotDetermineMessageSource")
     assert task["ApproximateNumberOfMessagesMoved"] == 0
     assert counts(sqs, dlq) == (1, 0, 0)
-
-
-@pytest.fixture(scope="module")
-def aws(endpoint, tmp_path_factory):
-    home = tmp_path_factory.mktemp("awscli-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(home / "config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
-        "AWS_MAX_ATTEMPTS": "1",
-        "AWS_PAGER": "",
-    }
-    exe = aws_executable()
-
-    def run(*args, check=True):
-        cmd = [exe, "--endpoint-url", endpoint, "--output", "json", "sqs", *args]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        if check:
-            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\nstderr: {proc.stderr}"
-            return json.loads(proc.stdout) if proc.stdout.strip() else {}
-        return proc
-
-    return run
 
 
 def test_the_aws_cli_starts_lists_and_cancels_move_tasks(aws, sqs, redrive_pair, new_queue):

@@ -12,9 +12,6 @@ import pytest
 
 from helpers import ACCOUNT, arn, expect_error, make_client, parse_xml, query_call, query_error, queue_attrs
 
-# The module-scoped aws CLI runner (`aws(*args, check=True)`) of the CLI tests, on this module's server.
-from test_aws_cli import aws  # noqa: F401
-
 NONEXISTENT = "AWS.SimpleQueueService.NonExistentQueue"
 A1, A2 = "111111111111", "222222222222"
 
@@ -191,7 +188,7 @@ def test_query_missing_account_list_is_missing_principal_id(endpoint, queue_url)
 # ---- the aws CLI -----------------------------------------------------------------------------------
 
 
-def test_cli_add_and_remove_permission(aws, queue_name):  # noqa: F811 (the imported fixture)
+def test_cli_add_and_remove_permission(aws, queue_name):
     url = aws("create-queue", "--queue-name", queue_name)["QueueUrl"]
     aws("add-permission", "--queue-url", url, "--label", "cli", "--aws-account-ids", A1, A2,
         "--actions", "SendMessage")
