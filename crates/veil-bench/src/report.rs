@@ -784,6 +784,12 @@ mod tests {
         }
     }
 
+    /// Asserts that the rendered `markdown` contains `text`, printing the page when it does not.
+    #[track_caller]
+    fn assert_shows(markdown: &str, text: &str) {
+        assert!(markdown.contains(text), "{markdown}");
+    }
+
     fn suite() -> SuiteResults {
         SuiteResults {
             version: 1,
@@ -825,28 +831,16 @@ mod tests {
             &[suite()],
             &[("throughput".into(), "bench/throughput.png".into())],
         );
-        assert!(markdown.contains("### Throughput"), "{markdown}");
-        assert!(
-            markdown.contains("| veil | 3/3 | 100,000/s (90,000/s–120,000/s) |"),
-            "{markdown}"
-        );
-        assert!(markdown.contains("| 1.000 |"), "{markdown}");
-        assert!(markdown.contains("| server CPU/message |"), "{markdown}");
-        assert!(
-            markdown.contains("| 52.2µs (48.0µs–61.5µs) | 1.000 |"),
-            "{markdown}"
-        );
+        assert_shows(&markdown, "### Throughput");
+        assert_shows(&markdown, "| veil | 3/3 | 100,000/s (90,000/s–120,000/s) |");
+        assert_shows(&markdown, "| 1.000 |");
+        assert_shows(&markdown, "| server CPU/message |");
+        assert_shows(&markdown, "| 52.2µs (48.0µs–61.5µs) | 1.000 |");
         // moto: one good run (500/s, no range shown), ratio 500 / 100,000; no PID given, so no CPU figure.
-        assert!(markdown.contains("| moto | 1/2 | 500/s |"), "{markdown}");
-        assert!(markdown.contains("| – | 0.005 |"), "{markdown}");
-        assert!(
-            markdown.contains("⚠ moto: a run failed: boom"),
-            "{markdown}"
-        );
-        assert!(
-            markdown.contains("![Throughput](bench/throughput.png)"),
-            "{markdown}"
-        );
+        assert_shows(&markdown, "| moto | 1/2 | 500/s |");
+        assert_shows(&markdown, "| – | 0.005 |");
+        assert_shows(&markdown, "⚠ moto: a run failed: boom");
+        assert_shows(&markdown, "![Throughput](bench/throughput.png)");
         assert!(!markdown.contains("### Round trip"), "{markdown}");
     }
 
@@ -863,9 +857,9 @@ mod tests {
         std::fs::write(&path, old).unwrap();
         let suites = load(dir.path()).unwrap();
         let markdown = render_markdown(&suites, &[]);
-        assert!(
-            markdown.contains("| veil | 1/1 | 1,000/s | 1,500/s | – | – | – | 1.000 |"),
-            "{markdown}"
+        assert_shows(
+            &markdown,
+            "| veil | 1/1 | 1,000/s | 1,500/s | – | – | – | 1.000 |",
         );
     }
 
@@ -888,14 +882,11 @@ mod tests {
             ..suite()
         };
         let markdown = render_markdown(&[suite], &[]);
-        assert!(markdown.contains("### FIFO queues"), "{markdown}");
-        assert!(
-            markdown.contains("| received/s | sent/s | received × standard |"),
-            "{markdown}"
-        );
-        assert!(
-            markdown.contains("| veil fifo, 1 group | 1/1 | 5,000/s | – | 0.25× |"),
-            "{markdown}"
+        assert_shows(&markdown, "### FIFO queues");
+        assert_shows(&markdown, "| received/s | sent/s | received × standard |");
+        assert_shows(
+            &markdown,
+            "| veil fifo, 1 group | 1/1 | 5,000/s | – | 0.25× |",
         );
         assert!(!markdown.contains("× Veil |"), "{markdown}");
     }

@@ -53,11 +53,13 @@ pub(super) async fn ceiling_rounds(
     let noop = NoopServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 2)?;
     let noop_target = SqsTarget::connect(&noop.endpoint()).await?.named("noop");
     for run in 1..=runs {
-        println!("-- ceiling · {system} · run {run}/{runs}");
-        collected.add("ceiling", system, ceiling(target, plan).await);
+        collected
+            .run("ceiling", system, (run, runs), ceiling(target, plan))
+            .await;
         if durability == Durability::Durable {
-            println!("-- ceiling · noop · run {run}/{runs}");
-            collected.add("ceiling", "noop", ceiling(&noop_target, plan).await);
+            collected
+                .run("ceiling", "noop", (run, runs), ceiling(&noop_target, plan))
+                .await;
         }
     }
     drop(noop);

@@ -16,6 +16,7 @@ mod throughput;
 mod wake_up;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,7 +28,7 @@ use crate::results::{
 };
 use crate::run::{self, RunReport};
 use crate::server::{Durability, VeilOptions, VeilProcess};
-use crate::stats::median;
+use crate::stats::{median, Percentiles};
 use crate::target::Target;
 use crate::targets::sqs::SqsTarget;
 use crate::with_target;
@@ -151,9 +152,7 @@ fn run_metrics(report: &RunReport) -> BTreeMap<String, f64> {
         ("e2e", &l.end_to_end),
     ] {
         if p.count > 0 {
-            m.insert(format!("{name}_p50_us"), p.p50 as f64);
-            m.insert(format!("{name}_p99_us"), p.p99 as f64);
-            m.insert(format!("{name}_max_us"), p.max as f64);
+            insert_percentiles(&mut m, name, p);
         }
     }
     m.insert("sent".into(), c.sent as f64);
@@ -219,6 +218,18 @@ struct Collected {
 }
 
 impl Collected {
+    /// Announces run `run` of `runs` of `scenario` on `system`, then awaits `outcome` and adds it.
+    async fn run(
+        &mut self,
+        scenario: &str,
+        system: &str,
+        (run, runs): (usize, usize),
+        outcome: impl Future<Output = Result<ScenarioRun, BenchError>>,
+    ) {
+        println!("-- {scenario} · {system} · run {run}/{runs}");
+        self.add(scenario, system, outcome.await);
+    }
+
     fn add(&mut self, scenario: &str, system: &str, outcome: Result<ScenarioRun, BenchError>) {
         let run = outcome.unwrap_or_else(|error| {
             eprintln!("veil-bench: scenario {scenario} on {system} failed: {error}");
@@ -293,6 +304,13 @@ fn parse_peer_pids(
     Ok(pids)
 }
 
+/// Records `p` as the metrics `{name}_p50_us`, `{name}_p99_us` and `{name}_max_us`.
+fn insert_percentiles(metrics: &mut BTreeMap<String, f64>, name: &str, p: &Percentiles) {
+    metrics.insert(format!("{name}_p50_us"), p.p50 as f64);
+    metrics.insert(format!("{name}_p99_us"), p.p99 as f64);
+    metrics.insert(format!("{name}_max_us"), p.max as f64);
+}
+
 /// Runs the scenarios that apply to any target (round trip through wake-up) against one system, whose server
 /// process is `server_pid` when the suite knows it (for the throughput scenario's CPU per message).
 async fn common_scenarios<T: Target>(
@@ -306,20 +324,24 @@ async fn common_scenarios<T: Target>(
 ) {
     for run in 1..=runs {
         if wanted("round-trip") {
-            println!("-- round-trip · {system} · run {run}/{runs}");
-            collected.add(
-                "round-trip",
-                system,
-                round_trip::round_trip(target, plan).await,
-            );
+            collected
+                .run(
+                    "round-trip",
+                    system,
+                    (run, runs),
+                    round_trip::round_trip(target, plan),
+                )
+                .await;
         }
         if wanted("throughput") {
-            println!("-- throughput · {system} · run {run}/{runs}");
-            collected.add(
-                "throughput",
-                system,
-                throughput::throughput(target, plan, None, server_pid).await,
-            );
+            collected
+                .run(
+                    "throughput",
+                    system,
+                    (run, runs),
+                    throughput::throughput(target, plan, None, server_pid),
+                )
+                .await;
         }
     }
     // Half load comes after every throughput run, since its rate is half of their median.
@@ -336,20 +358,24 @@ async fn common_scenarios<T: Target>(
     }
     for run in 1..=runs {
         if wanted("redelivery") {
-            println!("-- redelivery · {system} · run {run}/{runs}");
-            collected.add(
-                "redelivery",
-                system,
-                redelivery::redelivery(target, plan.redelivery_messages).await,
-            );
+            collected
+                .run(
+                    "redelivery",
+                    system,
+                    (run, runs),
+                    redelivery::redelivery(target, plan.redelivery_messages),
+                )
+                .await;
         }
         if wanted("wake-up") {
-            println!("-- wake-up · {system} · run {run}/{runs}");
-            collected.add(
-                "wake-up",
-                system,
-                wake_up::wake_up(target, plan.wakeups).await,
-            );
+            collected
+                .run(
+                    "wake-up",
+                    system,
+                    (run, runs),
+                    wake_up::wake_up(target, plan.wakeups),
+                )
+                .await;
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::run_queue;
+use super::{insert_percentiles, run_queue};
 use crate::error::BenchError;
 use crate::results::ScenarioRun;
 use crate::run::body::{decode_body, encode_body, new_run_id, BodyId};
@@ -70,9 +70,7 @@ pub(super) async fn redelivery<T: Target>(target: &T, n: usize) -> Result<Scenar
         p.line()
     );
     let mut metrics = BTreeMap::new();
-    metrics.insert("late_p50_us".into(), p.p50 as f64);
-    metrics.insert("late_p99_us".into(), p.p99 as f64);
-    metrics.insert("late_max_us".into(), p.max as f64);
+    insert_percentiles(&mut metrics, "late", &p);
     metrics.insert("messages".into(), n as f64);
     metrics.insert("redelivered".into(), redelivered_count as f64);
     metrics.insert("foreign".into(), foreign as f64);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::run_queue;
+use super::{insert_percentiles, run_queue};
 use crate::error::BenchError;
 use crate::results::ScenarioRun;
 use crate::run::body::{encode_body, new_run_id, BodyId};
@@ -97,9 +97,7 @@ pub(super) async fn wake_up<T: Target>(
         p.line()
     );
     let mut metrics = BTreeMap::new();
-    metrics.insert("wake_p50_us".into(), p.p50 as f64);
-    metrics.insert("wake_p99_us".into(), p.p99 as f64);
-    metrics.insert("wake_max_us".into(), p.max as f64);
+    insert_percentiles(&mut metrics, "wake", &p);
     metrics.insert("rounds".into(), p.count as f64);
     metrics.insert("before_ack".into(), early as f64);
     Ok(ScenarioRun {
