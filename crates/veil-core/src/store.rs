@@ -25,8 +25,9 @@ pub enum StoreError {
     Closed,
 }
 
-/// One durable change.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One durable change. Serializable because a store may log changes before it applies them (veil-store's
+/// write-ahead log).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StoreOp {
     PutQueue(QueueRecord),
     /// Removes the queue and all its messages.

@@ -408,8 +408,8 @@ fn assert_queue_not_found<T: std::fmt::Debug>(result: EngineResult<T>, key: &Que
 }
 
 /// One model-checked receive. Returns the delivered bodies and how many messages it moved or dropped.
-async fn receive(
-    h: &Harness,
+async fn receive<S: Store>(
+    h: &Harness<S>,
     model: &mut Model,
     queue: usize,
     max: usize,
@@ -509,7 +509,7 @@ async fn receive(
 }
 
 /// One model-checked peek: the visible messages in delivery order, nothing changed.
-async fn peek(h: &Harness, model: &Model, queue: usize, max: usize) {
+async fn peek<S: Store>(h: &Harness<S>, model: &Model, queue: usize, max: usize) {
     let now = h.clock.now();
     let key = &model.keys[queue];
     let result = h.engine.peek(key, max).await;
@@ -538,7 +538,7 @@ async fn peek(h: &Harness, model: &Model, queue: usize, max: usize) {
     }
 }
 
-async fn step(h: &mut Harness, model: &mut Model, op: Op) {
+async fn step<S: Store>(h: &mut Harness<S>, model: &mut Model, op: Op) {
     let now = h.clock.now();
     match op {
         Op::Send {
@@ -652,7 +652,7 @@ async fn step(h: &mut Harness, model: &mut Model, op: Op) {
 
 /// After every step: each queue exists exactly when the model says, with the model's settings and statistics
 /// (counts, stored bytes, seq range, counters).
-fn check(h: &Harness, model: &mut Model) {
+fn check<S: Store>(h: &Harness<S>, model: &mut Model) {
     h.engine.check_invariants();
     let now = h.clock.now();
     model.settle(now);
@@ -691,7 +691,10 @@ fn check(h: &Harness, model: &mut Model) {
 }
 
 async fn run(ops: Vec<Op>) {
-    let mut h = Harness::new();
+    run_on(Harness::new(), ops).await;
+}
+
+async fn run_on<S: Store>(mut h: Harness<S>, ops: Vec<Op>) {
     let mut model = Model::new();
     h.queue(&model.keys[0].name).await;
     let q1 = QueueConfig {
@@ -793,6 +796,110 @@ fn cases() -> u32 {
         .unwrap_or(256)
 }
 
+/// veil-store's disk store behind a swap, so that a restart can stop it and open it again from its directory
+/// while the harness and the engine keep their handle. Restarts alternate between a crash (the log left to
+/// replay) and a clean close (everything checkpointed); log segments are tiny, so checkpoints run
+/// concurrently with the operations at many points of every sequence.
+struct DiskStore {
+    dir: tempfile::TempDir,
+    /// `None` only between stopping the old store and opening the new one.
+    current: std::sync::RwLock<Option<std::sync::Arc<veil_store::RedbStore>>>,
+    restarts: std::sync::atomic::AtomicU64,
+}
+
+/// Small enough that a few commits fill a segment.
+const DISK_SEGMENT_BYTES_MAX: u64 = 2_048;
+
+impl DiskStore {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Self::open_in(dir.path());
+        Self {
+            dir,
+            current: std::sync::RwLock::new(Some(store)),
+            restarts: Default::default(),
+        }
+    }
+
+    fn open_in(dir: &std::path::Path) -> std::sync::Arc<veil_store::RedbStore> {
+        let options = veil_store::StoreOptions {
+            // Fast enough for many cases; a crash here is a stopped process, whose writes the kernel keeps.
+            durability: veil_store::Durability::Relaxed,
+            wal_segment_bytes_max: DISK_SEGMENT_BYTES_MAX,
+            ..veil_store::StoreOptions::default()
+        };
+        std::sync::Arc::new(veil_store::RedbStore::open(dir, options).expect("store opens"))
+    }
+
+    fn restart(&self) {
+        let mut current = self.current.write().expect("lock");
+        let old = current.take().expect("open");
+        if self
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(2)
+        {
+            old.abandon();
+        } else {
+            old.close();
+        }
+        drop(old);
+        *current = Some(Self::open_in(self.dir.path()));
+    }
+
+    fn now(&self) -> std::sync::Arc<veil_store::RedbStore> {
+        self.current.read().expect("lock").clone().expect("open")
+    }
+}
+
+impl Store for DiskStore {
+    fn load_queues(&self) -> Result<store::Snapshot, StoreError> {
+        self.now().load_queues()
+    }
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        self.now().load_messages(each)
+    }
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        self.now().load_redrives(each)
+    }
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        self.now().load_groups(each)
+    }
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        self.now().load_dedup(each)
+    }
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        self.now().load_move_tasks()
+    }
+    fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
+        self.now().submit(ops)
+    }
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        self.now().read_payloads(queue, seqs)
+    }
+}
+
+/// 64 cases of the disk-store run by default (each opens and syncs files); `PROPTEST_CASES` sets both.
+fn disk_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
@@ -800,5 +907,18 @@ proptest! {
     fn engine_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(run(ops));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: disk_cases(), ..ProptestConfig::default() })]
+
+    /// The same sequences over the disk store (log, checkpoints, recovery), with restarts that crash or close.
+    #[test]
+    fn engine_over_the_disk_store_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let store = std::sync::Arc::new(DiskStore::new());
+        let harness = Harness::over(store).on_restart(DiskStore::restart);
+        runtime.block_on(run_on(harness, ops));
     }
 }

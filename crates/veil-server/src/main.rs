@@ -155,6 +155,7 @@ fn open_engine(settings: &Settings) -> Result<(Arc<RedbStore>, Arc<Engine>), Ser
             DurabilityMode::Relaxed => Durability::Relaxed,
         },
         cache_bytes: settings.store_cache_mib.saturating_mul(1024 * 1024),
+        ..StoreOptions::default()
     };
     if settings.durability == DurabilityMode::Relaxed {
         tracing::warn!("durability is RELAXED: acknowledged changes may be lost in a crash");
@@ -170,6 +171,7 @@ fn open_engine(settings: &Settings) -> Result<(Arc<RedbStore>, Arc<Engine>), Ser
     tracing::info!(
         data_dir = %settings.data_dir.display(),
         elapsed_ms = started.elapsed().as_millis() as u64,
+        log_records_replayed = store.recovered().records,
         "store opened and index rebuilt"
     );
     Ok((store, engine))

@@ -1,11 +1,20 @@
-//! veil-store: Veil's durable embedded store. It implements veil-core's [`veil_core::Store`] port on redb
-//! (see docs/decisions/0001-embedded-store.md): one writer thread applies submissions in order and commits
-//! everything that queued up while the previous commit was syncing in one transaction, so concurrent requests
-//! share one fsync (group commit). It also owns the rest of the data directory: the receipt secret.
+//! veil-store: Veil's durable embedded store. It implements veil-core's [`veil_core::Store`] port with a
+//! write-ahead log in front of redb (docs/decisions/0004-write-ahead-log.md): one writer thread appends
+//! everything that queued up while the previous sync ran and syncs once (group commit); a checkpointer applies
+//! closed log segments to redb in the background. It also owns the rest of the data directory: the receipt
+//! secret.
 
+mod checkpoint;
 mod codec;
+mod limits;
+mod overlay;
 mod redb_store;
 mod secret;
+mod tables;
+mod wal;
+mod writer;
 
-pub use redb_store::{Durability, RedbStore, StoreOptions, CACHE_BYTES_DEFAULT};
+pub use checkpoint::Recovered;
+pub use limits::{CACHE_BYTES_DEFAULT, WAL_SEGMENT_BYTES_MAX};
+pub use redb_store::{Durability, RedbStore, StoreOptions};
 pub use secret::load_or_create_secret;

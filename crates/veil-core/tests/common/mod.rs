@@ -11,11 +11,16 @@ use veil_core::*;
 pub const START_MS: Millis = 1_700_000_000_000;
 pub const SECRET: [u8; 32] = [42; 32];
 
+/// What a disk store does at a restart of the engine over it.
+pub type RestartHook<S> = Box<dyn Fn(&S)>;
+
 /// An engine over `store` (the in-memory store unless a test brings its own) with a manual clock.
 pub struct Harness<S: Store = MemoryStore> {
     pub clock: ManualClock,
     pub store: Arc<S>,
     pub engine: Arc<Engine>,
+    /// Runs at a restart before the new engine opens: a disk store closes (or crashes) and opens again here.
+    on_restart: Option<RestartHook<S>>,
 }
 
 impl Harness {
@@ -40,11 +45,21 @@ impl<S: Store> Harness<S> {
             clock,
             store,
             engine,
+            on_restart: None,
         }
+    }
+
+    /// Runs `hook` at every restart, before the new engine reads the store.
+    pub fn on_restart(mut self, hook: impl Fn(&S) + 'static) -> Self {
+        self.on_restart = Some(Box::new(hook));
+        self
     }
 
     /// A new engine over the same store and clock: what a process restart looks like to the engine.
     pub fn restart(&mut self) {
+        if let Some(hook) = &self.on_restart {
+            hook(&self.store);
+        }
         self.engine = Arc::new(
             Engine::open(
                 self.store.clone(),

@@ -1,0 +1,22 @@
+//! The store's limits, in one place. Each bounds memory, latency or recovery time; the reasons are on each.
+
+/// redb's page cache when the configuration names none. Bounded so that resident memory does not grow with
+/// the data (redb's own default is 1 GiB); message bodies are read from the OS page cache beyond it.
+pub const CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+
+/// Most operations one group commit takes; the rest wait for the next commit so that latency stays bounded.
+pub const GROUP_OPS_MAX: usize = 50_000;
+
+/// The log segment is handed to the checkpointer once it holds this many bytes. Everything in a segment is
+/// also held in memory until its checkpoint (so that reads find it), and start-up replays at most two
+/// segments: this bounds both that memory and recovery time (docs/decisions/0004-write-ahead-log.md).
+pub const WAL_SEGMENT_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// The same bound counted in operations, for small messages: an operation held in memory costs a few hundred
+/// bytes whatever its body's size.
+pub const WAL_SEGMENT_OPS_MAX: usize = 262_144;
+
+/// The largest record start-up accepts. A record is one submission; the engine's largest (a purge, a batch of
+/// ten 1 MiB messages, a move of many messages) stays far below. A length beyond it can only be a torn or
+/// corrupt header.
+pub const WAL_RECORD_BYTES_MAX: u32 = 256 * 1024 * 1024;

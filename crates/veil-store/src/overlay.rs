@@ -1,0 +1,191 @@
+//! What the log holds that the B-tree does not yet: the operations of the open segment (and of the one being
+//! checkpointed), kept in memory in log order, with an index of the message payloads they leave behind so
+//! that reads find a message the moment its commit is durable.
+//!
+//! A payload lookup goes newest first: the open window, the window being checkpointed, then redb. A window
+//! answers "here it is", "it is gone" (deleted, moved away or purged in this window) or "not mine".
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
+
+pub type Key = (QueueId, Seq);
+
+/// Where a window keeps a live message's payload.
+enum Held {
+    /// In the `PutMessage` at this index of the window's operations: no copy made.
+    Logged(usize),
+    /// Made by a move or a body replacement in this window (rare; boxed so that the map stays small).
+    Owned(Box<Payload>),
+}
+
+/// A window's answer for one message. Returned by value and consumed at once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Found {
+    Payload(Payload),
+    Gone,
+    NotHere,
+}
+
+/// The operations of one log segment.
+pub struct Window {
+    pub generation: u64,
+    /// In log order; the checkpoint applies them in this order.
+    pub ops: Vec<StoreOp>,
+    payloads: HashMap<Key, Held>,
+    gone: HashSet<Key>,
+    purged: HashSet<QueueId>,
+}
+
+impl Window {
+    pub fn new(generation: u64) -> Self {
+        Self {
+            generation,
+            ops: Vec::new(),
+            payloads: HashMap::new(),
+            gone: HashSet::new(),
+            purged: HashSet::new(),
+        }
+    }
+
+    fn find(&self, key: Key) -> Found {
+        match self.payloads.get(&key) {
+            Some(Held::Logged(index)) => match &self.ops[*index] {
+                StoreOp::PutMessage { payload, .. } => Found::Payload(payload.clone()),
+                other => unreachable!("a logged payload points at {other:?}"),
+            },
+            Some(Held::Owned(payload)) => Found::Payload(Payload::clone(payload)),
+            None if self.gone.contains(&key) || self.purged.contains(&key.0) => Found::Gone,
+            None => Found::NotHere,
+        }
+    }
+
+    fn take_here(&mut self, key: Key) -> Option<Payload> {
+        match self.payloads.remove(&key)? {
+            Held::Logged(index) => match &self.ops[index] {
+                StoreOp::PutMessage { payload, .. } => Some(payload.clone()),
+                other => unreachable!("a logged payload points at {other:?}"),
+            },
+            Held::Owned(payload) => Some(*payload),
+        }
+    }
+}
+
+/// The windows not yet in redb.
+pub struct Overlay {
+    /// The open segment's window; the writer appends to it.
+    pub active: Window,
+    /// The previous segment's window while the checkpointer applies it to redb; shared with that thread.
+    pub frozen: Option<Arc<Window>>,
+}
+
+impl Overlay {
+    pub fn new(generation: u64) -> Self {
+        Self {
+            active: Window::new(generation),
+            frozen: None,
+        }
+    }
+
+    /// The payload of a message as the windows know it.
+    pub fn find(&self, key: Key) -> Found {
+        match self.active.find(key) {
+            Found::NotHere => match &self.frozen {
+                Some(frozen) => frozen.find(key),
+                None => Found::NotHere,
+            },
+            known => known,
+        }
+    }
+
+    /// Adds a durable operation to the open window. `read_disk` reads a payload from redb, for the rare
+    /// operations (a move, a body replacement) that start from a message's current payload.
+    pub fn record(
+        &mut self,
+        op: StoreOp,
+        read_disk: &dyn Fn(Key) -> Result<Option<Payload>, StoreError>,
+    ) -> Result<(), StoreError> {
+        match &op {
+            StoreOp::PutMessage { queue, seq, .. } => {
+                let index = self.active.ops.len();
+                self.active
+                    .payloads
+                    .insert((*queue, *seq), Held::Logged(index));
+            }
+            StoreOp::DeleteMessage { queue, seq } => self.forget((*queue, *seq)),
+            StoreOp::PurgeQueue(queue) | StoreOp::DeleteQueue(queue) => {
+                self.active.payloads.retain(|key, _| key.0 != *queue);
+                self.active.gone.retain(|key| key.0 != *queue);
+                self.active.purged.insert(*queue);
+            }
+            StoreOp::MoveMessage {
+                from,
+                to,
+                moved_from,
+                ..
+            } => {
+                let moved = self.take(*from, read_disk)?;
+                self.forget(*from);
+                if let Some(mut payload) = moved {
+                    payload.moved_from = Some(moved_from.clone());
+                    self.active
+                        .payloads
+                        .insert(*to, Held::Owned(Box::new(payload)));
+                }
+            }
+            StoreOp::ReplaceBody {
+                queue,
+                seq,
+                body,
+                body_md5,
+            } => {
+                let key = (*queue, *seq);
+                if let Some(mut payload) = self.take(key, read_disk)? {
+                    payload.body = body.clone();
+                    payload.body_md5 = *body_md5;
+                    self.active
+                        .payloads
+                        .insert(key, Held::Owned(Box::new(payload)));
+                }
+            }
+            _ => {}
+        }
+        self.active.ops.push(op);
+        Ok(())
+    }
+
+    fn forget(&mut self, key: Key) {
+        self.active.payloads.remove(&key);
+        self.active.gone.insert(key);
+    }
+
+    /// The current payload of a message, wherever it is, taken out of the open window if it is there.
+    fn take(
+        &mut self,
+        key: Key,
+        read_disk: &dyn Fn(Key) -> Result<Option<Payload>, StoreError>,
+    ) -> Result<Option<Payload>, StoreError> {
+        if let Some(payload) = self.active.take_here(key) {
+            return Ok(Some(payload));
+        }
+        match self.find(key) {
+            Found::Payload(payload) => Ok(Some(payload)),
+            Found::Gone => Ok(None),
+            Found::NotHere => read_disk(key),
+        }
+    }
+
+    /// Starts a new window for the segment `generation`, handing back the closed one for its checkpoint.
+    /// The closed window stays readable until [`Overlay::checkpointed`].
+    pub fn rotate(&mut self, generation: u64) -> Arc<Window> {
+        let closed = Arc::new(std::mem::replace(&mut self.active, Window::new(generation)));
+        self.frozen = Some(closed.clone());
+        closed
+    }
+
+    /// The frozen window is in redb now: reads go there.
+    pub fn checkpointed(&mut self) {
+        self.frozen = None;
+    }
+}

@@ -1,0 +1,283 @@
+//! The write-ahead log's files: where each commit is first made durable, by one sequential append and one
+//! fdatasync (docs/decisions/0004-write-ahead-log.md).
+//!
+//! The log is a series of segment files `wal-<generation>.log` in the data directory, generations counting up
+//! from 1. A segment is an 8-byte magic (`VEILWAL1`) followed by records, one per submission:
+//!
+//! ```text
+//! length: u32 little-endian   bytes of `ops` (never 0)
+//! crc:    u32 little-endian   CRC-32 (IEEE) of `ops`
+//! ops:    postcard-encoded Vec<StoreOp>
+//! ```
+//!
+//! A crash can leave the last segment with a torn tail: a partial header, a partial body, or bytes whose CRC
+//! does not match. Reading stops at the first such record and reports how many bytes it cut; only the newest
+//! segment may have one, since a segment is complete and synced before the next one starts.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use veil_core::{StoreError, StoreOp};
+
+use crate::limits::WAL_RECORD_BYTES_MAX;
+
+const MAGIC: &[u8; 8] = b"VEILWAL1";
+const HEADER_BYTES: usize = 8;
+
+/// The file of one segment.
+pub fn segment_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("wal-{generation:020}.log"))
+}
+
+/// Every segment in `dir`, oldest first.
+pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StoreError::Io(format!("listing {}: {e}", dir.display())))?;
+    let mut segments = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::Io(format!("listing {}: {e}", dir.display())))?;
+        let name = entry.file_name();
+        let generation = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("wal-")?.strip_suffix(".log"))
+            .and_then(|digits| digits.parse::<u64>().ok());
+        if let Some(generation) = generation {
+            segments.push((generation, entry.path()));
+        }
+    }
+    segments.sort_unstable_by_key(|(generation, _)| *generation);
+    Ok(segments)
+}
+
+/// Appends one record for `ops` to `buf`.
+pub fn encode_record(ops: &[StoreOp], buf: &mut Vec<u8>) -> Result<(), StoreError> {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; HEADER_BYTES]);
+    let encoded = postcard::to_extend(ops, std::mem::take(buf))
+        .map_err(|e| StoreError::Corrupt(format!("cannot encode a log record: {e}")))?;
+    *buf = encoded;
+    let body = &buf[start + HEADER_BYTES..];
+    let length = u32::try_from(body.len())
+        .ok()
+        .filter(|&length| length <= WAL_RECORD_BYTES_MAX)
+        .ok_or_else(|| {
+            StoreError::Io(format!(
+                "a submission of {} bytes is larger than a log record may be",
+                body.len()
+            ))
+        })?;
+    let crc = crc32fast::hash(body);
+    buf[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    buf[start + 4..start + HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// The segment being appended to.
+pub struct Segment {
+    file: File,
+    pub generation: u64,
+    /// Bytes in the file, magic included: the writer rotates on it.
+    pub bytes: u64,
+}
+
+impl Segment {
+    /// Creates the segment file and makes its existence durable (the file and its directory entry), so that
+    /// a record synced into it later is found after a crash.
+    pub fn create(dir: &Path, generation: u64) -> Result<Self, StoreError> {
+        let path = segment_path(dir, generation);
+        let io = |e: std::io::Error| StoreError::Io(format!("creating {}: {e}", path.display()));
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        file.write_all(MAGIC).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        sync_dir(dir)?;
+        Ok(Self {
+            file,
+            generation,
+            bytes: MAGIC.len() as u64,
+        })
+    }
+
+    /// Appends whole records (one write, so the kernel sees one sequential extent).
+    pub fn append(&mut self, records: &[u8]) -> Result<(), StoreError> {
+        self.file
+            .write_all(records)
+            .map_err(|e| StoreError::Io(format!("appending to the log: {e}")))?;
+        self.bytes += records.len() as u64;
+        Ok(())
+    }
+
+    /// Makes every appended record durable: fdatasync, the only sync of a group commit.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.file
+            .sync_data()
+            .map_err(|e| StoreError::Io(format!("syncing the log: {e}")))
+    }
+}
+
+/// Makes a created or removed directory entry durable.
+pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::Io(format!("syncing directory {}: {e}", dir.display())))
+}
+
+/// What one segment holds.
+#[derive(Debug, Default)]
+pub struct SegmentContents {
+    /// Each record's operations, in the order they were logged.
+    pub records: Vec<Vec<StoreOp>>,
+    /// Bytes of the file after its last whole record: a torn tail, or 0.
+    pub torn_bytes: u64,
+}
+
+/// Reads a segment, stopping at a torn tail. A record whose checksum matches but whose contents do not
+/// decode is corruption, not a tear, and is an error.
+pub fn read_segment(path: &Path) -> Result<SegmentContents, StoreError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
+    parse_segment(&bytes).map_err(|e| match e {
+        StoreError::Corrupt(why) => StoreError::Corrupt(format!("{}: {why}", path.display())),
+        other => other,
+    })
+}
+
+fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
+    if bytes.len() < MAGIC.len() {
+        // Created but its magic never reached the disk: nothing was ever acknowledged from it.
+        return Ok(SegmentContents {
+            records: Vec::new(),
+            torn_bytes: bytes.len() as u64,
+        });
+    }
+    if &bytes[..MAGIC.len()] != MAGIC {
+        return Err(StoreError::Corrupt("not a Veil log segment".into()));
+    }
+    let mut contents = SegmentContents::default();
+    let mut at = MAGIC.len();
+    while at < bytes.len() {
+        let Some(body) = whole_record(&bytes[at..]) else {
+            contents.torn_bytes = (bytes.len() - at) as u64;
+            break;
+        };
+        let ops: Vec<StoreOp> = postcard::from_bytes(body).map_err(|e| {
+            StoreError::Corrupt(format!("the log record at byte {at} does not decode: {e}"))
+        })?;
+        contents.records.push(ops);
+        at += HEADER_BYTES + body.len();
+    }
+    Ok(contents)
+}
+
+/// The body of the record at the start of `rest`, if the record is whole and its checksum matches.
+fn whole_record(rest: &[u8]) -> Option<&[u8]> {
+    let header = rest.get(..HEADER_BYTES)?;
+    let length = u32::from_le_bytes(header[..4].try_into().ok()?);
+    let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
+    if length == 0 || length > WAL_RECORD_BYTES_MAX {
+        return None;
+    }
+    let body = rest.get(HEADER_BYTES..HEADER_BYTES + length as usize)?;
+    (crc32fast::hash(body) == crc).then_some(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use veil_core::{Counters, DedupEntry};
+
+    fn sample_records() -> Vec<Vec<StoreOp>> {
+        vec![
+            vec![StoreOp::PutNextQueueId(7)],
+            vec![
+                StoreOp::PutCounters {
+                    queue: 3,
+                    counters: Counters::default(),
+                },
+                StoreOp::DeleteMessage { queue: 3, seq: 9 },
+            ],
+            vec![StoreOp::PutDedup {
+                queue: 3,
+                key: "order-1".into(),
+                entry: DedupEntry {
+                    sent_at: 10,
+                    message_id: [5; 16],
+                    seq: 4,
+                },
+            }],
+        ]
+    }
+
+    fn segment_of(records: &[Vec<StoreOp>]) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = MAGIC.to_vec();
+        let mut ends = Vec::new();
+        for ops in records {
+            encode_record(ops, &mut bytes).expect("encodes");
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    #[test]
+    fn records_read_back_in_the_order_they_were_appended() {
+        let records = sample_records();
+        let (bytes, _) = segment_of(&records);
+        let contents = parse_segment(&bytes).expect("parses");
+        assert_eq!(contents.records, records);
+        assert_eq!(contents.torn_bytes, 0);
+    }
+
+    #[test]
+    fn a_segment_cut_at_any_byte_keeps_exactly_the_whole_records_before_the_cut() {
+        let records = sample_records();
+        let (bytes, ends) = segment_of(&records);
+        for cut in 0..=bytes.len() {
+            let contents = parse_segment(&bytes[..cut]).expect("a cut is a tear, not corruption");
+            let whole = ends.iter().filter(|&&end| end <= cut).count();
+            assert_eq!(contents.records, records[..whole], "cut at byte {cut}");
+            let kept = match whole {
+                0 if cut < MAGIC.len() => 0,
+                0 => MAGIC.len(),
+                _ => ends[whole - 1],
+            };
+            assert_eq!(
+                contents.torn_bytes,
+                (cut - kept) as u64,
+                "cut at byte {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_flipped_bit_in_the_last_record_cuts_it_and_keeps_the_rest() {
+        let records = sample_records();
+        let (bytes, ends) = segment_of(&records);
+        for at in ends[1]..ends[2] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            let contents = parse_segment(&damaged).expect("parses");
+            assert_eq!(contents.records, records[..2], "bit flipped at byte {at}");
+            assert_eq!(contents.torn_bytes, (ends[2] - ends[1]) as u64);
+        }
+    }
+
+    #[test]
+    fn zeroed_space_after_the_last_record_is_a_tear() {
+        let records = sample_records();
+        let (mut bytes, _) = segment_of(&records);
+        bytes.extend_from_slice(&[0; 4096]);
+        let contents = parse_segment(&bytes).expect("parses");
+        assert_eq!(contents.records, records);
+        assert_eq!(contents.torn_bytes, 4096);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_segment_is_refused() {
+        let error = parse_segment(b"NOTAWAL!rest").expect_err("refused");
+        assert!(matches!(error, StoreError::Corrupt(_)), "{error}");
+    }
+}

@@ -1,0 +1,319 @@
+//! The writer thread and the checkpointer thread.
+//!
+//! The writer takes every submission that is waiting, appends them to the log as one write, syncs once (group
+//! commit), adds their operations to the in-memory overlay so that reads find them, and only then answers
+//! them all. While it syncs, new submissions queue up and form the next group. When the log segment is full it
+//! starts a new one and hands the closed segment's window to the checkpointer, which applies it to redb in the
+//! background and then removes the segment file. At most one checkpoint runs: a writer that fills the next
+//! segment before the checkpoint is done waits for it (backpressure that bounds memory and recovery time).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+use redb::Database;
+use tokio::sync::oneshot;
+use veil_core::{Payload, StoreError, StoreOp};
+
+use crate::checkpoint::checkpoint;
+use crate::limits::{GROUP_OPS_MAX, WAL_SEGMENT_OPS_MAX};
+use crate::overlay::{Key, Overlay, Window};
+use crate::wal::{self, Segment};
+use crate::Durability;
+
+/// Where a submission's result goes.
+type Answer = oneshot::Sender<Result<(), StoreError>>;
+
+pub enum Job {
+    /// Operations to make durable; answered once they are.
+    Ops { ops: Vec<StoreOp>, done: Answer },
+    /// Checkpoint everything logged so far; answered once redb holds it. A std channel because the caller
+    /// waits synchronously (start-up, tests), possibly on a runtime thread.
+    Checkpoint {
+        done: mpsc::Sender<Result<(), StoreError>>,
+    },
+    /// Stop as a crash after the last commit would: no final checkpoint, the log left for start-up to replay.
+    Abandon,
+}
+
+/// Everything the writer thread owns.
+pub struct Writer {
+    pub dir: PathBuf,
+    pub db: Arc<Database>,
+    /// Shared with readers (payload lookups) and the checkpointer (which drops a window once redb holds it).
+    pub overlay: Arc<Mutex<Overlay>>,
+    pub segment: Segment,
+    pub durability: Durability,
+    /// A segment this large is closed and checkpointed (tests make it small to checkpoint often).
+    pub segment_bytes_max: u64,
+    pub commits: Arc<AtomicU64>,
+    /// Set on the first failed write or checkpoint: the engine's memory then holds changes the disk may not,
+    /// so every later write is refused and no success is returned for a change that is not durable.
+    pub failed: Option<String>,
+    /// Reused for every group's records, so a commit allocates nothing once it has grown.
+    pub records: Vec<u8>,
+}
+
+/// The checkpointer's end of the channels: closed windows in, one result per window out.
+struct Checkpointer {
+    windows: mpsc::Sender<Arc<Window>>,
+    results: mpsc::Receiver<Result<(), StoreError>>,
+    /// A checkpoint was handed over and its result not yet taken.
+    running: bool,
+    thread: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Runs until every sender of `jobs` is gone, then checkpoints what is left so that the next start-up
+    /// replays nothing.
+    pub fn run(mut self, jobs: &mpsc::Receiver<Job>) {
+        let mut checkpointer = match self.start_checkpointer() {
+            Ok(checkpointer) => checkpointer,
+            Err(error) => {
+                self.fail(&error);
+                return self.refuse_all(jobs);
+            }
+        };
+        let mut waiting: Option<Job> = None;
+        let mut abandoned = false;
+        loop {
+            let first = match waiting.take() {
+                Some(job) => job,
+                None => match jobs.recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                },
+            };
+            match first {
+                Job::Abandon => {
+                    abandoned = true;
+                    break;
+                }
+                Job::Checkpoint { done } => {
+                    let result = self.checkpoint_everything(&mut checkpointer);
+                    let _caller_gone_is_fine = done.send(result);
+                }
+                Job::Ops { ops, done } => {
+                    let mut group = vec![(ops, done)];
+                    let mut ops_in_group = group[0].0.len();
+                    while ops_in_group < GROUP_OPS_MAX {
+                        match jobs.try_recv() {
+                            Ok(Job::Ops { ops, done }) => {
+                                ops_in_group += ops.len();
+                                group.push((ops, done));
+                            }
+                            Ok(checkpoint) => {
+                                waiting = Some(checkpoint);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit_group(group);
+                    if self.segment_is_full() {
+                        if let Err(error) = self.rotate(&mut checkpointer) {
+                            self.fail(&error);
+                        }
+                    }
+                }
+            }
+        }
+        if abandoned {
+            // Let a running checkpoint finish, as the disk would have it at a crash after its commit.
+            drop(self.wait_for_checkpoint(&mut checkpointer));
+        } else if let Err(error) = self.checkpoint_everything(&mut checkpointer) {
+            tracing::error!(%error, "the checkpoint at shutdown failed; start-up will replay the log");
+        }
+        drop(checkpointer.windows);
+        if checkpointer.thread.join().is_err() {
+            tracing::error!("the store checkpointer thread panicked");
+        }
+    }
+
+    fn start_checkpointer(&self) -> Result<Checkpointer, StoreError> {
+        let (windows, to_apply) = mpsc::channel::<Arc<Window>>();
+        let (answer, results) = mpsc::channel();
+        let db = self.db.clone();
+        let overlay = self.overlay.clone();
+        let dir = self.dir.clone();
+        let thread = std::thread::Builder::new()
+            .name("veil-store-checkpoint".into())
+            .spawn(move || {
+                for window in to_apply {
+                    let result = checkpoint(&db, &window.ops, window.generation).and_then(|()| {
+                        if let Ok(mut overlay) = overlay.lock() {
+                            overlay.checkpointed();
+                        }
+                        let path = wal::segment_path(&dir, window.generation);
+                        std::fs::remove_file(&path).map_err(|e| {
+                            StoreError::Io(format!("removing {}: {e}", path.display()))
+                        })
+                    });
+                    if answer.send(result).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Io(format!("starting the checkpoint thread: {e}")))?;
+        Ok(Checkpointer {
+            windows,
+            results,
+            running: false,
+            thread,
+        })
+    }
+
+    fn commit_group(&mut self, group: Vec<(Vec<StoreOp>, Answer)>) {
+        let mut answers = Vec::with_capacity(group.len());
+        let mut all_ops = Vec::with_capacity(group.len());
+        for (ops, done) in group {
+            answers.push(done);
+            all_ops.push(ops);
+        }
+        let result = match &self.failed {
+            Some(reason) => Err(StoreError::Io(format!(
+                "the store failed earlier and accepts no more writes: {reason}"
+            ))),
+            None => self.log_and_record(all_ops),
+        };
+        if let Err(error) = &result {
+            self.fail(error);
+        }
+        for done in answers {
+            let answer = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(StoreError::Io(e.to_string())),
+            };
+            let _receiver_gone_is_fine = done.send(answer);
+        }
+    }
+
+    /// One append and one sync for the whole group; then the overlay learns the operations, before anyone is
+    /// answered, so that a read after a success finds what it wrote.
+    fn log_and_record(&mut self, group: Vec<Vec<StoreOp>>) -> Result<(), StoreError> {
+        self.records.clear();
+        for ops in group.iter().filter(|ops| !ops.is_empty()) {
+            wal::encode_record(ops, &mut self.records)?;
+        }
+        if self.records.is_empty() {
+            return Ok(()); // only barriers: everything before them is already durable
+        }
+        self.segment.append(&self.records)?;
+        if self.durability == Durability::Durable {
+            self.segment.sync()?;
+        }
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        let db = self.db.clone();
+        let read_disk = move |key: Key| read_payload(&db, key);
+        let mut overlay = self
+            .overlay
+            .lock()
+            .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?;
+        for op in group.into_iter().flatten() {
+            overlay.record(op, &read_disk)?;
+        }
+        Ok(())
+    }
+
+    fn segment_is_full(&self) -> bool {
+        let ops = self.overlay.lock().map_or(0, |o| o.active.ops.len());
+        self.segment.bytes >= self.segment_bytes_max || ops >= WAL_SEGMENT_OPS_MAX
+    }
+
+    /// Starts the next segment and hands the closed one to the checkpointer, after the previous checkpoint
+    /// (if any) has finished.
+    fn rotate(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
+        self.wait_for_checkpoint(checkpointer)?;
+        let next = Segment::create(&self.dir, self.segment.generation + 1)?;
+        let generation = next.generation;
+        self.segment = next;
+        let closed = self
+            .overlay
+            .lock()
+            .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?
+            .rotate(generation);
+        checkpointer
+            .windows
+            .send(closed)
+            .map_err(|_| StoreError::Io("the checkpoint thread has stopped".into()))?;
+        checkpointer.running = true;
+        Ok(())
+    }
+
+    fn wait_for_checkpoint(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
+        if !checkpointer.running {
+            return Ok(());
+        }
+        checkpointer.running = false;
+        checkpointer
+            .results
+            .recv()
+            .map_err(|_| StoreError::Io("the checkpoint thread has stopped".into()))?
+    }
+
+    /// Makes redb hold everything logged so far (start-up reads, tests, shutdown).
+    fn checkpoint_everything(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Io(format!(
+                "the store failed earlier: {reason}"
+            )));
+        }
+        let pending = self.overlay.lock().map_or(0, |o| o.active.ops.len());
+        if pending > 0 {
+            self.rotate(checkpointer)?;
+        }
+        let result = self.wait_for_checkpoint(checkpointer);
+        if let Err(error) = &result {
+            self.fail(error);
+        }
+        result
+    }
+
+    fn fail(&mut self, error: &StoreError) {
+        tracing::error!(%error, "store write failed; the store is now read-only");
+        self.failed.get_or_insert_with(|| error.to_string());
+    }
+
+    fn refuse_all(&self, jobs: &mpsc::Receiver<Job>) {
+        let reason = self.failed.clone().unwrap_or_default();
+        for job in jobs {
+            let refused = Err(StoreError::Io(format!("the store failed: {reason}")));
+            match job {
+                Job::Ops { done, .. } => drop(done.send(refused)),
+                Job::Checkpoint { done } => drop(done.send(refused)),
+                Job::Abandon => return,
+            }
+        }
+    }
+}
+
+/// A payload as redb holds it (after the last checkpoint).
+pub fn read_payload(db: &Database, key: Key) -> Result<Option<Payload>, StoreError> {
+    Ok(read_payloads(db, key.0, &[key.1])?.pop().flatten())
+}
+
+pub fn read_payloads(
+    db: &Database,
+    queue: veil_core::QueueId,
+    seqs: &[veil_core::Seq],
+) -> Result<Vec<Option<Payload>>, StoreError> {
+    use redb::ReadableDatabase;
+    let txn = db
+        .begin_read()
+        .map_err(|e| StoreError::Io(format!("starting a read: {e}")))?;
+    let payloads = txn
+        .open_table(crate::tables::PAYLOADS)
+        .map_err(|e| StoreError::Io(format!("opening payloads: {e}")))?;
+    seqs.iter()
+        .map(|&seq| {
+            match payloads
+                .get((queue, seq))
+                .map_err(|e| StoreError::Io(format!("reading a payload: {e}")))?
+            {
+                Some(guard) => crate::codec::decode(guard.value(), "a payload").map(Some),
+                None => Ok(None),
+            }
+        })
+        .collect()
+}
