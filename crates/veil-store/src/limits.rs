@@ -12,9 +12,10 @@ pub const GROUP_OPS_MAX: usize = 50_000;
 /// segments: this bounds both that memory and recovery time (docs/decisions/0004-write-ahead-log.md).
 pub const WAL_SEGMENT_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
-/// The same bound counted in operations, for small messages: an operation held in memory costs a few hundred
-/// bytes whatever its body's size.
-pub const WAL_SEGMENT_OPS_MAX: usize = 262_144;
+/// The same bound counted in operations, for small messages: an operation held in memory costs 368 bytes
+/// (`size_of::<StoreOp>()`) plus its body, so each of the two windows (open, checkpointing) holds at most
+/// 24 MiB of operations besides bodies. A window's allocations are reused by the next one.
+pub const WAL_SEGMENT_OPS_MAX: usize = 65_536;
 
 /// The largest record start-up accepts. A record is one submission; the engine's largest (a purge, a batch of
 /// ten 1 MiB messages, a move of many messages) stays far below. A length beyond it can only be a torn or

@@ -49,6 +49,16 @@ impl Window {
         }
     }
 
+    /// Empties the window for reuse as segment `generation`'s, keeping its allocations: a window's
+    /// operations fill megabytes, and fresh memory for each segment cost the writer page faults.
+    pub fn reuse(&mut self, generation: u64) {
+        self.generation = generation;
+        self.ops.clear();
+        self.payloads.clear();
+        self.gone.clear();
+        self.purged.clear();
+    }
+
     fn find(&self, key: Key) -> Found {
         match self.payloads.get(&key) {
             Some(Held::Logged(index)) => match &self.ops[*index] {
@@ -176,10 +186,10 @@ impl Overlay {
         }
     }
 
-    /// Starts a new window for the segment `generation`, handing back the closed one for its checkpoint.
-    /// The closed window stays readable until [`Overlay::checkpointed`].
-    pub fn rotate(&mut self, generation: u64) -> Arc<Window> {
-        let closed = Arc::new(std::mem::replace(&mut self.active, Window::new(generation)));
+    /// Makes `next` the open window, handing back the closed one for its checkpoint. The closed window stays
+    /// readable until [`Overlay::checkpointed`].
+    pub fn rotate(&mut self, next: Window) -> Arc<Window> {
+        let closed = Arc::new(std::mem::replace(&mut self.active, next));
         self.frozen = Some(closed.clone());
         closed
     }

@@ -55,10 +55,12 @@ pub struct Writer {
     pub records: Vec<u8>,
 }
 
-/// The checkpointer's end of the channels: closed windows in, one result per window out.
+/// The checkpointer's end of the channels: closed windows in, one result per window out, and emptied windows
+/// back for reuse.
 struct Checkpointer {
     windows: mpsc::Sender<Arc<Window>>,
     results: mpsc::Receiver<Result<(), StoreError>>,
+    spare: mpsc::Receiver<Window>,
     /// A checkpoint was handed over and its result not yet taken.
     running: bool,
     thread: JoinHandle<()>,
@@ -134,6 +136,7 @@ impl Writer {
     fn start_checkpointer(&self) -> Result<Checkpointer, StoreError> {
         let (windows, to_apply) = mpsc::channel::<Arc<Window>>();
         let (answer, results) = mpsc::channel();
+        let (give_back, spare) = mpsc::channel();
         let db = self.db.clone();
         let overlay = self.overlay.clone();
         let dir = self.dir.clone();
@@ -153,12 +156,19 @@ impl Writer {
                     if answer.send(result).is_err() {
                         break;
                     }
+                    // The overlay let go of it, so this is the last reference: empty it here, off the
+                    // writer's path, and give it back.
+                    if let Ok(mut emptied) = Arc::try_unwrap(window) {
+                        emptied.reuse(0);
+                        let _writer_gone_is_fine = give_back.send(emptied);
+                    }
                 }
             })
             .map_err(|e| StoreError::Io(format!("starting the checkpoint thread: {e}")))?;
         Ok(Checkpointer {
             windows,
             results,
+            spare,
             running: false,
             thread,
         })
@@ -228,11 +238,16 @@ impl Writer {
         let next = Segment::create(&self.dir, self.segment.generation + 1)?;
         let generation = next.generation;
         self.segment = next;
+        let mut window = checkpointer
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Window::new(generation));
+        window.reuse(generation);
         let closed = self
             .overlay
             .lock()
             .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?
-            .rotate(generation);
+            .rotate(window);
         checkpointer
             .windows
             .send(closed)
