@@ -17,13 +17,32 @@ use crate::server::{Durability, VeilOptions, VeilProcess};
 use crate::target::Target;
 use crate::targets::sqs::SqsTarget;
 
+/// Body size of every message the scenario sends: a typical queue message, so that disk space per body byte
+/// means something (with tiny bodies the fixed per-message record would dominate it).
+const SCALE_BODY_BYTES: usize = 1024;
+
+/// Bytes the files of `dir` occupy on disk (allocated blocks, so sparse or preallocated space counts as it is).
+fn disk_bytes(dir: &Path) -> Result<u64, BenchError> {
+    use std::os::unix::fs::MetadataExt;
+    let entries = std::fs::read_dir(dir).map_err(BenchError::io("listing", dir.to_path_buf()))?;
+    let mut total = 0;
+    for entry in entries {
+        let entry = entry.map_err(BenchError::io("listing", dir.to_path_buf()))?;
+        let metadata = entry
+            .metadata()
+            .map_err(BenchError::io("reading metadata", entry.path()))?;
+        total += metadata.blocks() * 512;
+    }
+    Ok(total)
+}
+
 /// Fills `queue` with `count` messages (8 senders, batches of 10, small bodies) and returns messages/s.
 async fn preload(target: &SqsTarget, queue: &str, count: u64) -> Result<f64, BenchError> {
     let workload = Workload {
         producers: 8,
         consumers: 0,
         batch: 10,
-        body_size: 100,
+        body_size: SCALE_BODY_BYTES,
         duration_s: None,
         messages: Some(count),
         drain: false,
@@ -91,7 +110,7 @@ async fn hide(target: &SqsTarget, queue: &str, count: u64) -> Result<(), BenchEr
 /// `seconds`, without drain (the consumer takes the oldest visible messages, i.e. preloaded ones).
 async fn op_cost(target: &SqsTarget, queue: &str, seconds: f64) -> RunReport {
     let workload = Workload {
-        body_size: 100,
+        body_size: SCALE_BODY_BYTES,
         duration_s: Some(seconds),
         wait_s: 1,
         drain: false,
@@ -110,6 +129,9 @@ struct Loaded {
     rss_loaded_live: u64,
     rss_after_restart: u64,
     restart: Duration,
+    /// The data directory's disk usage after the restart: everything checkpointed, the log empty.
+    disk_loaded: u64,
+    data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -142,6 +164,7 @@ async fn load_veil(
     let veil = VeilProcess::start(&options).await?;
     let restart = veil.startup;
     let rss_after_restart = veil.rss_bytes()?;
+    let disk_loaded = disk_bytes(&options.data_dir)?;
     let target = SqsTarget::connect(&veil.endpoint).await?.named("veil");
     target.prepare(queue, 30).await?;
     Ok(Loaded {
@@ -152,6 +175,8 @@ async fn load_veil(
         rss_loaded_live,
         rss_after_restart,
         restart,
+        disk_loaded,
+        data_dir: options.data_dir,
         _dir: dir,
     })
 }
@@ -167,7 +192,17 @@ pub(super) async fn scale(bin: &Path, plan: &Plan) -> Result<ScenarioRun, BenchE
     let big = load_veil(bin, "scale-big", plan.scale_messages, plan.scale_hidden).await?;
     let big_report = op_cost(&big.target, "scale-big", measure_s).await;
     let rss_end = big.veil.rss_bytes()?;
+    // Space comes back once the messages are gone: purge, stop (the final checkpoint), measure.
+    big.target
+        .purge("scale-big")
+        .await
+        .map_err(|e| BenchError::Scenario {
+            scenario: "scale",
+            system: "veil".into(),
+            message: format!("purging the large queue: {e}"),
+        })?;
     big.veil.stop().await;
+    let disk_after_purge = disk_bytes(&big.data_dir)?;
 
     let mut metrics = BTreeMap::new();
     let stored = plan.scale_messages as f64;
@@ -187,6 +222,14 @@ pub(super) async fn scale(bin: &Path, plan: &Plan) -> Result<ScenarioRun, BenchE
         per_msg(big.rss_after_restart),
     );
     metrics.insert("rss_per_msg_end_bytes".into(), per_msg(rss_end));
+    let bodies = stored * SCALE_BODY_BYTES as f64;
+    metrics.insert("body_bytes".into(), SCALE_BODY_BYTES as f64);
+    metrics.insert("disk_mib".into(), big.disk_loaded as f64 / 1048576.0);
+    metrics.insert("disk_per_body_byte".into(), big.disk_loaded as f64 / bodies);
+    metrics.insert(
+        "disk_after_purge_mib".into(),
+        disk_after_purge as f64 / 1048576.0,
+    );
     for (op, small_p, big_p) in [
         (
             "send",
@@ -214,13 +257,15 @@ pub(super) async fn scale(bin: &Path, plan: &Plan) -> Result<ScenarioRun, BenchE
     metrics.insert("ops_per_s_large".into(), big_report.throughput.sent_per_s);
     println!(
         "== veil · scale: {} stored / {} hidden vs {} stored: restart {:.2} s, RSS/message {:.0} B live, {:.0} B after \
-         restart; p50 send {}→{} µs, receive {}→{} µs, delete {}→{} µs",
+         restart; disk {:.2}× the bodies, {:.1} MiB after a purge; p50 send {}→{} µs, receive {}→{} µs, delete {}→{} µs",
         plan.scale_messages,
         plan.scale_hidden,
         plan.scale_small,
         big.restart.as_secs_f64(),
         per_msg(big.rss_loaded_live),
         per_msg(big.rss_after_restart),
+        big.disk_loaded as f64 / bodies,
+        disk_after_purge as f64 / 1048576.0,
         small_report.latency_us.send.p50,
         big_report.latency_us.send.p50,
         small_report.latency_us.receive.p50,
