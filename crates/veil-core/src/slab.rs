@@ -73,6 +73,28 @@ pub enum ExpiryBound {
     },
 }
 
+/// The live `(seq, state)` pairs of one chunk, in seq order: a copy of the chunk, so it holds no borrow.
+#[derive(Clone)]
+pub struct ChunkEntries {
+    number: u64,
+    /// The slots not yet yielded.
+    occupied: u32,
+    states: [MessageState; CHUNK_LEN],
+}
+
+impl Iterator for ChunkEntries {
+    type Item = (Seq, MessageState);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.occupied == 0 {
+            return None;
+        }
+        let slot = self.occupied.trailing_zeros() as usize;
+        self.occupied &= self.occupied - 1;
+        Some(((self.number << CHUNK_BITS) | slot as u64, self.states[slot]))
+    }
+}
+
 #[derive(Default)]
 pub struct SeqSlab {
     chunks: BTreeMap<u64, Box<Chunk>>,
@@ -160,15 +182,21 @@ impl SeqSlab {
         Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
     }
 
-    /// The live messages of one chunk.
-    pub fn chunk_entries(&self, number: u64) -> Vec<(Seq, MessageState)> {
-        let Some(chunk) = self.chunks.get(&number) else {
-            return Vec::new();
-        };
-        (0..CHUNK_LEN)
-            .filter(|slot| chunk.occupied & (1 << slot) != 0)
-            .map(|slot| ((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
-            .collect()
+    /// The live messages of one chunk, copied out (no allocation), so that the caller may remove them from the
+    /// slab while it walks them.
+    pub fn chunk_entries(&self, number: u64) -> ChunkEntries {
+        match self.chunks.get(&number) {
+            Some(chunk) => ChunkEntries {
+                number,
+                occupied: chunk.occupied,
+                states: chunk.states,
+            },
+            None => ChunkEntries {
+                number,
+                occupied: 0,
+                states: [EMPTY; CHUNK_LEN],
+            },
+        }
     }
 
     /// Recomputes a chunk's exact expiry bound (after expired messages were removed from it). Returns it, or
