@@ -458,10 +458,7 @@ impl Engine {
             .iter()
             .any(|m| m.redrive.as_ref().is_some_and(|p| p.max_receive_count == 0))
         {
-            // 0 would dead-letter a message before its first delivery.
-            return Err(EngineError::InvalidArgument(
-                "a message's max receive count must be at least 1".into(),
-            ));
+            return Err(receive_count_zero());
         }
         // Digests and ids are computed before taking the lock: they need no shared state. The body's SHA-256
         // only for a queue that deduplicates by content (a standard queue's grouped sends need none).
@@ -478,6 +475,52 @@ impl Engine {
         })?;
         Self::durable(commit).await?;
         sent
+    }
+
+    /// Sends several messages to one queue, each judged on its own: a message the queue refuses (too large, a
+    /// FIFO queue's missing group or deduplication id, a max receive count of 0) gets its own error while the
+    /// others are stored — all of them under one lock and with one commit. The outer error is the queue's (or
+    /// the store's). KubeMQ's batch send and upstream stream.
+    pub async fn send_each(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+    ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
+        let now = self.clock.now();
+        let by_content = messages
+            .iter()
+            .any(|m| m.group.is_some() && m.dedup_id.is_none())
+            && self.dedups_by_content(key);
+        let prepared: Vec<Prepared> = messages
+            .iter()
+            .map(|m| Prepared::of(m, by_content))
+            .collect();
+        let (results, commit) = self.on_queue(key, now, |locked| {
+            let config = &locked.index().record.config;
+            let (size_max, fifo) = (config.message_size_bytes_max, config.fifo);
+            let mut results: Vec<Option<EngineResult<SentMessage>>> = Vec::new();
+            let (mut accepted, mut accepted_prepared) = (Vec::new(), Vec::new());
+            for (message, prepared) in messages.into_iter().zip(prepared) {
+                match check_one_send(&message, size_max, fifo.as_ref()) {
+                    Ok(()) => {
+                        accepted.push(message);
+                        accepted_prepared.push(prepared);
+                        results.push(None);
+                    }
+                    Err(error) => results.push(Some(Err(error))),
+                }
+            }
+            if accepted.is_empty() {
+                return Ok(results.into_iter().flatten().collect());
+            }
+            let mut sent = Self::store_messages(locked, accepted, accepted_prepared)?.into_iter();
+            Ok(results
+                .into_iter()
+                .filter_map(|result| result.or_else(|| sent.next().map(Ok)))
+                .collect())
+        })?;
+        Self::durable(commit).await?;
+        results
     }
 
     /// Whether the queue is FIFO with content-based deduplication (a brief look under the lock).
@@ -1746,6 +1789,36 @@ fn sha256_hex(body: &[u8]) -> String {
         hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     hex
+}
+
+/// A message rule whose max receive count is 0 would dead-letter the message before its first delivery.
+fn receive_count_zero() -> EngineError {
+    EngineError::InvalidArgument("a message's max receive count must be at least 1".into())
+}
+
+/// What `send` refuses a whole call for, judged for one message of a `send_each`.
+fn check_one_send(
+    message: &NewMessage,
+    size_bytes_max: u32,
+    fifo: Option<&FifoConfig>,
+) -> EngineResult<()> {
+    if message
+        .redrive
+        .as_ref()
+        .is_some_and(|p| p.max_receive_count == 0)
+    {
+        return Err(receive_count_zero());
+    }
+    if message.size_bytes() > size_bytes_max as usize {
+        return Err(EngineError::MessageTooLarge {
+            size_bytes: message.size_bytes(),
+            max_bytes: size_bytes_max,
+        });
+    }
+    match fifo {
+        Some(fifo) => check_fifo_sends(fifo, std::slice::from_ref(message)),
+        None => Ok(()),
+    }
 }
 
 /// A FIFO queue refuses a send (all of it) with a message that names no group, or no deduplication id

@@ -184,3 +184,64 @@ async fn a_move_batch_to_a_missing_queue_fails_whole_and_moves_nothing() {
     assert!(matches!(outcome, Err(EngineError::QueueNotFound(_))));
     assert_eq!(h.engine.message_count(&q).unwrap(), 2);
 }
+
+#[tokio::test]
+async fn a_send_each_commits_once_and_refuses_only_the_messages_at_fault() {
+    let h = counting();
+    let config = QueueConfig {
+        message_size_bytes_max: 8,
+        ..QueueConfig::default()
+    };
+    let q = h.queue_with("q", config).await;
+    let mut never_deliverable = NewMessage::new("rule");
+    never_deliverable.redrive = Some(MessageRedrivePolicy {
+        max_receive_count: 0,
+        dead_letter_queue: None,
+    });
+    let messages = vec![
+        NewMessage::new("first"),
+        NewMessage::new("far too large"),
+        never_deliverable,
+        NewMessage::new("last"),
+    ];
+    let before = h.store.submissions();
+    let results = h.engine.send_each(&q, messages).await.unwrap();
+    assert_eq!(h.store.submissions() - before, 1, "two stored, one commit");
+    assert!(results[0].is_ok());
+    assert!(matches!(
+        results[1],
+        Err(EngineError::MessageTooLarge { max_bytes: 8, .. })
+    ));
+    assert!(matches!(results[2], Err(EngineError::InvalidArgument(_))));
+    assert!(results[3].is_ok());
+    let bodies: Vec<String> = h
+        .receive(&q, 10, Some(30))
+        .await
+        .iter()
+        .map(|m| body(m).to_owned())
+        .collect();
+    assert_eq!(bodies, ["first", "last"], "the others stored, in order");
+}
+
+#[tokio::test]
+async fn a_send_each_to_a_fifo_queue_refuses_a_message_without_a_group_alone() {
+    let h = counting();
+    let config = QueueConfig {
+        fifo: Some(FifoConfig {
+            content_based_dedup: true,
+            ..FifoConfig::default()
+        }),
+        ..QueueConfig::default()
+    };
+    let q = h.queue_with("q.fifo", config).await;
+    let mut grouped = NewMessage::new("grouped");
+    grouped.group = Some("g".into());
+    let results = h
+        .engine
+        .send_each(&q, vec![NewMessage::new("loose"), grouped])
+        .await
+        .unwrap();
+    assert!(matches!(results[0], Err(EngineError::GroupRequired)));
+    assert!(results[1].is_ok());
+    assert_eq!(h.engine.message_count(&q).unwrap(), 1);
+}
