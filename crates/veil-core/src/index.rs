@@ -528,12 +528,15 @@ impl QueueIndex {
             assert!(at <= now, "a ready entry is due");
         }
         for (chunk, bound) in self.states.expiry_bounds() {
-            let mut entries = self.states.chunk_entries(chunk);
+            let entries = self.states.chunk_entries(chunk);
             assert!(
-                entries.clone().all(|(_, s)| s.expires_at >= bound),
+                entries
+                    .clone()
+                    .into_iter()
+                    .all(|(_, s)| s.expires_at >= bound),
                 "chunk {chunk}'s expiry bound is too high"
             );
-            if entries.any(|(_, s)| s.expires_at != NEVER) {
+            if entries.into_iter().any(|(_, s)| s.expires_at != NEVER) {
                 assert!(
                     self.expiry_chunks.contains(&(bound, chunk)),
                     "chunk {chunk} with expiring messages is tracked"

@@ -77,21 +77,36 @@ pub enum ExpiryBound {
 #[derive(Clone)]
 pub struct ChunkEntries {
     number: u64,
-    /// The slots not yet yielded.
     occupied: u32,
     states: [MessageState; CHUNK_LEN],
 }
 
-impl Iterator for ChunkEntries {
+impl IntoIterator for ChunkEntries {
+    type Item = (Seq, MessageState);
+    type IntoIter = ChunkIter;
+
+    fn into_iter(self) -> ChunkIter {
+        ChunkIter(self)
+    }
+}
+
+/// Walks a [`ChunkEntries`], clearing each slot's bit as it is yielded.
+pub struct ChunkIter(ChunkEntries);
+
+impl Iterator for ChunkIter {
     type Item = (Seq, MessageState);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.occupied == 0 {
+        let entries = &mut self.0;
+        if entries.occupied == 0 {
             return None;
         }
-        let slot = self.occupied.trailing_zeros() as usize;
-        self.occupied &= self.occupied - 1;
-        Some(((self.number << CHUNK_BITS) | slot as u64, self.states[slot]))
+        let slot = entries.occupied.trailing_zeros() as usize;
+        entries.occupied &= entries.occupied - 1;
+        Some((
+            (entries.number << CHUNK_BITS) | slot as u64,
+            entries.states[slot],
+        ))
     }
 }
 
