@@ -5,6 +5,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/kubemq.proto");
     let descriptors = protox::compile(["proto/kubemq.proto"], ["proto"])?;
     tonic_build::configure()
+        // `bytes` fields as `bytes::Bytes`: a body is sliced out of the request buffer and handed to the engine
+        // without a copy, and a received body goes out as another reference to the stored one.
+        .bytes(["."])
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

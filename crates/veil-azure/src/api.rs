@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use veil_core::Millis;
 
 use crate::pop_receipt::PopReceipt;
@@ -155,7 +156,8 @@ pub struct QueueMessage {
     pub pop_receipt: Option<String>,
     pub time_next_visible: Option<Millis>,
     pub dequeue_count: Option<u32>,
-    pub text: Option<String>,
+    /// The stored body, shared with the engine's copy rather than copied.
+    pub text: Option<Bytes>,
 }
 
 /// One queue of a listing.

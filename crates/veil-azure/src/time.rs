@@ -42,14 +42,25 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// RFC 1123 of an engine time; [`NEVER`] and anything past year 9999 show as Azure's far future.
 pub fn rfc1123(ms: Millis) -> String {
+    let mut text = String::with_capacity(NEVER_RFC1123.len());
+    write_rfc1123(&mut text, ms);
+    text
+}
+
+/// [`rfc1123`] appended to `out`, for a writer that puts it straight into a document.
+pub fn write_rfc1123(out: &mut String, ms: Millis) {
+    use std::fmt::Write as _;
     let secs = (ms / 1_000) as i64;
     if ms == NEVER || secs > LAST_SHOWABLE_S {
-        return NEVER_RFC1123.to_string();
+        out.push_str(NEVER_RFC1123);
+        return;
     }
     let days = secs.div_euclid(DAY_S);
     let rem = secs.rem_euclid(DAY_S);
     let (year, month, day) = civil_from_days(days);
-    format!(
+    // Writing into a String cannot fail.
+    let _ = write!(
+        out,
         "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
         WEEKDAYS[days.rem_euclid(7) as usize],
         day,
@@ -58,7 +69,7 @@ pub fn rfc1123(ms: Millis) -> String {
         rem / 3_600,
         rem % 3_600 / 60,
         rem % 60
-    )
+    );
 }
 
 /// ISO 8601 UTC with seven fractional digits, as the `Time:` line of Azure's error messages.

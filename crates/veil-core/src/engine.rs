@@ -458,10 +458,7 @@ impl Engine {
             .iter()
             .any(|m| m.redrive.as_ref().is_some_and(|p| p.max_receive_count == 0))
         {
-            // 0 would dead-letter a message before its first delivery.
-            return Err(EngineError::InvalidArgument(
-                "a message's max receive count must be at least 1".into(),
-            ));
+            return Err(receive_count_zero());
         }
         // Digests and ids are computed before taking the lock: they need no shared state. The body's SHA-256
         // only for a queue that deduplicates by content (a standard queue's grouped sends need none).
@@ -478,6 +475,52 @@ impl Engine {
         })?;
         Self::durable(commit).await?;
         sent
+    }
+
+    /// Sends several messages to one queue, each judged on its own: a message the queue refuses (too large, a
+    /// FIFO queue's missing group or deduplication id, a max receive count of 0) gets its own error while the
+    /// others are stored — all of them under one lock and with one commit. The outer error is the queue's (or
+    /// the store's). KubeMQ's batch send and upstream stream.
+    pub async fn send_each(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+    ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
+        let now = self.clock.now();
+        let by_content = messages
+            .iter()
+            .any(|m| m.group.is_some() && m.dedup_id.is_none())
+            && self.dedups_by_content(key);
+        let prepared: Vec<Prepared> = messages
+            .iter()
+            .map(|m| Prepared::of(m, by_content))
+            .collect();
+        let (results, commit) = self.on_queue(key, now, |locked| {
+            let config = &locked.index().record.config;
+            let (size_max, fifo) = (config.message_size_bytes_max, config.fifo);
+            let mut results: Vec<Option<EngineResult<SentMessage>>> = Vec::new();
+            let (mut accepted, mut accepted_prepared) = (Vec::new(), Vec::new());
+            for (message, prepared) in messages.into_iter().zip(prepared) {
+                match check_one_send(&message, size_max, fifo.as_ref()) {
+                    Ok(()) => {
+                        accepted.push(message);
+                        accepted_prepared.push(prepared);
+                        results.push(None);
+                    }
+                    Err(error) => results.push(Some(Err(error))),
+                }
+            }
+            if accepted.is_empty() {
+                return Ok(results.into_iter().flatten().collect());
+            }
+            let mut sent = Self::store_messages(locked, accepted, accepted_prepared)?.into_iter();
+            Ok(results
+                .into_iter()
+                .filter_map(|result| result.or_else(|| sent.next().map(Ok)))
+                .collect())
+        })?;
+        Self::durable(commit).await?;
+        results
     }
 
     /// Whether the queue is FIFO with content-based deduplication (a brief look under the lock).
@@ -629,33 +672,19 @@ impl Engine {
         options: ReceiveOptions,
     ) -> EngineResult<Received> {
         let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
-        let wait_ms = match options.wait_ms {
-            Some(wait_ms) => wait_ms,
-            None => {
-                let state = self.state.lock();
-                let id = state.queue_id(key)?;
-                state.queues[&id].record.config.receive_wait_ms
-            }
-        };
-        let deadline = self
-            .clock
-            .now()
-            .saturating_add(wait_ms.min(limits::RECEIVE_WAIT_MS_MAX));
+        let started = self.clock.now();
+        // Known after the first attempt, which reads the queue's default wait under the same lock.
+        let mut deadline = None;
         let mut closing = self.closing.subscribe();
         let mut expired = 0;
         loop {
-            let notify = {
-                let state = self.state.lock();
-                let id = state.queue_id(key)?;
-                state.queues[&id].notify.clone()
-            };
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-
             let now = self.clock.now();
             let attempt = self.receive_now(key, max_messages, &options, now)?;
             expired += attempt.expired;
+            let wait_ms = options.wait_ms.unwrap_or(attempt.queue_wait_ms);
+            let deadline = *deadline.get_or_insert_with(|| {
+                started.saturating_add(wait_ms.min(limits::RECEIVE_WAIT_MS_MAX))
+            });
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
                 let messages = self.with_payloads(attempt.queue, attempt.delivered)?;
@@ -673,8 +702,12 @@ impl Engine {
                 });
             }
             let wake_at = attempt.next_due.map_or(deadline, |due| due.min(deadline));
+            // Registered under the lock the attempt held, so no send after it goes unnoticed.
+            let notified = attempt
+                .notified
+                .expect("an empty attempt registers for wake-ups");
             tokio::select! {
-                _ = &mut notified => {}
+                _ = notified => {}
                 _ = self.clock.sleep_until(wake_at) => {}
                 _ = closing.changed() => {}
             }
@@ -688,9 +721,17 @@ impl Engine {
         options: &ReceiveOptions,
         now: Millis,
     ) -> EngineResult<ReceiveAttempt> {
-        let (attempt, commit) = self.on_queue(key, now, |locked| {
-            self.deliver(locked, max_messages, options)
-        })?;
+        let (attempt, commit) =
+            self.on_queue(key, now, |locked| -> EngineResult<ReceiveAttempt> {
+                let mut attempt = self.deliver(locked, max_messages, options)?;
+                let index = locked.index();
+                attempt.queue_wait_ms = index.record.config.receive_wait_ms;
+                if attempt.delivered.is_empty() {
+                    // Before the lock is let go: every send and nack notifies under it.
+                    attempt.notified = Some(index.notify.clone().notified_owned());
+                }
+                Ok(attempt)
+            })?;
         let mut attempt = attempt?;
         attempt.commit = commit;
         Ok(attempt)
@@ -726,6 +767,8 @@ impl Engine {
                 next_due: None,
                 expired,
                 dead_letters_left: false,
+                queue_wait_ms: 0,
+                notified: None,
                 commit: None,
             });
         }
@@ -778,6 +821,8 @@ impl Engine {
             next_due,
             expired,
             dead_letters_left,
+            queue_wait_ms: 0,
+            notified: None,
             commit: None,
         })
     }
@@ -1062,48 +1107,84 @@ impl Engine {
         receipt: &str,
         target: &QueueKey,
     ) -> EngineResult<()> {
+        let mut results = self.move_messages(key, &[receipt], target).await?;
+        results.pop().expect("one result per receipt")
+    }
+
+    /// [`Engine::move_message`] for several held messages of one queue: one lock and one commit for the lot.
+    /// The outer error is the queues' (either missing) or the store's; each receipt has its own result.
+    pub async fn move_messages(
+        &self,
+        key: &QueueKey,
+        receipts: &[&str],
+        target: &QueueKey,
+    ) -> EngineResult<Vec<EngineResult<()>>> {
         let now = self.clock.now();
-        let (result, commit) = self.on_queue(key, now, |locked| {
+        let (results, commit) = self.on_queue(key, now, |locked| {
             let target_id = locked.state.queue_id(target)?;
-            let (id, index) = (locked.id, locked.index());
-            let Held {
-                seq,
-                state: moved,
-                redrive,
-                group,
-            } = self.take_held(index, receipt)?;
-            index.counters.deletes += 1;
-            let source_counters = index.counters;
-            let arrival = Arrival {
-                from: (id, seq),
-                target: target_id,
-                state: fresh_arrival(moved, now),
-                moved_from: MovedFrom {
-                    queue: key.clone(),
-                    reason: MoveReason::Requeue,
-                },
-                redrive,
-                group,
-            };
-            let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
-            let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
-            target_index.counters.sends += 1;
-            if wake {
-                target_index.notify.notify_waiters();
+            let mut wake = false;
+            let results: Vec<EngineResult<()>> = receipts
+                .iter()
+                .map(|receipt| {
+                    wake |= self.move_held(locked, key, receipt, target_id)?;
+                    Ok(())
+                })
+                .collect();
+            if results.iter().any(Result::is_ok) {
+                let id = locked.id;
+                let source_counters = locked.index().counters;
+                let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+                if wake {
+                    target_index.notify.notify_waiters();
+                }
+                let target_counters = target_index.counters;
+                locked.ops.push(StoreOp::PutCounters {
+                    queue: id,
+                    counters: source_counters,
+                });
+                locked.ops.push(StoreOp::PutCounters {
+                    queue: target_id,
+                    counters: target_counters,
+                });
             }
-            let target_counters = target_index.counters;
-            locked.ops.push(StoreOp::PutCounters {
-                queue: id,
-                counters: source_counters,
-            });
-            locked.ops.push(StoreOp::PutCounters {
-                queue: target_id,
-                counters: target_counters,
-            });
-            Ok(())
+            Ok(results)
         })?;
         Self::durable(commit).await?;
-        result
+        results
+    }
+
+    /// One message of a [`Engine::move_messages`] batch, under the lock: taken out of the locked queue and
+    /// arrived at `target_id`, both counted. Returns the wake-up hint of the arrival.
+    fn move_held(
+        &self,
+        locked: &mut Locked<'_>,
+        key: &QueueKey,
+        receipt: &str,
+        target_id: QueueId,
+    ) -> EngineResult<bool> {
+        let (id, now, index) = (locked.id, locked.now, locked.index());
+        let Held {
+            seq,
+            state: moved,
+            redrive,
+            group,
+        } = self.take_held(index, receipt)?;
+        index.counters.deletes += 1;
+        let arrival = Arrival {
+            from: (id, seq),
+            target: target_id,
+            state: fresh_arrival(moved, now),
+            moved_from: MovedFrom {
+                queue: key.clone(),
+                reason: MoveReason::Requeue,
+            },
+            redrive,
+            group,
+        };
+        let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
+        let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+        target_index.counters.sends += 1;
+        Ok(wake)
     }
 
     /// Takes a held message out of the index if `receipt` is its current one, with what travels with it.
@@ -1578,6 +1659,10 @@ struct ReceiveAttempt {
     expired: u64,
     /// The per-receive cap on dead-letter moves left messages that are due to move.
     dead_letters_left: bool,
+    /// The queue's default receive wait, for a receive that names none.
+    queue_wait_ms: Millis,
+    /// An attempt that delivered nothing registers for the queue's wake-ups before the lock is let go.
+    notified: Option<tokio::sync::futures::OwnedNotified>,
     commit: Option<Commit>,
 }
 
@@ -1696,10 +1781,44 @@ impl Prepared {
 
 fn sha256_hex(body: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(body)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(body);
+    let mut hex = String::with_capacity(digest.len() * 2);
+    for byte in digest {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    hex
+}
+
+/// A message rule whose max receive count is 0 would dead-letter the message before its first delivery.
+fn receive_count_zero() -> EngineError {
+    EngineError::InvalidArgument("a message's max receive count must be at least 1".into())
+}
+
+/// What `send` refuses a whole call for, judged for one message of a `send_each`.
+fn check_one_send(
+    message: &NewMessage,
+    size_bytes_max: u32,
+    fifo: Option<&FifoConfig>,
+) -> EngineResult<()> {
+    if message
+        .redrive
+        .as_ref()
+        .is_some_and(|p| p.max_receive_count == 0)
+    {
+        return Err(receive_count_zero());
+    }
+    if message.size_bytes() > size_bytes_max as usize {
+        return Err(EngineError::MessageTooLarge {
+            size_bytes: message.size_bytes(),
+            max_bytes: size_bytes_max,
+        });
+    }
+    match fifo {
+        Some(fifo) => check_fifo_sends(fifo, std::slice::from_ref(message)),
+        None => Ok(()),
+    }
 }
 
 /// A FIFO queue refuses a send (all of it) with a message that names no group, or no deduplication id

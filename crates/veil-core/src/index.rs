@@ -530,10 +530,13 @@ impl QueueIndex {
         for (chunk, bound) in self.states.expiry_bounds() {
             let entries = self.states.chunk_entries(chunk);
             assert!(
-                entries.iter().all(|(_, s)| s.expires_at >= bound),
+                entries
+                    .clone()
+                    .into_iter()
+                    .all(|(_, s)| s.expires_at >= bound),
                 "chunk {chunk}'s expiry bound is too high"
             );
-            if entries.iter().any(|(_, s)| s.expires_at != NEVER) {
+            if entries.into_iter().any(|(_, s)| s.expires_at != NEVER) {
                 assert!(
                     self.expiry_chunks.contains(&(bound, chunk)),
                     "chunk {chunk} with expiring messages is tracked"

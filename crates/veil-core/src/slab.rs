@@ -73,6 +73,43 @@ pub enum ExpiryBound {
     },
 }
 
+/// The live `(seq, state)` pairs of one chunk, in seq order: a copy of the chunk, so it holds no borrow.
+#[derive(Clone)]
+pub struct ChunkEntries {
+    number: u64,
+    occupied: u32,
+    states: [MessageState; CHUNK_LEN],
+}
+
+impl IntoIterator for ChunkEntries {
+    type Item = (Seq, MessageState);
+    type IntoIter = ChunkIter;
+
+    fn into_iter(self) -> ChunkIter {
+        ChunkIter(self)
+    }
+}
+
+/// Walks a [`ChunkEntries`], clearing each slot's bit as it is yielded.
+pub struct ChunkIter(ChunkEntries);
+
+impl Iterator for ChunkIter {
+    type Item = (Seq, MessageState);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let entries = &mut self.0;
+        if entries.occupied == 0 {
+            return None;
+        }
+        let slot = entries.occupied.trailing_zeros() as usize;
+        entries.occupied &= entries.occupied - 1;
+        Some((
+            (entries.number << CHUNK_BITS) | slot as u64,
+            entries.states[slot],
+        ))
+    }
+}
+
 #[derive(Default)]
 pub struct SeqSlab {
     chunks: BTreeMap<u64, Box<Chunk>>,
@@ -160,15 +197,21 @@ impl SeqSlab {
         Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
     }
 
-    /// The live messages of one chunk.
-    pub fn chunk_entries(&self, number: u64) -> Vec<(Seq, MessageState)> {
-        let Some(chunk) = self.chunks.get(&number) else {
-            return Vec::new();
-        };
-        (0..CHUNK_LEN)
-            .filter(|slot| chunk.occupied & (1 << slot) != 0)
-            .map(|slot| ((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
-            .collect()
+    /// The live messages of one chunk, copied out (no allocation), so that the caller may remove them from the
+    /// slab while it walks them.
+    pub fn chunk_entries(&self, number: u64) -> ChunkEntries {
+        match self.chunks.get(&number) {
+            Some(chunk) => ChunkEntries {
+                number,
+                occupied: chunk.occupied,
+                states: chunk.states,
+            },
+            None => ChunkEntries {
+                number,
+                occupied: 0,
+                states: [EMPTY; CHUNK_LEN],
+            },
+        }
     }
 
     /// Recomputes a chunk's exact expiry bound (after expired messages were removed from it). Returns it, or

@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
 use veil_core::{
     AttributeData, AttributeValue, Attributes, EngineError, Message, MessageRedrivePolicy, Millis,
     NewMessage, QueueKey, SentMessage, Ttl, DEFAULT_NAMESPACE, NEVER,
@@ -241,7 +240,7 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         Ttl::After(delay_ms + Millis::from(policy.expiration_seconds as u32) * 1_000)
     };
     NewMessage {
-        body: Bytes::from(message.body),
+        body: message.body,
         attributes,
         delay_ms: Some(delay_ms),
         ttl: Some(ttl),
@@ -343,7 +342,7 @@ pub fn to_queue_message(message: &Message, channel: &str) -> pb::QueueMessage {
         client_id: message.payload.sender_id.clone(),
         channel: channel.to_string(),
         metadata: attribute_text(attributes, ATTR_METADATA).unwrap_or_default(),
-        body: message.payload.body.to_vec(),
+        body: message.payload.body.clone(),
         tags,
         attributes: Some(pb::QueueMessageAttributes {
             timestamp: nanos(message.payload.sent_at),

@@ -9,7 +9,7 @@ fn wire(channel: &str, body: &[u8]) -> pb::QueueMessage {
         message_id: "m-1".into(),
         client_id: "client".into(),
         channel: channel.into(),
-        body: body.to_vec(),
+        body: body.to_vec().into(),
         ..Default::default()
     }
 }

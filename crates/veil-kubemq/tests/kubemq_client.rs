@@ -767,7 +767,7 @@ async fn a_pull_counts_the_expired_messages_it_skipped() {
             .send_queue_message(pb::QueueMessage {
                 client_id: "rust-exp".into(),
                 channel: "rs.expiring".into(),
-                body: body.as_bytes().to_vec(),
+                body: body.as_bytes().to_vec().into(),
                 policy: Some(pb::QueueMessagePolicy {
                     expiration_seconds,
                     ..Default::default()
@@ -793,7 +793,7 @@ async fn a_pull_counts_the_expired_messages_it_skipped() {
         .into_inner();
     assert!(!pulled.is_error, "{}", pulled.error);
     assert_eq!(pulled.messages_received, 1);
-    assert_eq!(pulled.messages[0].body, b"long");
+    assert_eq!(pulled.messages[0].body, b"long".as_slice());
     assert_eq!(pulled.messages_expired, 1);
     veil.stop().await;
 }
@@ -836,7 +836,7 @@ async fn a_get_answers_as_soon_as_it_holds_max_items() {
     send(&client, "rs.max", "b").await;
     // The clock never moved: only reaching max items can answer.
     let got = next(&mut responses).await;
-    let bodies: Vec<&[u8]> = got.messages.iter().map(|m| m.body.as_slice()).collect();
+    let bodies: Vec<&[u8]> = got.messages.iter().map(|m| m.body.as_ref()).collect();
     assert_eq!(bodies, [b"a".as_slice(), b"b".as_slice()]);
     assert_eq!(got.active_offsets, vec![1, 2]);
     drop(requests);

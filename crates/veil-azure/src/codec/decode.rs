@@ -433,9 +433,13 @@ fn count_param(query: &Query) -> AzureResult<u64> {
 /// The MessageText of a `<QueueMessage>` body, at most 64 KiB after decoding (else 413).
 pub fn message_text(body: &[u8]) -> AzureResult<String> {
     let doc = xml::parse(body).map_err(|e| invalid_xml(e.0))?;
-    let text = match (doc.name.as_str(), doc.child("MessageText")) {
-        ("QueueMessage", Some(text)) => text.text.clone(),
-        _ => {
+    // The text is moved out of the parsed document, not copied: it may be 64 KiB.
+    let message_text = (doc.name == "QueueMessage")
+        .then_some(doc.children)
+        .and_then(|children| children.into_iter().find(|c| c.name == "MessageText"));
+    let text = match message_text {
+        Some(element) => element.text,
+        None => {
             return Err(AzureError::with_message(
                 ErrorCode::InvalidXmlDocument,
                 "The body must be <QueueMessage><MessageText>…</MessageText></QueueMessage>.",

@@ -8,7 +8,7 @@ use super::xml::{self, XmlWriter};
 use super::HttpReply;
 use crate::api::*;
 use crate::error::AzureError;
-use crate::time::rfc1123;
+use crate::time::{rfc1123, write_rfc1123};
 
 const XML: &str = "application/xml";
 
@@ -113,7 +113,18 @@ fn write_metadata(xml: &mut XmlWriter, metadata: &Metadata) {
 }
 
 fn write_messages(messages: &[QueueMessage]) -> String {
-    let mut xml = xml::writer();
+    // The fixed elements and dates of a message take about 300 bytes; its text and receipt vary.
+    let size: usize = messages
+        .iter()
+        .map(|m| {
+            300 + m.message_id.len()
+                + m.pop_receipt.as_ref().map_or(0, String::len)
+                + m.text
+                    .as_ref()
+                    .map_or(0, |text| text.len() + text.len() / 8)
+        })
+        .sum();
+    let mut xml = xml::writer_with_capacity(64 + size);
     xml.open("QueueMessagesList");
     for m in messages {
         write_message(&mut xml, m);
@@ -125,19 +136,24 @@ fn write_messages(messages: &[QueueMessage]) -> String {
 fn write_message(xml: &mut XmlWriter, m: &QueueMessage) {
     xml.open("QueueMessage");
     xml.leaf("MessageId", &m.message_id);
-    xml.leaf("InsertionTime", &rfc1123(m.insertion_time));
-    xml.leaf("ExpirationTime", &rfc1123(m.expiration_time));
+    // Dates need no escaping, so they are written straight into the document.
+    xml.leaf_unescaped("InsertionTime", |out| write_rfc1123(out, m.insertion_time));
+    xml.leaf_unescaped("ExpirationTime", |out| {
+        write_rfc1123(out, m.expiration_time)
+    });
     if let Some(receipt) = &m.pop_receipt {
         xml.leaf("PopReceipt", receipt);
     }
     if let Some(at) = m.time_next_visible {
-        xml.leaf("TimeNextVisible", &rfc1123(at));
+        xml.leaf_unescaped("TimeNextVisible", |out| write_rfc1123(out, at));
     }
     if let Some(count) = m.dequeue_count {
-        xml.leaf("DequeueCount", &count.to_string());
+        xml.leaf_int("DequeueCount", count);
     }
     if let Some(text) = &m.text {
-        xml.leaf("MessageText", text);
+        // A body sent through another protocol may not be UTF-8; it is shown as Azure would decode it. A UTF-8
+        // body is borrowed as it is.
+        xml.leaf("MessageText", &String::from_utf8_lossy(text));
     }
     xml.close("QueueMessage");
 }

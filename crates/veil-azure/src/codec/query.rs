@@ -22,10 +22,9 @@ impl Query {
             .filter(|pair| !pair.is_empty())
             .map(|pair| {
                 let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                (
-                    decode_component(name).to_ascii_lowercase(),
-                    decode_component(value),
-                )
+                let mut name = decode_component(name);
+                name.make_ascii_lowercase(); // in place: one string per name, not two
+                (name, decode_component(value))
             })
             .collect();
         Self { pairs }

@@ -178,6 +178,11 @@ pub fn writer() -> XmlWriter {
     XmlWriter::new(AZURE_XML)
 }
 
+/// A writer in Azure's style whose buffer holds `bytes` before it grows.
+pub fn writer_with_capacity(bytes: usize) -> XmlWriter {
+    XmlWriter::with_capacity(AZURE_XML, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

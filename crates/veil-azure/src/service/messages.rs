@@ -190,6 +190,6 @@ fn render(message: Message, with_receipt: bool) -> QueueMessage {
         pop_receipt,
         time_next_visible: with_receipt.then_some(message.state.visible_at),
         dequeue_count: Some(message.state.receive_count),
-        text: Some(String::from_utf8_lossy(&message.payload.body).into_owned()),
+        text: Some(message.payload.body),
     }
 }

@@ -131,3 +131,59 @@ pub fn sqs_change(visibility_s: u64) -> VisibilityChange {
         not_past_expiry: false,
     }
 }
+
+/// The in-memory store, counting submissions: how a test sees that a batch reached the store as one commit.
+#[derive(Default)]
+pub struct CountingStore {
+    inner: MemoryStore,
+    submissions: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingStore {
+    /// Submissions so far, empty ones (barriers) included.
+    pub fn submissions(&self) -> usize {
+        self.submissions.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Store for CountingStore {
+    fn load_queues(&self) -> Result<store::Snapshot, StoreError> {
+        self.inner.load_queues()
+    }
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        self.inner.load_messages(each)
+    }
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        self.inner.load_redrives(each)
+    }
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        self.inner.load_groups(each)
+    }
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        self.inner.load_dedup(each)
+    }
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        self.inner.load_move_tasks()
+    }
+    fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
+        self.submissions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.submit(ops)
+    }
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        self.inner.read_payloads(queue, seqs)
+    }
+}

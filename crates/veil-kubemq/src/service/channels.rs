@@ -59,7 +59,7 @@ impl Inner {
         match self.channel_request(&request).await {
             Ok(body) => {
                 response.executed = true;
-                response.body = body;
+                response.body = body.into();
             }
             Err(error) => response.error = error.to_string(),
         }

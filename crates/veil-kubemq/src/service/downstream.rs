@@ -286,19 +286,14 @@ impl Inner {
         outcome
     }
 
-    /// Settles `helds` with `action`: acks and nacks as one engine call per channel, re-queues one by one
-    /// (each is its own atomic move). Returns the first error; every message is still settled or tried.
+    /// Settles `helds` with `action`: one engine call per channel, whether acks, nacks or re-queues (each
+    /// re-queued message still moves atomically). Returns the first error; every message is still settled or
+    /// tried.
     async fn apply_all(&self, helds: &[&Held], action: Settle<'_>) -> Result<(), KubemqError> {
         let results = match action {
             Settle::Ack => self.ack_held(helds).await,
             Settle::Nack => self.nack_held(helds).await,
-            Settle::Requeue(channel) => {
-                let mut results = Vec::with_capacity(helds.len());
-                for held in helds {
-                    results.push(self.requeue(held, channel).await);
-                }
-                results
-            }
+            Settle::Requeue(channel) => self.requeue_held(helds, channel).await,
         };
         results
             .into_iter()

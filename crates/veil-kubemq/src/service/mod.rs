@@ -254,12 +254,37 @@ impl Inner {
 
     /// Re-queue: the held message moves to `channel` as a fresh message, in one engine step.
     async fn requeue(&self, held: &Held, channel: &str) -> Result<(), KubemqError> {
-        convert::validate_channel(channel).map_err(|_| KubemqError::RequeueChannelInvalid)?;
-        let target = self.ensure(channel).await?;
-        self.engine
-            .move_message(&key(&held.channel), &held.receipt, &target)
-            .await?;
-        Ok(())
+        let mut results = self.requeue_held(&[held], channel).await;
+        results.pop().unwrap_or(Ok(()))
+    }
+
+    /// Re-queues several held messages to `channel` with one engine call per source channel (see
+    /// [`Inner::ack_held`]); each message moves atomically and has its own result, in the order given.
+    async fn requeue_held(&self, helds: &[&Held], channel: &str) -> Vec<Result<(), KubemqError>> {
+        if helds.is_empty() {
+            return Vec::new(); // nothing to move, so no target channel to create
+        }
+        let target = match convert::validate_channel(channel) {
+            Ok(()) => self.ensure(channel).await,
+            Err(_) => Err(KubemqError::RequeueChannelInvalid),
+        };
+        let target = match target {
+            Ok(target) => target,
+            Err(error) => return vec![Err(error); helds.len()],
+        };
+        let mut results = vec![Ok(()); helds.len()];
+        for (source, positions) in by_channel(helds) {
+            let receipts: Vec<&str> = positions
+                .iter()
+                .map(|&i| helds[i].receipt.as_str())
+                .collect();
+            let outcomes = self
+                .engine
+                .move_messages(&key(source), &receipts, &target)
+                .await;
+            settle_results(&mut results, &positions, outcomes);
+        }
+        results
     }
 
     fn check_wait_s(&self, wait_s: i32) -> Result<Millis, KubemqError> {

@@ -1,7 +1,8 @@
 //! Sending: the unary send, the batch and the upstream stream. Each message is validated with KubeMQ's rules
-//! and sent on its own, so one bad message in a batch is its own in-band error and the others go through,
-//! as in KubeMQ.
+//! and judged on its own, so one bad message in a batch is its own in-band error and the others go through,
+//! as in KubeMQ; a batch's messages of one channel are stored in one engine call.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -55,12 +56,74 @@ impl Inner {
         }
     }
 
+    /// Sends a batch with one engine call per channel — one lock and one commit for each channel's messages,
+    /// not one per message — while each message keeps its own result, in request order.
     async fn send_each(&self, messages: Vec<pb::QueueMessage>) -> Vec<pb::SendQueueMessageResult> {
-        let mut results = Vec::with_capacity(messages.len());
-        for message in messages {
-            results.push(self.send_one(message).await);
+        let mut results: Vec<Option<pb::SendQueueMessageResult>> = vec![None; messages.len()];
+        let mut by_channel: BTreeMap<String, Vec<(usize, pb::QueueMessage)>> = BTreeMap::new();
+        for (position, message) in messages.into_iter().enumerate() {
+            match convert::validate_message(&message, &self.settings) {
+                Ok(()) => by_channel
+                    .entry(message.channel.clone())
+                    .or_default()
+                    .push((position, message)),
+                Err(error) => {
+                    results[position] = Some(convert::send_error(
+                        &error,
+                        &message.message_id,
+                        &message.channel,
+                    ));
+                }
+            }
         }
-        results
+        for (channel, batch) in by_channel {
+            for (position, result) in self.send_to_channel(&channel, batch).await {
+                results[position] = Some(result);
+            }
+        }
+        results.into_iter().flatten().collect()
+    }
+
+    /// Sends validated messages of one channel in one engine call; returns each one's result by position.
+    async fn send_to_channel(
+        &self,
+        channel: &str,
+        batch: Vec<(usize, pb::QueueMessage)>,
+    ) -> Vec<(usize, pb::SendQueueMessageResult)> {
+        let ids: Vec<(usize, String)> = batch
+            .iter()
+            .map(|(position, message)| (*position, message.message_id.clone()))
+            .collect();
+        let outcome = match self.ensure(channel).await {
+            Ok(key) => {
+                let messages = batch
+                    .into_iter()
+                    .map(|(_, message)| convert::to_new_message(message))
+                    .collect();
+                self.engine
+                    .send_each(&key, messages)
+                    .await
+                    .map_err(KubemqError::from)
+            }
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(sent) => ids
+                .into_iter()
+                .zip(sent)
+                .map(|((position, id), sent)| {
+                    let result = match sent {
+                        Ok(sent) => convert::send_result(&sent, &id, channel),
+                        Err(error) => convert::send_error(&error.into(), &id, channel),
+                    };
+                    (position, result)
+                })
+                .collect(),
+            Err(error) => ids
+                .into_iter()
+                .map(|(position, id)| (position, convert::send_error(&error, &id, channel)))
+                .collect(),
+        }
     }
 }
 

@@ -14,6 +14,9 @@ mod tests;
 mod fifo_tests;
 
 #[cfg(test)]
+mod query_tests;
+
+#[cfg(test)]
 mod json_out_tests;
 
 use crate::api::{Action, ActionName, Output, Protocol, SqsRequest};

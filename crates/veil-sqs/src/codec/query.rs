@@ -1,15 +1,20 @@
 //! The Query protocol: form-encoded parameters (`Action=SendMessage&QueueUrl=…&MessageAttribute.1.Name=…`) in
 //! the body of a POST or in the query string of a GET, and XML answers. Decoding rebuilds, from the flattened
-//! field names, the same parameter object the JSON protocol sends, so both share one typed decoder.
+//! field names, the same parameter object the JSON protocol sends — as a light tree of strings borrowed from
+//! the form, not a `serde_json::Value` — and serde reads it into the same typed members, so both protocols
+//! share one typed decoder.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use serde_json::{Map, Value};
+use serde::de::value::{MapDeserializer, SeqDeserializer};
+use serde::de::{Deserializer, IntoDeserializer, Visitor};
 use veil_core::{AttributeData, Attributes};
 
 use super::fields::{decode_object, Shaped};
+use super::json_out::size_hint;
 use super::params::{decode_action, Params};
 use super::HttpReply;
 use crate::api::*;
@@ -109,11 +114,57 @@ fn missing_map_key(shape: &MapShape, index: u32) -> SqsError {
     }
 }
 
+/// One form field as percent-decoding left it: borrowed from the request unless it had escapes.
+pub type FormPair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
 /// Form fields grouped by their index: `Prefix.N.Field=value` → `N → [(Field, value)]`, for each prefix.
-type IndexedFields<'a> = BTreeMap<&'a str, BTreeMap<u32, Vec<(String, String)>>>;
+type IndexedFields<'a> = BTreeMap<&'static str, BTreeMap<u32, Vec<(&'a str, &'a str)>>>;
+
+/// The parameter object rebuilt from flattened form fields, every string borrowed from them. It is read by the
+/// same serde decoder as a JSON body ([`decode_object`]), so both protocols share one typed decoder.
+#[derive(Debug)]
+enum Node<'a> {
+    Str(&'a str),
+    List(Vec<Node<'a>>),
+    /// Members in the order the decoder should see them; a repeated member's last value wins there, as in a
+    /// JSON object.
+    Object(Vec<(&'a str, Node<'a>)>),
+}
+
+impl<'de> Deserializer<'de> for Node<'de> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self {
+            Node::Str(text) => visitor.visit_borrowed_str(text),
+            Node::List(items) => visitor.visit_seq(SeqDeserializer::new(items.into_iter())),
+            Node::Object(members) => visitor.visit_map(MapDeserializer::new(
+                members
+                    .into_iter()
+                    .map(|(name, value)| (Node::Str(name), value)),
+            )),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl<'de> IntoDeserializer<'de, serde::de::value::Error> for Node<'de> {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
 
 /// Rebuilds the parameter object from flattened form fields.
-fn unflatten(pairs: &[(String, String)], action: ActionName) -> SqsResult<Map<String, Value>> {
+fn unflatten<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    action: ActionName,
+) -> SqsResult<Vec<(&'a str, Node<'a>)>> {
     let mut sorted = Sorted::default();
     for (key, value) in pairs {
         sorted.add(key, value)?;
@@ -124,15 +175,15 @@ fn unflatten(pairs: &[(String, String)], action: ActionName) -> SqsResult<Map<St
 /// Form fields sorted by the shape they rebuild. All are collected before any list or map is assembled
 /// because an entry's fields may arrive in any order, interleaved with other entries'.
 #[derive(Default)]
-struct Sorted {
-    object: Map<String, Value>,
-    string_lists: BTreeMap<&'static str, BTreeMap<u32, String>>,
-    object_lists: IndexedFields<'static>,
-    maps: IndexedFields<'static>,
+struct Sorted<'a> {
+    object: Vec<(&'a str, Node<'a>)>,
+    string_lists: BTreeMap<&'static str, BTreeMap<u32, &'a str>>,
+    object_lists: IndexedFields<'a>,
+    maps: IndexedFields<'a>,
 }
 
-impl Sorted {
-    fn add(&mut self, key: &str, value: &str) -> SqsResult<()> {
+impl<'a> Sorted<'a> {
+    fn add(&mut self, key: &'a str, value: &'a str) -> SqsResult<()> {
         let Some((head, rest)) = key.split_once('.') else {
             // An SDK sends an empty list as its bare name (`AWSAccountId=`, botocore's query serializer), which
             // AddPermission answers differently from no list at all (`params::add_permission`).
@@ -142,8 +193,7 @@ impl Sorted {
                     return Ok(());
                 }
             }
-            self.object
-                .insert(key.to_string(), Value::String(value.to_string()));
+            self.object.push((key, Node::Str(value)));
             return Ok(());
         };
         if let Some((_, member)) = STRING_LISTS.iter().find(|(name, _)| *name == head) {
@@ -151,52 +201,51 @@ impl Sorted {
             self.string_lists
                 .entry(member)
                 .or_default()
-                .insert(index, value.to_string());
+                .insert(index, value);
         } else if let Some((_, member)) = OBJECT_LISTS.iter().find(|(name, _)| *name == head) {
             add_indexed(&mut self.object_lists, member, key, rest, value)?;
         } else if let Some(shape) = MAPS.iter().find(|shape| shape.prefix == head) {
             add_indexed(&mut self.maps, shape.prefix, key, rest, value)?;
-        } else {
-            // Unknown dotted parameters are kept verbatim and ignored by the typed decoder, as SQS does.
-            self.object
-                .insert(key.to_string(), Value::String(value.to_string()));
         }
+        // Other dotted parameters name no member; SQS ignores them, and so does the typed decoder.
         Ok(())
     }
 
-    fn assemble(self, action: ActionName) -> SqsResult<Map<String, Value>> {
+    /// The object's members: plain fields first, then the lists and maps, which replace a plain field of the
+    /// same name.
+    fn assemble(self, action: ActionName) -> SqsResult<Vec<(&'a str, Node<'a>)>> {
         let mut object = self.object;
         for (member, items) in self.string_lists {
-            object.insert(
-                member.to_string(),
-                Value::Array(items.into_values().map(Value::String).collect()),
-            );
+            object.push((
+                member,
+                Node::List(items.into_values().map(Node::Str).collect()),
+            ));
         }
         for (member, items) in self.object_lists {
             let entries = items
                 .into_values()
-                .map(|fields| unflatten(&fields, action).map(Value::Object))
+                .map(|fields| unflatten(fields, action).map(Node::Object))
                 .collect::<SqsResult<Vec<_>>>()?;
-            object.insert(member.to_string(), Value::Array(entries));
+            object.push((member, Node::List(entries)));
         }
         for (prefix, entries) in self.maps {
             let Some(shape) = MAPS.iter().find(|shape| shape.prefix == prefix) else {
                 continue;
             };
             let map = assemble_map(shape, entries)?;
-            object.insert(map_member(prefix, action).to_string(), Value::Object(map));
+            object.push((map_member(prefix, action), Node::Object(map)));
         }
         Ok(object)
     }
 }
 
 /// Files `Prefix.N.Field=value` (`rest` is `N.Field`) under `prefix`, entry `N`.
-fn add_indexed(
-    fields: &mut IndexedFields<'static>,
+fn add_indexed<'a>(
+    fields: &mut IndexedFields<'a>,
     prefix: &'static str,
     key: &str,
-    rest: &str,
-    value: &str,
+    rest: &'a str,
+    value: &'a str,
 ) -> SqsResult<()> {
     let (index, field) = rest.split_once('.').unwrap_or((rest, ""));
     let index = parse_index(key, index)?;
@@ -205,54 +254,52 @@ fn add_indexed(
         .or_default()
         .entry(index)
         .or_default()
-        .push((field.to_string(), value.to_string()));
+        .push((field, value));
     Ok(())
 }
 
 /// One flattened map from its entries' fields: each entry's key field names it, and its value is the
 /// `Value` field or, for a structured value, the `Value.*` fields.
-fn assemble_map(
+fn assemble_map<'a>(
     shape: &MapShape,
-    entries: BTreeMap<u32, Vec<(String, String)>>,
-) -> SqsResult<Map<String, Value>> {
-    let mut map = Map::new();
+    entries: BTreeMap<u32, Vec<(&'a str, &'a str)>>,
+) -> SqsResult<Vec<(&'a str, Node<'a>)>> {
+    let mut map = Vec::with_capacity(entries.len());
     for (index, fields) in entries {
         let key =
             field_value(&fields, shape.key_field).ok_or_else(|| missing_map_key(shape, index))?;
         let value = if shape.structured_value {
-            Value::Object(structured_value(&fields))
+            Node::Object(structured_value(&fields))
         } else {
-            Value::String(field_value(&fields, "Value").unwrap_or_default())
+            Node::Str(field_value(&fields, "Value").unwrap_or_default())
         };
-        map.insert(key, value);
+        map.push((key, value));
     }
     Ok(map)
 }
 
-fn field_value(fields: &[(String, String)], name: &str) -> Option<String> {
+/// The first value of the field `name`.
+fn field_value<'a>(fields: &[(&'a str, &'a str)], name: &str) -> Option<&'a str> {
     fields
         .iter()
-        .find(|(field, _)| field == name)
-        .map(|(_, value)| value.clone())
+        .find(|(field, _)| *field == name)
+        .map(|(_, value)| *value)
 }
 
 /// `Value.DataType=String`, `Value.StringValue=x` → `{"DataType": "String", "StringValue": "x"}`.
-fn structured_value(fields: &[(String, String)]) -> Map<String, Value> {
-    let mut structure = Map::new();
-    for (field, value) in fields {
-        if let Some(member) = field.strip_prefix("Value.") {
-            structure.insert(member.to_string(), Value::String(value.clone()));
-        }
-    }
-    structure
+fn structured_value<'a>(fields: &[(&'a str, &'a str)]) -> Vec<(&'a str, Node<'a>)> {
+    fields
+        .iter()
+        .filter_map(|(field, value)| Some((field.strip_prefix("Value.")?, Node::Str(value))))
+        .collect()
 }
 
 /// Decodes a Query protocol request from its form fields (query string and body together).
-pub fn decode(pairs: &[(String, String)]) -> SqsResult<Action> {
+pub fn decode(pairs: &[FormPair<'_>]) -> SqsResult<Action> {
     let action_name = pairs
         .iter()
         .find(|(key, _)| key == "Action")
-        .map(|(_, value)| value.as_str())
+        .map(|(_, value)| value.as_ref())
         .ok_or_else(|| SqsError::missing("Action"))?;
     let name = ActionName::parse(action_name).ok_or_else(|| {
         SqsError::new(
@@ -260,21 +307,25 @@ pub fn decode(pairs: &[(String, String)]) -> SqsResult<Action> {
             format!("The action {action_name} is not valid for this endpoint."),
         )
     })?;
-    let object = Value::Object(unflatten(pairs, name)?);
+    let members = unflatten(
+        pairs
+            .iter()
+            .map(|(key, value)| (key.as_ref(), value.as_ref())),
+        name,
+    )?;
     // The rebuilt object holds only strings, lists and objects, so it always decodes; an error here would be
     // Veil's own.
-    let fields = match decode_object(&object).map_err(SqsError::internal)? {
+    let fields = match decode_object(Node::Object(members)).map_err(SqsError::internal)? {
         Shaped::Fits(fields) => fields,
         Shaped::Null | Shaped::Misfit => return Err(SqsError::internal("not a parameter object")),
     };
     decode_action(name, &Params::new(&fields))
 }
 
-/// Parses `application/x-www-form-urlencoded` text into fields (percent-decoding, `+` as space).
-pub fn parse_form(text: &[u8]) -> Vec<(String, String)> {
-    form_urlencoded::parse(text)
-        .map(|(key, value)| (key.into_owned(), value.into_owned()))
-        .collect()
+/// Parses `application/x-www-form-urlencoded` text into fields (percent-decoding, `+` as space), borrowing
+/// every name and value that has no escapes.
+pub fn parse_form(text: &[u8]) -> Vec<FormPair<'_>> {
+    form_urlencoded::parse(text).collect()
 }
 
 fn write_failures(xml: &mut XmlWriter, failed: &[BatchFailure]) {
@@ -359,7 +410,7 @@ fn write_result(xml: &mut XmlWriter, action: ActionName, output: &Output) {
             }
         }
         Output::MessagesMoved(moved) => {
-            xml.leaf("ApproximateNumberOfMessagesMoved", &moved.to_string());
+            xml.leaf_int("ApproximateNumberOfMessagesMoved", *moved);
         }
     }
 }
@@ -377,20 +428,20 @@ fn write_move_task(xml: &mut XmlWriter, task: &MoveTaskEntry) {
         xml.leaf("DestinationArn", arn);
     }
     if let Some(rate) = task.max_number_of_messages_per_second {
-        xml.leaf("MaxNumberOfMessagesPerSecond", &rate.to_string());
+        xml.leaf_int("MaxNumberOfMessagesPerSecond", rate);
     }
-    xml.leaf(
+    xml.leaf_int(
         "ApproximateNumberOfMessagesMoved",
-        &task.approximate_number_of_messages_moved.to_string(),
+        task.approximate_number_of_messages_moved,
     )
-    .leaf(
+    .leaf_int(
         "ApproximateNumberOfMessagesToMove",
-        &task.approximate_number_of_messages_to_move.to_string(),
+        task.approximate_number_of_messages_to_move,
     );
     if let Some(reason) = task.failure_reason {
         xml.leaf("FailureReason", reason);
     }
-    xml.leaf("StartedTimestamp", &task.started_timestamp.to_string())
+    xml.leaf_int("StartedTimestamp", task.started_timestamp)
         .close("ListMessageMoveTasksResultEntry");
 }
 
@@ -425,7 +476,10 @@ fn write_message_attributes(xml: &mut XmlWriter, attributes: &Attributes) {
             .open("Value");
         match &attribute.value {
             AttributeData::String(text) => xml.leaf("StringValue", text),
-            AttributeData::Binary(bytes) => xml.leaf("BinaryValue", &BASE64.encode(bytes)),
+            // Base64 needs no escaping, so it is encoded straight into the document.
+            AttributeData::Binary(bytes) => {
+                xml.leaf_unescaped("BinaryValue", |out| BASE64.encode_string(bytes, out))
+            }
         };
         xml.leaf("DataType", &attribute.data_type)
             .close("Value")
@@ -453,21 +507,22 @@ fn write_batch_ids(
 
 /// The XML document of a successful answer: `<XResponse><XResult>…</XResult><ResponseMetadata>…`.
 pub fn encode_output(action: ActionName, output: &Output, request_id: &str) -> HttpReply {
-    let response = format!("{}Response", action.as_str());
-    let result = format!("{}Result", action.as_str());
-    let mut xml = XmlWriter::new(AWS_XML);
-    xml.open_with(&response, "xmlns", SQS_NAMESPACE);
+    let response = (action.as_str(), "Response");
+    let result = (action.as_str(), "Result");
+    // XML spells every member name twice, so half as much again as the JSON answer's guess, plus the envelope.
+    let mut xml = XmlWriter::with_capacity(AWS_XML, size_hint(output) * 3 / 2 + 256);
+    xml.open_joined_with(response, "xmlns", SQS_NAMESPACE);
     if *output == Output::Empty {
         // Actions without output have no Result element.
     } else {
-        xml.open(&result);
+        xml.open_joined(result);
         write_result(&mut xml, action, output);
-        xml.close(&result);
+        xml.close_joined(result);
     }
     xml.open("ResponseMetadata")
         .leaf("RequestId", request_id)
         .close("ResponseMetadata")
-        .close(&response);
+        .close_joined(response);
     HttpReply::new(200, xml.finish().into_bytes())
         .with_header("content-type", CONTENT_TYPE)
         .with_header("x-amzn-RequestId", request_id)

@@ -120,7 +120,7 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        self.require_queue(&key)?;
+        // A missing queue fails the engine call before any entry is looked at: no separate look-up (and lock).
         let handles: Vec<&str> = input
             .entries
             .iter()
@@ -155,8 +155,8 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        // A missing queue is reported before any entry's own problem.
-        self.require_queue(&key)?;
+        // A missing queue is reported before any entry's own problem: the engine call below fails as a whole
+        // (even with no valid entry) before the entries' failures are answered, so no separate look-up is needed.
         let mut failed = Vec::new();
         let mut valid = Vec::new();
         for entry in &input.entries {

@@ -602,6 +602,26 @@ async fn delete_and_change_visibility_batches_report_per_entry_results() {
 }
 
 #[tokio::test]
+async fn a_batch_on_a_missing_queue_fails_whole_before_its_entries_are_judged() {
+    let h = harness();
+    let reply = h
+        .json(
+            "ChangeMessageVisibilityBatch",
+            json!({ "QueueUrl": URL, "Entries": [
+                { "Id": "bad", "ReceiptHandle": "zzz", "VisibilityTimeout": -1 } ] }),
+        )
+        .await;
+    assert_eq!(reply.error_type(), "com.amazonaws.sqs#QueueDoesNotExist");
+    let reply = h
+        .json(
+            "DeleteMessageBatch",
+            json!({ "QueueUrl": URL, "Entries": [ { "Id": "forged", "ReceiptHandle": "zzz" } ] }),
+        )
+        .await;
+    assert_eq!(reply.error_type(), "com.amazonaws.sqs#QueueDoesNotExist");
+}
+
+#[tokio::test]
 async fn purge_is_allowed_once_per_60_seconds() {
     let h = harness();
     h.create("q").await;
