@@ -91,7 +91,11 @@ impl RedbStore {
             .map_err(redb_err!(format!("opening {}", path.display())))?;
         tables::prepare(&db, &path)?;
         let recovered = recover(&db, dir)?;
-        let segment = Segment::create(dir, recovered.next_generation)?;
+        let segment = Segment::create(
+            dir,
+            recovered.next_generation,
+            options.wal_segment_bytes_max,
+        )?;
         let db = Arc::new(db);
         let overlay = Arc::new(Mutex::new(Overlay::new(segment.generation)));
         let commits = Arc::new(AtomicU64::new(0));

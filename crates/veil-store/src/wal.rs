@@ -10,12 +10,19 @@
 //! ops:    postcard-encoded Vec<StoreOp>
 //! ```
 //!
+//! A segment's space is allocated when it is created (`posix_fallocate`, reading as zeros), so that a record
+//! overwrites allocated blocks and the file's size does not change with each append: the sync of a commit
+//! then has less file-system metadata to write (measured in docs/decisions/0004-write-ahead-log.md). Zeros
+//! after the last record are that unused space.
+//!
 //! A crash can leave the last segment with a torn tail: a partial header, a partial body, or bytes whose CRC
 //! does not match. Reading stops at the first such record and reports how many bytes it cut; only the newest
 //! segment may have one, since a segment is complete and synced before the next one starts.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use veil_core::{StoreError, StoreOp};
@@ -82,17 +89,18 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Creates the segment file and makes its existence durable (the file and its directory entry), so that
-    /// a record synced into it later is found after a crash.
-    pub fn create(dir: &Path, generation: u64) -> Result<Self, StoreError> {
+    /// Creates the segment file with `allocate_bytes` allocated and makes its existence durable (the file, its
+    /// size and its directory entry), so that a record synced into it later is found after a crash.
+    pub fn create(dir: &Path, generation: u64, allocate_bytes: u64) -> Result<Self, StoreError> {
         let path = segment_path(dir, generation);
         let io = |e: std::io::Error| StoreError::Io(format!("creating {}: {e}", path.display()));
         let mut file = OpenOptions::new()
             .create_new(true)
-            .append(true)
+            .write(true)
             .open(&path)
             .map_err(io)?;
         file.write_all(MAGIC).map_err(io)?;
+        allocate(&file, allocate_bytes).map_err(io)?;
         file.sync_all().map_err(io)?;
         sync_dir(dir)?;
         Ok(Self {
@@ -102,10 +110,10 @@ impl Segment {
         })
     }
 
-    /// Appends whole records (one write, so the kernel sees one sequential extent).
+    /// Appends whole records after the last one (one write, so the kernel sees one sequential extent).
     pub fn append(&mut self, records: &[u8]) -> Result<(), StoreError> {
         self.file
-            .write_all(records)
+            .write_all_at(records, self.bytes)
             .map_err(|e| StoreError::Io(format!("appending to the log: {e}")))?;
         self.bytes += records.len() as u64;
         Ok(())
@@ -116,6 +124,19 @@ impl Segment {
         self.file
             .sync_data()
             .map_err(|e| StoreError::Io(format!("syncing the log: {e}")))
+    }
+}
+
+/// Allocates the file's first `bytes` (a no-op where they already are). A file system without fallocate
+/// (some network or overlay file systems) still works: its appends just cost a little more to sync.
+fn allocate(file: &File, bytes: u64) -> std::io::Result<()> {
+    let Ok(length) = libc::off_t::try_from(bytes) else {
+        return Ok(());
+    };
+    // SAFETY: posix_fallocate on a file descriptor this `File` owns and keeps open; no memory is passed.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, length) } {
+        0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
     }
 }
 
@@ -131,7 +152,8 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 pub struct SegmentContents {
     /// Each record's operations, in the order they were logged.
     pub records: Vec<Vec<StoreOp>>,
-    /// Bytes of the file after its last whole record: a torn tail, or 0.
+    /// Bytes after the last whole record up to the last non-zero byte: a torn tail, or 0. Zeros beyond are
+    /// allocated space never written.
     pub torn_bytes: u64,
 }
 
@@ -161,7 +183,11 @@ fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let Some(body) = whole_record(&bytes[at..]) else {
-            contents.torn_bytes = (bytes.len() - at) as u64;
+            let written = bytes
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |last| last + 1);
+            contents.torn_bytes = written.saturating_sub(at) as u64;
             break;
         };
         let ops: Vec<StoreOp> = postcard::from_bytes(body).map_err(|e| {
@@ -244,9 +270,13 @@ mod tests {
                 0 => MAGIC.len(),
                 _ => ends[whole - 1],
             };
+            let written = bytes[..cut]
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |i| i + 1);
             assert_eq!(
                 contents.torn_bytes,
-                (cut - kept) as u64,
+                written.saturating_sub(kept) as u64,
                 "cut at byte {cut}"
             );
         }
@@ -266,13 +296,25 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_space_after_the_last_record_is_a_tear() {
+    fn zeros_after_the_last_record_are_unused_space_not_a_tear() {
         let records = sample_records();
         let (mut bytes, _) = segment_of(&records);
         bytes.extend_from_slice(&[0; 4096]);
         let contents = parse_segment(&bytes).expect("parses");
         assert_eq!(contents.records, records);
-        assert_eq!(contents.torn_bytes, 4096);
+        assert_eq!(contents.torn_bytes, 0);
+    }
+
+    #[test]
+    fn a_torn_record_in_allocated_space_is_cut_up_to_its_last_written_byte() {
+        let records = sample_records();
+        let (bytes, ends) = segment_of(&records);
+        let mut torn = bytes[..ends[2] - 2].to_vec();
+        torn.extend_from_slice(&[0; 4096]);
+        let contents = parse_segment(&torn).expect("parses");
+        assert_eq!(contents.records, records[..2]);
+        let written = torn.iter().rposition(|&b| b != 0).expect("data") + 1;
+        assert_eq!(contents.torn_bytes, (written - ends[1]) as u64);
     }
 
     #[test]

@@ -235,7 +235,11 @@ impl Writer {
     /// (if any) has finished.
     fn rotate(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
         self.wait_for_checkpoint(checkpointer)?;
-        let next = Segment::create(&self.dir, self.segment.generation + 1)?;
+        let next = Segment::create(
+            &self.dir,
+            self.segment.generation + 1,
+            self.segment_bytes_max,
+        )?;
         let generation = next.generation;
         self.segment = next;
         let mut window = checkpointer

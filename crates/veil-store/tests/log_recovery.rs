@@ -14,6 +14,14 @@ use veil_store::{RedbStore, StoreOptions};
 
 const START_MS: u64 = 1_700_000_000_000;
 
+/// Segments far smaller than the default's 64 MiB, so that copying a crashed data directory is quick.
+fn small_segments() -> StoreOptions {
+    StoreOptions {
+        wal_segment_bytes_max: 64 * 1024,
+        ..StoreOptions::default()
+    }
+}
+
 fn orders() -> QueueKey {
     QueueKey::new(DEFAULT_NAMESPACE, "orders")
 }
@@ -49,7 +57,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Bodies a receive of everything returns after reopening `dir`.
 async fn bodies_after_reopening(dir: &Path) -> Vec<String> {
-    let store = Arc::new(RedbStore::open(dir, StoreOptions::default()).expect("opens"));
+    let store = Arc::new(RedbStore::open(dir, small_segments()).expect("opens"));
     let engine = engine_on(store.clone());
     let mut options = ReceiveOptions::new(10);
     options.wait_ms = Some(0);
@@ -67,27 +75,47 @@ async fn bodies_after_reopening(dir: &Path) -> Vec<String> {
     bodies
 }
 
+/// Where each record of a segment ends, walking the record headers (the format in ARCHITECTURE.md: an 8-byte
+/// magic, then `length: u32 LE`, `crc: u32 LE`, `length` bytes; zeros after the last record).
+fn record_ends(segment: &[u8]) -> Vec<u64> {
+    let mut ends = Vec::new();
+    let mut at = 8;
+    while let Some(header) = segment.get(at..at + 4) {
+        let length = u32::from_le_bytes(header.try_into().expect("4 bytes")) as usize;
+        if length == 0 {
+            break;
+        }
+        at += 8 + length;
+        ends.push(at as u64);
+    }
+    ends
+}
+
 /// A crashed store with one queue and `sends` messages, each sent (and acknowledged) alone. Returns the
-/// newest segment's length after each acknowledgement: where each record ends.
+/// newest segment and where the record of each send ends in it.
 async fn crashed_store_with_sends(dir: &Path, sends: usize) -> (PathBuf, Vec<u64>) {
-    let store = Arc::new(RedbStore::open(dir, StoreOptions::default()).expect("opens"));
+    let store = Arc::new(RedbStore::open(dir, small_segments()).expect("opens"));
     let engine = engine_on(store.clone());
     engine
         .create_queue(orders(), QueueConfig::default())
         .await
         .expect("creates");
-    let segment = segments(dir).pop().expect("a segment");
-    let mut ends = Vec::new();
     for i in 0..sends {
         engine
             .send(&orders(), vec![NewMessage::new(format!("m{i}"))])
             .await
             .expect("sends");
-        ends.push(std::fs::metadata(&segment).expect("exists").len());
     }
     drop(engine);
     store.abandon();
-    (segment, ends)
+    let segment = segments(dir).pop().expect("a segment");
+    let ends = record_ends(&std::fs::read(&segment).expect("reads"));
+    assert_eq!(
+        ends.len(),
+        sends + 1,
+        "the queue's creation, then one record per send"
+    );
+    (segment, ends[1..].to_vec())
 }
 
 #[tokio::test]
@@ -95,7 +123,7 @@ async fn a_crash_is_recovered_from_the_log_and_the_log_is_then_removed() {
     let dir = tempfile::tempdir().unwrap();
     let (crashed_segment, _) = crashed_store_with_sends(dir.path(), 3).await;
     assert!(crashed_segment.exists(), "a crash leaves the log");
-    let store = RedbStore::open(dir.path(), StoreOptions::default()).expect("opens");
+    let store = RedbStore::open(dir.path(), small_segments()).expect("opens");
     assert_eq!(
         store.recovered().records,
         4,
@@ -159,20 +187,18 @@ async fn a_damaged_byte_in_the_last_record_loses_only_that_record() {
 async fn damage_in_a_segment_before_the_newest_stops_start_up() {
     let dir = tempfile::tempdir().unwrap();
     let (segment, _) = crashed_store_with_sends(dir.path(), 3).await;
-    // A newer segment after this one: this one must then have been complete, and its cut tail is damage.
+    // A newer segment after this one: this one must then have been complete, and a damaged record is damage.
     let generation: u64 = segment.file_name().expect("named").to_string_lossy()
         ["wal-".len().."wal-".len() + 20]
         .parse()
         .expect("a generation");
     let newer = dir.path().join(format!("wal-{:020}.log", generation + 1));
     std::fs::copy(&segment, newer).expect("copies");
-    let length = std::fs::metadata(&segment).expect("exists").len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&segment)
-        .and_then(|f| f.set_len(length - 3))
-        .expect("truncates");
-    match RedbStore::open(dir.path(), StoreOptions::default()) {
+    let mut damaged = std::fs::read(&segment).expect("reads");
+    let last_end = *record_ends(&damaged).last().expect("records") as usize;
+    damaged[last_end - 1] ^= 0x01;
+    std::fs::write(&segment, damaged).expect("writes");
+    match RedbStore::open(dir.path(), small_segments()) {
         Err(StoreError::Corrupt(why)) => assert!(why.contains("not the newest"), "{why}"),
         Err(other) => panic!("expected corruption, got {other}"),
         Ok(_) => panic!("a store with a damaged older segment opened"),
@@ -182,7 +208,7 @@ async fn damage_in_a_segment_before_the_newest_stops_start_up() {
 #[tokio::test]
 async fn a_deleted_message_reads_as_gone_whether_or_not_its_send_was_checkpointed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).expect("opens"));
+    let store = Arc::new(RedbStore::open(dir.path(), small_segments()).expect("opens"));
     let engine = engine_on(store.clone());
     engine
         .create_queue(orders(), QueueConfig::default())
