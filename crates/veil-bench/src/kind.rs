@@ -7,7 +7,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A system under test. Veil, moto and the no-op server all speak SQS JSON through
-/// [`crate::targets::sqs::SqsTarget`]; Redis streams and NATS JetStream have their own clients.
+/// [`crate::targets::sqs::SqsTarget`]; Azure Queue Storage endpoints (Veil's front-end, Azurite) share
+/// [`crate::targets::azure::AzureTarget`]; Redis streams, NATS JetStream, RabbitMQ and KubeMQ have their own
+/// clients.
 #[derive(
     Clone,
     Copy,
@@ -35,6 +37,18 @@ pub enum TargetKind {
     Redis,
     /// NATS JetStream (work-queue stream, explicit acks, AckWait as the visibility timeout).
     Nats,
+    /// RabbitMQ over AMQP 0.9.1 (quorum queue, publisher confirms, manual acks with a prefetch).
+    Rabbitmq,
+    /// Any Azure Queue Storage endpoint, path style (Veil's Azure front-end by default).
+    Azure,
+    /// Azurite's queue service storing on disk (its default).
+    Azurite,
+    /// Azurite's queue service with `--inMemoryPersistence`.
+    #[value(name = "azurite-inmemory")]
+    #[serde(rename = "azurite-inmemory")]
+    AzuriteInmemory,
+    /// A KubeMQ queues endpoint over gRPC (Veil's KubeMQ front-end by default).
+    Kubemq,
 }
 
 impl TargetKind {
@@ -46,6 +60,11 @@ impl TargetKind {
             TargetKind::Noop => "noop",
             TargetKind::Redis => "redis",
             TargetKind::Nats => "nats",
+            TargetKind::Rabbitmq => "rabbitmq",
+            TargetKind::Azure => "azure",
+            TargetKind::Azurite => "azurite",
+            TargetKind::AzuriteInmemory => "azurite-inmemory",
+            TargetKind::Kubemq => "kubemq",
         }
     }
 
@@ -57,6 +76,11 @@ impl TargetKind {
             Self::Noop,
             Self::Redis,
             Self::Nats,
+            Self::Rabbitmq,
+            Self::Azure,
+            Self::Azurite,
+            Self::AzuriteInmemory,
+            Self::Kubemq,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -69,6 +93,11 @@ impl TargetKind {
             TargetKind::Moto => "http://127.0.0.1:5000",
             TargetKind::Redis => "redis://127.0.0.1:6379",
             TargetKind::Nats => "nats://127.0.0.1:4222",
+            TargetKind::Rabbitmq => "amqp://127.0.0.1:5672/%2f",
+            TargetKind::Azure | TargetKind::Azurite | TargetKind::AzuriteInmemory => {
+                "http://127.0.0.1:10001/devstoreaccount1"
+            }
+            TargetKind::Kubemq => "http://127.0.0.1:50000",
         }
     }
 }
@@ -103,6 +132,22 @@ macro_rules! with_target {
             }
             $crate::kind::TargetKind::Nats => {
                 let $target = $crate::targets::nats::NatsTarget::connect(endpoint).await?;
+                $body
+            }
+            $crate::kind::TargetKind::Rabbitmq => {
+                let $target = $crate::targets::rabbitmq::RabbitmqTarget::connect(endpoint).await?;
+                $body
+            }
+            $crate::kind::TargetKind::Azure
+            | $crate::kind::TargetKind::Azurite
+            | $crate::kind::TargetKind::AzuriteInmemory => {
+                let $target = $crate::targets::azure::AzureTarget::connect(endpoint)
+                    .await?
+                    .named(kind.name());
+                $body
+            }
+            $crate::kind::TargetKind::Kubemq => {
+                let $target = $crate::targets::kubemq::KubemqTarget::connect(endpoint).await?;
                 $body
             }
         }

@@ -54,6 +54,10 @@ pub struct VeilProcess {
     child: Child,
     pub pid: u32,
     pub endpoint: String,
+    /// The Azure Queue Storage front-end, path style with the development account.
+    pub azure_endpoint: String,
+    /// The KubeMQ gRPC front-end.
+    pub kubemq_endpoint: String,
     /// Spawn → first successful request.
     pub startup: Duration,
 }
@@ -69,16 +73,26 @@ pub struct VeilOptions {
     pub ready_timeout: Duration,
 }
 
-fn free_port() -> Result<u16, ServerError> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(ServerError::Port)?;
-    Ok(listener.local_addr().map_err(ServerError::Port)?.port())
+/// `N` distinct free loopback ports: the listeners are all held until each has its port, so the OS cannot
+/// hand out the same one twice.
+fn free_ports<const N: usize>() -> Result<[u16; N], ServerError> {
+    let listeners = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").map_err(ServerError::Port))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map_err(ServerError::Port)?.port();
+    }
+    Ok(ports)
 }
 
 impl VeilProcess {
     /// Starts Veil and waits until a ListQueues succeeds.
     pub async fn start(options: &VeilOptions) -> Result<Self, ServerError> {
-        let port = free_port()?;
+        let [port, azure_port, kubemq_port] = free_ports()?;
         let listen = format!("127.0.0.1:{port}");
+        let azure_listen = format!("127.0.0.1:{azure_port}");
+        let kubemq_listen = format!("127.0.0.1:{kubemq_port}");
         let log = options.data_dir.with_extension("log");
         let log_file = std::fs::File::create(&log).map_err(|source| ServerError::Spawn {
             bin: options.bin.clone(),
@@ -91,13 +105,13 @@ impl VeilProcess {
             .arg(&options.data_dir)
             .arg("--sqs-listen")
             .arg(&listen)
-            // The benchmark speaks SQS only; an OS-chosen port keeps servers started side by side from
-            // colliding on the Azure default (10001).
+            // Free ports rather than the Azure (10001) and KubeMQ (50000) defaults, so that servers started
+            // side by side, or beside an Azurite on 10001, do not collide; the suite drives these
+            // front-ends too (`--front-ends`).
             .arg("--azure-listen")
-            .arg("127.0.0.1:0")
-            // Likewise for the KubeMQ gRPC default (50000).
+            .arg(&azure_listen)
             .arg("--kubemq-listen")
-            .arg("127.0.0.1:0")
+            .arg(&kubemq_listen)
             .arg("--durability")
             .arg(options.durability.as_str())
             .arg("--log-level")
@@ -137,6 +151,8 @@ impl VeilProcess {
             child,
             pid,
             endpoint,
+            azure_endpoint: format!("http://{azure_listen}/devstoreaccount1"),
+            kubemq_endpoint: format!("http://{kubemq_listen}"),
             startup: spawned.elapsed(),
         })
     }

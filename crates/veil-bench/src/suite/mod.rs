@@ -30,6 +30,8 @@ use crate::run::{self, RunReport};
 use crate::server::{Durability, VeilOptions, VeilProcess};
 use crate::stats::{median, Percentiles};
 use crate::target::Target;
+use crate::targets::azure::AzureTarget;
+use crate::targets::kubemq::KubemqTarget;
 use crate::targets::sqs::SqsTarget;
 use crate::with_target;
 
@@ -49,8 +51,10 @@ pub struct SuiteArgs {
     #[arg(long)]
     relaxed: bool,
     /// A peer to compare with, NAME=ENDPOINT, repeatable: moto=http://127.0.0.1:5000,
-    /// redis=redis://127.0.0.1:6379, nats=nats://127.0.0.1:4222 (also sqs=… for another SQS endpoint).
-    /// Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
+    /// redis=redis://127.0.0.1:6379, nats=nats://127.0.0.1:4222, rabbitmq=amqp://127.0.0.1:5672/%2f,
+    /// azurite=http://127.0.0.1:10001/devstoreaccount1 (and azurite-inmemory=… for one started with
+    /// --inMemoryPersistence), kubemq=http://127.0.0.1:50000 (also sqs=… and azure=… for other SQS and Azure
+    /// Queue endpoints). Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
     #[arg(long = "peer", value_name = "NAME=ENDPOINT")]
     peers: Vec<String>,
     /// The PID of a peer's server process, NAME=PID, repeatable (NAME as in --peer): the throughput scenario
@@ -58,6 +62,10 @@ pub struct SuiteArgs {
     /// it the peer's figure is absent ("–" in the report).
     #[arg(long = "peer-pid", value_name = "NAME=PID")]
     peer_pids: Vec<String>,
+    /// Also run the peer scenarios through these front-ends of the durable Veil (comma-separated: azure,
+    /// kubemq), reported as "veil (azure)" and "veil (kubemq)": the same engine behind another protocol.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    front_ends: Vec<FrontEnd>,
     /// Shrink every scenario to seconds and small counts (for development; figures are not meaningful).
     #[arg(long)]
     quick: bool,
@@ -92,6 +100,22 @@ pub struct SuiteArgs {
     fifo_messages: Option<u64>,
 }
 
+/// Veil's front-ends other than SQS that the suite can drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FrontEnd {
+    Azure,
+    Kubemq,
+}
+
+impl FrontEnd {
+    fn system(self) -> &'static str {
+        match self {
+            FrontEnd::Azure => "veil (azure)",
+            FrontEnd::Kubemq => "veil (kubemq)",
+        }
+    }
+}
+
 /// The scenarios peers run (the others are about Veil itself).
 const PEER_SCENARIOS: &[&str] = &[
     "round-trip",
@@ -122,6 +146,12 @@ fn durability_note(system: &str) -> String {
             "durable: fsync before every reply (group commit)".into()
         }
         "veil (relaxed)" => "relaxed: no fsync (a crash may lose acknowledged changes)".into(),
+        "veil (azure)" | "veil (kubemq)" => {
+            "durable: fsync before every reply (group commit)".into()
+        }
+        "rabbitmq" => "quorum queue: Raft log fsynced before each publisher confirm".into(),
+        "azurite" => "on disk (LokiJS metadata + extent files), never fsynced".into(),
+        "azurite-inmemory" => "in memory (--inMemoryPersistence): nothing persisted".into(),
         "noop" => "none: answers without storing".into(),
         "moto" => "in memory: nothing persisted".into(),
         "redis" => "AOF, appendfsync always (as bench/run starts it)".into(),
@@ -380,6 +410,59 @@ async fn common_scenarios<T: Target>(
     }
 }
 
+/// Runs the peer scenarios through one of Veil's other front-ends (the Veil `veil` is already serving it).
+async fn front_end_scenarios(
+    front_end: FrontEnd,
+    veil: &VeilProcess,
+    veil_pid: Option<u32>,
+    plan: &Plan,
+    wanted: &dyn Fn(&str) -> bool,
+    collected: &mut Collected,
+    runs: usize,
+) {
+    let system = front_end.system();
+    println!("== {system}");
+    let peer_wanted = |name: &str| PEER_SCENARIOS.contains(&name) && wanted(name);
+    let outcome: Result<(), BenchError> = async {
+        match front_end {
+            FrontEnd::Azure => {
+                let target = AzureTarget::connect(&veil.azure_endpoint)
+                    .await?
+                    .named("veil-azure");
+                common_scenarios(
+                    &target,
+                    system,
+                    veil_pid,
+                    plan,
+                    &peer_wanted,
+                    collected,
+                    runs,
+                )
+                .await;
+            }
+            FrontEnd::Kubemq => {
+                let target = KubemqTarget::connect(&veil.kubemq_endpoint).await?;
+                common_scenarios(
+                    &target,
+                    system,
+                    veil_pid,
+                    plan,
+                    &peer_wanted,
+                    collected,
+                    runs,
+                )
+                .await;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(error) = outcome {
+        eprintln!("veil-bench: {system}: {error}");
+        collected.add("round-trip", system, Err(error));
+    }
+}
+
 pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
     for name in &args.only {
         if !SCENARIOS.contains(&name.as_str()) {
@@ -398,7 +481,8 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
             .filter(|kind| !matches!(kind, TargetKind::Veil | TargetKind::Noop))
             .ok_or_else(|| {
                 BenchError::Usage(format!(
-                    "--peer {peer:?}: NAME must be moto, redis, nats or sqs"
+                    "--peer {peer:?}: NAME must be moto, redis, nats, rabbitmq, azurite, \
+                     azurite-inmemory, kubemq, sqs or azure"
                 ))
             })?;
         peers.push((kind, endpoint.to_owned()));
@@ -481,6 +565,21 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
             runs,
         )
         .await;
+        if durability == Durability::Durable {
+            let veil_pid = Some(veil.pid).filter(|pid| *pid > 0);
+            for front_end in &args.front_ends {
+                front_end_scenarios(
+                    *front_end,
+                    &veil,
+                    veil_pid,
+                    &plan,
+                    &wanted,
+                    &mut collected,
+                    runs,
+                )
+                .await;
+            }
+        }
         if wanted("fifo") && durability == Durability::Durable {
             fifo::fifo_rounds(&target, &plan, &mut collected, runs).await;
         }
