@@ -295,7 +295,7 @@ impl Target for KubemqTarget {
                 message_id: uuid::Uuid::new_v4().to_string(),
                 client_id: self.client_id.clone(),
                 channel: queue.to_owned(),
-                body: body.to_vec(),
+                body,
                 ..Default::default()
             })
             .collect();
@@ -378,7 +378,7 @@ impl Target for KubemqTarget {
                     .map_or(0, |a| i64::try_from(a.sequence).unwrap_or(i64::MAX));
                 sequences.insert(sequence);
                 Delivery {
-                    body: Bytes::from(message.body),
+                    body: message.body,
                     handle: handle(&transaction, sequence),
                 }
             })
