@@ -14,8 +14,10 @@ pub const WAL_SEGMENT_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
 /// The same bound counted in operations, for small messages: an operation held in memory costs 368 bytes
 /// (`size_of::<StoreOp>()`) plus its body, so each of the two windows (open, checkpointing) holds at most
-/// 24 MiB of operations besides bodies. A window's allocations are reused by the next one.
-pub const WAL_SEGMENT_OPS_MAX: usize = 65_536;
+/// 46 MiB of operations besides bodies; a window's allocations are reused by the next one. A message sent,
+/// received and deleted in batches of ten costs about 3.3 operations, so a window holds about 40,000 such
+/// messages: one that lives longer than that crosses a checkpoint and is written to redb.
+pub const WAL_SEGMENT_OPS_MAX: usize = 131_072;
 
 /// The largest record start-up accepts. A record is one submission; the engine's largest (a purge, a batch of
 /// ten 1 MiB messages, a move of many messages) stays far below. A length beyond it can only be a torn or

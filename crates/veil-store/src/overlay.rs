@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
+use crate::limits::WAL_SEGMENT_OPS_MAX;
+
 pub type Key = (QueueId, Seq);
 
 /// Where a window keeps a live message's payload.
@@ -42,7 +44,8 @@ impl Window {
     pub fn new(generation: u64) -> Self {
         Self {
             generation,
-            ops: Vec::new(),
+            // Reserved once so that a filling window never moves its operations; pages are touched as used.
+            ops: Vec::with_capacity(WAL_SEGMENT_OPS_MAX),
             payloads: HashMap::new(),
             gone: HashSet::new(),
             purged: HashSet::new(),
