@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use veil_core::{Engine, ReceiptKey, SystemClock};
@@ -118,12 +119,12 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
 
     let stopped = stop_on_signal(engine.clone());
     let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        axum::serve(sqs_listener, sqs_app)
+        axum::serve(sqs_listener.tap_io(no_delay), sqs_app)
             .with_graceful_shutdown(until_stopped(stopped.clone()))
             .into_future(),
         // With the peer address, which a SAS's `sip` is checked against.
         axum::serve(
-            azure_listener,
+            azure_listener.tap_io(no_delay),
             azure_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
         )
         .with_graceful_shutdown(until_stopped(stopped.clone()))
@@ -273,6 +274,14 @@ fn stop_on_signal(engine: Arc<Engine>) -> tokio::sync::watch::Receiver<bool> {
 async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
     // An error means the sender is gone, which only happens after it sent `true`.
     let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Responses go out as soon as they are written: a request/response protocol gains nothing from Nagle's
+/// algorithm, and a response spanning several segments would otherwise wait on the client's delayed ACK.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::warn!(%error, "cannot set TCP_NODELAY on a connection");
+    }
 }
 
 async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
