@@ -176,7 +176,9 @@ fn columns(scenario: &str) -> (&'static str, &'static str, Vec<Column>) {
              restarted durable) against a small one loaded the same way: per-operation p50 \
              (1 producer + 1 consumer, unbatched, deletes on) and its ratio large/small; server RSS per stored \
              message (VmRSS minus that of the empty server, divided by the messages stored: live after loading, \
-             and after a restart); restart = spawn → first successful request with the data in place.",
+             and after a restart); restart = spawn → first successful request with the data in place; disk = the \
+             data directory's allocated blocks after the restart divided by the bodies stored (1 KiB each), and \
+             what is left once the queue is purged and the server restarted (start-up compacts a mostly free store).",
             vec![
                 col("stored", "stored", Count),
                 col("hidden", "hidden", Count),
@@ -186,6 +188,8 @@ fn columns(scenario: &str) -> (&'static str, &'static str, Vec<Column>) {
                 col("rss_per_msg_live_bytes", "RSS/message live", Bytes),
                 col("rss_per_msg_restarted_bytes", "RSS/message after restart", Bytes),
                 col("restart_s", "restart", Seconds),
+                col("disk_per_body_byte", "disk / bodies", Ratio),
+                col("disk_after_purge_mib", "disk after purge + restart, MiB", Count),
             ],
         ),
         "fifo" => (

@@ -23,3 +23,11 @@ pub const WAL_SEGMENT_OPS_MAX: usize = 131_072;
 /// ten 1 MiB messages, a move of many messages) stays far below. A length beyond it can only be a torn or
 /// corrupt header.
 pub const WAL_RECORD_BYTES_MAX: u32 = 256 * 1024 * 1024;
+
+/// Start-up compacts the redb file only when it is at least this large: below it the space is not worth it.
+pub const COMPACT_FILE_BYTES_MIN: u64 = 64 * 1024 * 1024;
+
+/// ...and only when the file is at least this many times its allocated pages (at least half of it free), as
+/// after a large queue was drained or purged: compacting a mostly free file is quick, one mostly live would
+/// take long for little.
+pub const COMPACT_FREE_RATIO_MIN: u64 = 2;

@@ -21,7 +21,9 @@ use veil_core::{
 
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
-use crate::limits::{CACHE_BYTES_DEFAULT, WAL_SEGMENT_BYTES_MAX};
+use crate::limits::{
+    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FREE_RATIO_MIN, WAL_SEGMENT_BYTES_MAX,
+};
 use crate::overlay::{Found, Overlay};
 use crate::tables::{
     self, redb_err, COUNTERS, DEDUP, GROUPS, META, MOVE_TASKS, NEXT_QUEUE_ID, QUEUES, REDRIVES,
@@ -91,6 +93,8 @@ impl RedbStore {
             .map_err(redb_err!(format!("opening {}", path.display())))?;
         tables::prepare(&db, &path)?;
         let recovered = recover(&db, dir)?;
+        let mut db = db;
+        compact_if_mostly_free(&mut db, &path)?;
         let segment = Segment::create(
             dir,
             recovered.next_generation,
@@ -178,6 +182,42 @@ impl RedbStore {
             }
         }
     }
+}
+
+/// Returns the space of deleted messages to the file system when most of the file is free pages. redb reuses
+/// free pages but gives the file back only at its end, so after a large queue is drained or purged the file
+/// would keep its size; compaction needs the database to itself, hence only at start-up.
+fn compact_if_mostly_free(db: &mut Database, path: &Path) -> Result<(), StoreError> {
+    let file_bytes = std::fs::metadata(path)
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?
+        .len();
+    if file_bytes < COMPACT_FILE_BYTES_MIN {
+        return Ok(());
+    }
+    let txn = db
+        .begin_write()
+        .map_err(redb_err!("reading the file's use"))?;
+    let stats = txn.stats().map_err(redb_err!("reading the file's use"))?;
+    txn.abort().map_err(redb_err!("reading the file's use"))?;
+    let allocated_bytes = stats.allocated_pages() * stats.page_size() as u64;
+    if allocated_bytes.saturating_mul(COMPACT_FREE_RATIO_MIN) > file_bytes {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    while db
+        .compact()
+        .map_err(|e| StoreError::Io(format!("compacting {}: {e}", path.display())))?
+    {}
+    let compacted_bytes = std::fs::metadata(path)
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?
+        .len();
+    tracing::info!(
+        file_bytes,
+        compacted_bytes,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "compacted the store file: most of it was free"
+    );
+    Ok(())
 }
 
 impl Drop for RedbStore {
