@@ -26,6 +26,7 @@ pub fn checkpoint(db: &Database, ops: &[StoreOp], generation: u64) -> Result<(),
         let mut tables = Tables::open(&txn)?;
         apply_logged(&mut tables, ops)?;
         tables.put_wal_applied(generation)?;
+        tables.finish()?;
     }
     txn.commit().map_err(redb_err!("committing a checkpoint"))
 }

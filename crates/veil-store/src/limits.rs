@@ -27,7 +27,8 @@ pub const WAL_RECORD_BYTES_MAX: u32 = 256 * 1024 * 1024;
 /// Start-up compacts the redb file only when it is at least this large: below it the space is not worth it.
 pub const COMPACT_FILE_BYTES_MIN: u64 = 64 * 1024 * 1024;
 
-/// ...and only when the file is at least this many times its allocated pages (at least half of it free), as
-/// after a large queue was drained or purged: compacting a mostly free file is quick, one mostly live would
-/// take long for little.
-pub const COMPACT_FREE_RATIO_MIN: u64 = 2;
+/// ...and only when the file is at least this many times the bytes of the payloads it holds. A live store's
+/// file is about 1.4× its payloads (redb's pages are not full), so 4× means most of the file is free, as after a
+/// large queue was drained or purged: compacting it is quick, while compacting a mostly live file would take
+/// long for little.
+pub const COMPACT_FILE_PER_PAYLOAD_MIN: u64 = 4;

@@ -22,7 +22,8 @@ use veil_core::{
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
 use crate::limits::{
-    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FREE_RATIO_MIN, WAL_SEGMENT_BYTES_MAX,
+    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_PAYLOAD_MIN,
+    WAL_SEGMENT_BYTES_MAX,
 };
 use crate::overlay::{Found, Overlay};
 use crate::tables::{
@@ -186,21 +187,17 @@ impl RedbStore {
 
 /// Returns the space of deleted messages to the file system when most of the file is free pages. redb reuses
 /// free pages but gives the file back only at its end, so after a large queue is drained or purged the file
-/// would keep its size; compaction needs the database to itself, hence only at start-up.
+/// would keep its size; compaction needs the database to itself, hence only at start-up. Whether the file is
+/// mostly free is judged from the payload bytes the checkpoints counted (`meta.payload_bytes`): redb's own
+/// statistics walk every page, which for a large live store costs more than the start-up itself.
 fn compact_if_mostly_free(db: &mut Database, path: &Path) -> Result<(), StoreError> {
     let file_bytes = std::fs::metadata(path)
         .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?
         .len();
-    if file_bytes < COMPACT_FILE_BYTES_MIN {
-        return Ok(());
-    }
-    let txn = db
-        .begin_write()
-        .map_err(redb_err!("reading the file's use"))?;
-    let stats = txn.stats().map_err(redb_err!("reading the file's use"))?;
-    txn.abort().map_err(redb_err!("reading the file's use"))?;
-    let allocated_bytes = stats.allocated_pages() * stats.page_size() as u64;
-    if allocated_bytes.saturating_mul(COMPACT_FREE_RATIO_MIN) > file_bytes {
+    let payload_bytes = tables::read_meta_u64(db, tables::PAYLOAD_BYTES_KEY)?;
+    if file_bytes < COMPACT_FILE_BYTES_MIN
+        || file_bytes < payload_bytes.saturating_mul(COMPACT_FILE_PER_PAYLOAD_MIN)
+    {
         return Ok(());
     }
     let started = std::time::Instant::now();
@@ -213,6 +210,7 @@ fn compact_if_mostly_free(db: &mut Database, path: &Path) -> Result<(), StoreErr
         .len();
     tracing::info!(
         file_bytes,
+        payload_bytes,
         compacted_bytes,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "compacted the store file: most of it was free"

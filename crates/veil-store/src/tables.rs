@@ -33,6 +33,8 @@ pub const NEXT_QUEUE_ID: &str = "next_queue_id";
 /// The newest log generation whose operations redb holds: start-up replays only newer segments, so a crash
 /// between a checkpoint's commit and the removal of its segment applies nothing twice.
 pub const WAL_APPLIED_KEY: &str = "wal_applied";
+/// Bytes of all payload records in `payloads`: with the file's size, tells start-up whether compacting pays.
+pub const PAYLOAD_BYTES_KEY: &str = "payload_bytes";
 /// The layout of the records in this file. A data directory written with another layout is refused with a
 /// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
 /// 4: payloads carry a message group and deduplication id; FIFO groups and deduplication ids are stored.
@@ -128,6 +130,10 @@ pub struct Tables<'txn> {
     dedup: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
     move_tasks: redb::Table<'txn, u64, &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
+    /// How the bytes of stored payload records changed in this transaction; [`Tables::finish`] adds it to
+    /// `meta.payload_bytes`, which start-up reads to see whether the file is mostly free (cheaply: redb's own
+    /// statistics walk every page).
+    payload_bytes_delta: i64,
 }
 
 impl<'txn> Tables<'txn> {
@@ -156,7 +162,35 @@ impl<'txn> Tables<'txn> {
                 .open_table(MOVE_TASKS)
                 .map_err(redb_err!("opening move_tasks"))?,
             meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
+            payload_bytes_delta: 0,
         })
+    }
+
+    /// Records what this transaction did to the stored payload bytes. Call once, before committing.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        if self.payload_bytes_delta == 0 {
+            return Ok(());
+        }
+        let stored = match self
+            .meta
+            .get(PAYLOAD_BYTES_KEY)
+            .map_err(redb_err!("reading meta"))?
+        {
+            Some(guard) => u64::from_be_bytes(guard.value().try_into().map_err(|_| {
+                StoreError::Corrupt(format!("meta {PAYLOAD_BYTES_KEY} is not 8 bytes"))
+            })?),
+            None => 0,
+        };
+        let updated = stored.saturating_add_signed(self.payload_bytes_delta);
+        self.meta
+            .insert(PAYLOAD_BYTES_KEY, updated.to_be_bytes().as_slice())
+            .map_err(redb_err!("writing meta"))?;
+        self.payload_bytes_delta = 0;
+        Ok(())
+    }
+
+    fn count_payload_bytes(&mut self, added: usize, removed: usize) {
+        self.payload_bytes_delta += added as i64 - removed as i64;
     }
 
     pub fn remove_messages(&mut self, queue: QueueId) -> Result<(), StoreError> {
@@ -164,9 +198,14 @@ impl<'txn> Tables<'txn> {
         self.states
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing states"))?;
+        let mut removed = 0;
         self.payloads
-            .retain_in(range.clone(), |_, _| false)
+            .retain_in(range.clone(), |_, payload| {
+                removed += payload.len();
+                false
+            })
             .map_err(redb_err!("removing payloads"))?;
+        self.count_payload_bytes(0, removed);
         self.redrives
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing redrives"))?;
@@ -249,9 +288,13 @@ impl<'txn> Tables<'txn> {
     }
 
     fn put_payload(&mut self, key: (u64, u64), payload: &Payload) -> Result<(), StoreError> {
-        self.payloads
-            .insert(key, encode(payload)?.as_slice())
-            .map_err(redb_err!("writing a payload"))?;
+        let encoded = encode(payload)?;
+        let replaced = self
+            .payloads
+            .insert(key, encoded.as_slice())
+            .map_err(redb_err!("writing a payload"))?
+            .map_or(0, |old| old.value().len());
+        self.count_payload_bytes(encoded.len(), replaced);
         Ok(())
     }
 
@@ -261,6 +304,7 @@ impl<'txn> Tables<'txn> {
             .remove(key)
             .map_err(redb_err!("removing a payload"))?
             .map(|g| g.value().to_vec());
+        self.count_payload_bytes(0, bytes.as_ref().map_or(0, Vec::len));
         bytes.map(|b| decode(&b, "a payload")).transpose()
     }
 
@@ -377,9 +421,12 @@ impl<'txn> Tables<'txn> {
         self.states
             .remove(key)
             .map_err(redb_err!("deleting a state"))?;
-        self.payloads
+        let removed = self
+            .payloads
             .remove(key)
-            .map_err(redb_err!("deleting a payload"))?;
+            .map_err(redb_err!("deleting a payload"))?
+            .map_or(0, |old| old.value().len());
+        self.count_payload_bytes(0, removed);
         self.remove_redrive(key)?;
         self.remove_group(key)
     }
