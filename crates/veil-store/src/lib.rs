@@ -15,6 +15,6 @@ mod wal;
 mod writer;
 
 pub use checkpoint::Recovered;
-pub use limits::{CACHE_BYTES_DEFAULT, WAL_SEGMENT_BYTES_MAX};
+pub use limits::CACHE_BYTES_DEFAULT;
 pub use redb_store::{Durability, RedbStore, StoreOptions};
 pub use secret::load_or_create_secret;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
 use crate::limits::WAL_SEGMENT_OPS_MAX;
+use crate::tables::moved;
 
 pub type Key = (QueueId, Seq);
 
@@ -138,10 +139,10 @@ impl Overlay {
                 moved_from,
                 ..
             } => {
-                let moved = self.take(*from, read_disk)?;
+                let taken = self.take(*from, read_disk)?;
                 self.forget(*from);
-                if let Some(mut payload) = moved {
-                    payload.moved_from = Some(moved_from.clone());
+                if let Some(payload) = taken {
+                    let payload = moved(payload, moved_from.clone());
                     self.active
                         .payloads
                         .insert(*to, Held::Owned(Box::new(payload)));
