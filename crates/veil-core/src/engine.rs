@@ -16,7 +16,10 @@ use crate::model::*;
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::store::{Commit, Store, StoreOp};
 
+mod admin;
 mod move_tasks;
+
+pub use admin::{QueueOverview, CREATED_BY_SETTING};
 
 /// Most dead-letter moves one receive performs before it returns; the next receive continues.
 const DEAD_LETTER_MOVES_PER_RECEIVE_MAX: usize = 1_000;
@@ -961,6 +964,7 @@ impl Engine {
         );
         index.replace(seq, next, now);
         index.counters.deliveries += 1;
+        index.count_delivery(next.receive_count);
         ops.push(StoreOp::PutState {
             queue: index.id(),
             seq,

@@ -53,6 +53,12 @@ pub(crate) struct QueueIndex {
     released: Vec<Seq>,
     /// Group order, deduplication and receive attempts; `Some` exactly for a FIFO queue.
     pub fifo: Option<Box<Fifo>>,
+    /// Deliveries counted by the receive count they gave the message, per
+    /// `limits::DELIVERY_RECEIVE_COUNT_BUCKETS` plus one bucket for the rest. In memory only: a restart
+    /// resets it, which Prometheus reads as a counter reset.
+    pub deliveries_by_receive_count: [u64; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
+    /// Sum of the receive counts the counted deliveries gave (a histogram's sum).
+    pub deliveries_receive_count_sum: u64,
 }
 
 /// What `advance` changed.
@@ -83,6 +89,8 @@ impl QueueIndex {
             last_purge_at: None,
             released: Vec::new(),
             fifo,
+            deliveries_by_receive_count: [0; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
+            deliveries_receive_count_sum: 0,
         }
     }
 
@@ -100,6 +108,21 @@ impl QueueIndex {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
+    }
+
+    /// Counts one delivery that gave its message `receive_count`.
+    pub fn count_delivery(&mut self, receive_count: u32) {
+        let bucket = limits::DELIVERY_RECEIVE_COUNT_BUCKETS
+            .iter()
+            .position(|&le| receive_count <= le)
+            .unwrap_or(limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len());
+        self.deliveries_by_receive_count[bucket] += 1;
+        self.deliveries_receive_count_sum += u64::from(receive_count);
+    }
+
+    /// Up to `max` stored messages from `from` on, whatever their state.
+    pub fn states_from(&self, from: Seq, max: usize) -> Vec<(Seq, MessageState)> {
+        self.states.range_from(from, max)
     }
 
     pub fn get(&self, seq: Seq) -> Option<MessageState> {

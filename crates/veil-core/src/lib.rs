@@ -17,7 +17,7 @@ mod slab;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::Engine;
+pub use engine::{Engine, QueueOverview, CREATED_BY_SETTING};
 pub use error::{EngineError, EngineResult};
 pub use model::*;
 pub use move_task::{MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus};

@@ -197,6 +197,23 @@ impl SeqSlab {
         Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
     }
 
+    /// Up to `max` live messages with a seq of at least `from`, in seq order (an operator's browse).
+    pub fn range_from(&self, from: Seq, max: usize) -> Vec<(Seq, MessageState)> {
+        let mut found = Vec::with_capacity(max.min(self.len));
+        for (&number, chunk) in self.chunks.range(chunk_of(from)..) {
+            for slot in 0..CHUNK_LEN {
+                let seq = (number << CHUNK_BITS) | slot as u64;
+                if chunk.occupied & (1 << slot) != 0 && seq >= from {
+                    if found.len() == max {
+                        return found;
+                    }
+                    found.push((seq, chunk.states[slot]));
+                }
+            }
+        }
+        found
+    }
+
     /// The live messages of one chunk, copied out (no allocation), so that the caller may remove them from the
     /// slab while it walks them.
     pub fn chunk_entries(&self, number: u64) -> ChunkEntries {

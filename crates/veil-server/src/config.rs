@@ -11,6 +11,7 @@ pub const DATA_DIR_DEFAULT: &str = "./veil-data";
 pub const SQS_LISTEN_DEFAULT: &str = "127.0.0.1:9324";
 pub const AZURE_LISTEN_DEFAULT: &str = "127.0.0.1:10001";
 pub const KUBEMQ_LISTEN_DEFAULT: &str = veil_kubemq::limits::LISTEN_DEFAULT;
+pub const ADMIN_LISTEN_DEFAULT: &str = "127.0.0.1:9325";
 pub const LOG_LEVEL_DEFAULT: &str = "info";
 const MIB: usize = 1024 * 1024;
 
@@ -90,7 +91,7 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, store_cache_mib, and an [azure] table with listen, auth, max_dequeue_count and
+    /// durability, log_level, store_cache_mib, admin_listen, and an [azure] table with listen, auth, max_dequeue_count and
     /// [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
@@ -131,6 +132,10 @@ pub struct ServeArgs {
     /// Address of the KubeMQ queues endpoint (gRPC) [default: 127.0.0.1:50000]
     #[arg(long, env = "VEIL_KUBEMQ_LISTEN")]
     pub kubemq_listen: Option<SocketAddr>,
+    /// Address of the admin endpoint: /metrics, /healthz, /readyz, the admin API (/api/v1) and the web
+    /// console (/) [default: 127.0.0.1:9325]
+    #[arg(long, env = "VEIL_ADMIN_LISTEN")]
+    pub admin_listen: Option<SocketAddr>,
 }
 
 /// The same settings as read from the TOML file.
@@ -144,6 +149,7 @@ struct FileConfig {
     durability: Option<DurabilityMode>,
     log_level: Option<String>,
     store_cache_mib: Option<usize>,
+    admin_listen: Option<SocketAddr>,
     #[serde(default)]
     azure: AzureFile,
     #[serde(default)]
@@ -170,6 +176,7 @@ pub struct Settings {
     /// Empty: no authentication on the KubeMQ endpoint.
     pub kubemq_auth_tokens: Vec<String>,
     pub kubemq_settings: veil_kubemq::Settings,
+    pub admin_listen: SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +258,10 @@ impl Settings {
             )?,
             kubemq_auth_tokens: file.kubemq.auth_tokens.clone(),
             kubemq_settings: kubemq_settings(&file.kubemq)?,
+            admin_listen: listen_addr(
+                args.admin_listen.or(file.admin_listen),
+                ADMIN_LISTEN_DEFAULT,
+            )?,
         })
     }
 

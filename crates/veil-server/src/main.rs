@@ -6,7 +6,7 @@ mod config;
 
 use std::future::IntoFuture;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
@@ -107,17 +107,23 @@ enum ServeError {
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
+    // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
+    let admin = Admin::start(settings.admin_listen).await?;
     let (store, engine) = open_engine(&settings)?;
+    admin.engine_opened(&engine);
     let sweeper = spawn_sweeper(engine.clone());
     let mover = spawn_move_task_driver(engine.clone());
+    let sampler = admin.series.spawn_sampler(engine.clone());
     let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings));
     let azure_app = veil_azure::router(engine.clone(), azure_config(&settings));
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
     let kubemq_listener = bind(settings.kubemq_listen).await?;
     log_listening(&settings);
+    // Every listener is bound and the store is open: ready for traffic.
+    admin.readiness.set(veil_admin::Phase::Ready);
 
-    let stopped = stop_on_signal(engine.clone());
+    let stopped = stop_on_signal(engine.clone(), admin.readiness.clone());
     let (sqs_served, azure_served, kubemq_served) = tokio::join!(
         axum::serve(sqs_listener.tap_io(no_delay), sqs_app)
             .with_graceful_shutdown(until_stopped(stopped.clone()))
@@ -140,12 +146,73 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     );
     sweeper.abort();
     mover.abort();
+    sampler.abort();
     tracing::info!("requests drained; closing the store");
+    // The admin endpoint stops last: /readyz keeps answering "stopping" while the others drain.
+    admin.stop().await;
     drop(engine);
     store.close();
     tracing::info!("store closed; bye");
     sqs_served.and(azure_served).map_err(ServeError::Serve)?;
     kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
+}
+
+/// The admin endpoint (docs: README "Operating Veil"): served from before the store opens until after the
+/// protocol listeners drained.
+struct Admin {
+    engine: Arc<OnceLock<Arc<Engine>>>,
+    readiness: veil_admin::Readiness,
+    series: veil_admin::Series,
+    /// Tells the admin server to stop accepting and finish its requests.
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Admin {
+    async fn start(addr: std::net::SocketAddr) -> Result<Self, ServeError> {
+        let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
+        let mut registry = veil_admin::Registry::default();
+        registry.register_collector(Box::new(veil_admin::QueueCollector::new(engine.clone())));
+        let readiness = veil_admin::Readiness::default();
+        let series = veil_admin::Series::default();
+        let state = veil_admin::AdminState::new(
+            engine.clone(),
+            registry,
+            readiness.clone(),
+            series.clone(),
+        );
+        let listener = bind(addr).await?;
+        tracing::info!(%addr, "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(
+            axum::serve(listener.tap_io(no_delay), veil_admin::router(state))
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .into_future(),
+        );
+        Ok(Self {
+            engine,
+            readiness,
+            series,
+            stop,
+            served,
+        })
+    }
+
+    fn engine_opened(&self, engine: &Arc<Engine>) {
+        // Set once, right after the one open; a second set cannot happen.
+        let _ = self.engine.set(engine.clone());
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        match self.served.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "admin endpoint failed"),
+            Err(error) => tracing::warn!(%error, "admin endpoint task failed"),
+        }
+    }
 }
 
 /// Opens the store in the data directory and the engine over it, rebuilding the engine's index.
@@ -260,10 +327,14 @@ fn log_listening(settings: &Settings) {
 
 /// One signal stops every listener: each stops accepting and drains its in-flight requests. The engine is
 /// told first so that its long polls end at once instead of holding the drain for their wait times.
-fn stop_on_signal(engine: Arc<Engine>) -> tokio::sync::watch::Receiver<bool> {
+fn stop_on_signal(
+    engine: Arc<Engine>,
+    readiness: veil_admin::Readiness,
+) -> tokio::sync::watch::Receiver<bool> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
+        readiness.set(veil_admin::Phase::Stopping);
         engine.shutdown();
         stop.send_replace(true);
     });

@@ -186,6 +186,7 @@ impl Service {
             visibility_timeout_ms: limits::QUEUE_VISIBILITY_MS,
             retention_ms: Some(limits::QUEUE_RETENTION_MS),
             inflight_max: self.config.inflight_max_default,
+            protocol_settings: [(veil_core::CREATED_BY_SETTING.into(), "azure".into())].into(),
             ..QueueConfig::default()
         }
     }

@@ -115,6 +115,7 @@ impl Inner {
             retention_ms: None,
             message_size_bytes_max: limits::MESSAGE_SIZE_BYTES_MAX,
             inflight_max: self.settings.max_inflight,
+            protocol_settings: [(veil_core::CREATED_BY_SETTING.into(), "kubemq".into())].into(),
             ..QueueConfig::default()
         };
         // A concurrent first use may create it first; either outcome is the channel we want.

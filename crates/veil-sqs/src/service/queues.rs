@@ -42,6 +42,9 @@ impl Service {
         }
         attributes::check_fifo_settings(&config)?;
         config.tags = input.tags;
+        config
+            .protocol_settings
+            .insert(veil_core::CREATED_BY_SETTING.into(), "sqs".into());
         match self
             .engine
             .create_queue(key.clone(), config)

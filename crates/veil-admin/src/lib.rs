@@ -1,0 +1,69 @@
+//! veil-admin: the operator's side of Veil, served on its own listener (default 127.0.0.1:9325):
+//! `/metrics` (Prometheus text), `/healthz` and `/readyz` (Kubernetes probes), the protocol-neutral JSON admin
+//! API under `/api/v1` (described by `/api/v1/openapi.json`, generated from this code) and the web console at
+//! `/`. It reads and changes queues only through `veil_core::Engine`, like the protocol front-ends, and knows
+//! no protocol's wire format.
+
+mod api;
+mod console;
+mod health;
+pub mod limits;
+mod metrics;
+mod series;
+
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use veil_core::Engine;
+
+pub use api::ApiDoc;
+pub use health::{Phase, Readiness};
+pub use metrics::QueueCollector;
+pub use prometheus_client::registry::Registry;
+pub use series::Series;
+
+/// What every admin handler shares.
+#[derive(Clone)]
+pub struct AdminState {
+    /// Set once the store is open and the index rebuilt; until then the API answers 503 and the probes say
+    /// "starting". A `OnceLock` because the admin listener is bound before the (possibly long) recovery, so
+    /// that probes get an answer during it.
+    engine: Arc<OnceLock<Arc<Engine>>>,
+    /// Everything `/metrics` encodes: the per-queue collector and whatever the server registered.
+    registry: Arc<Registry>,
+    readiness: Readiness,
+    /// The last hour of each queue's counts, for the console's charts.
+    series: Series,
+}
+
+impl AdminState {
+    /// `registry` should already hold a [`QueueCollector`] over the same engine cell (see
+    /// [`AdminState::engine_cell`]) and any other metrics the server exports.
+    pub fn new(
+        engine: Arc<OnceLock<Arc<Engine>>>,
+        registry: Registry,
+        readiness: Readiness,
+        series: Series,
+    ) -> Self {
+        Self {
+            engine,
+            registry: Arc::new(registry),
+            readiness,
+            series,
+        }
+    }
+
+    fn engine(&self) -> Result<&Arc<Engine>, api::ApiError> {
+        self.engine.get().ok_or(api::ApiError::Starting)
+    }
+}
+
+/// The admin endpoint's routes.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .merge(health::routes())
+        .merge(metrics::routes())
+        .nest("/api/v1", api::routes())
+        .merge(console::routes())
+        .with_state(state)
+}

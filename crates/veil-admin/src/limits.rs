@@ -1,0 +1,14 @@
+//! The admin endpoint's limits, named with their unit last, in one place.
+
+/// Most messages one admin send takes (an import sends in batches of this size).
+pub const SEND_MESSAGES_MAX: usize = 1_000;
+/// Largest JSON request body the admin API reads (a batch of sends with base64 bodies).
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Most messages one admin receive returns.
+pub const RECEIVE_MESSAGES_MAX: usize = 1_000;
+/// Longest wait of one admin receive.
+pub const RECEIVE_WAIT_S_MAX: u64 = 20;
+/// How often the console's per-queue series takes a sample.
+pub const SERIES_INTERVAL_S: u64 = 30;
+/// Samples kept per queue: one hour at `SERIES_INTERVAL_S`.
+pub const SERIES_SAMPLES_MAX: usize = 120;

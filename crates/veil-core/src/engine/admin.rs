@@ -1,0 +1,112 @@
+//! What operators need from the engine beyond the protocols' own operations (docs/operating.md): an overview
+//! of every queue for the metrics scrape and the console, a browse of the stored messages in any state that
+//! changes nothing, and the removal of one message by its sequence number. The protocols never call these.
+
+use super::{Delivery, Engine};
+use crate::error::EngineResult;
+use crate::limits;
+use crate::model::{Message, QueueKey, QueueStats, Seq};
+use crate::store::StoreOp;
+
+/// The `QueueConfig::protocol_settings` key under which a front-end records that it created the queue.
+pub const CREATED_BY_SETTING: &str = "veil.created_by";
+
+/// One queue as an operator's overview shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueOverview {
+    pub key: QueueKey,
+    pub fifo: bool,
+    /// The protocol whose create made the queue (`sqs`, `azure`, `kubemq`, `admin`), when one recorded it.
+    pub created_by: Option<String>,
+    pub stats: QueueStats,
+    /// Deliveries counted by the receive count they gave their message, per
+    /// `limits::DELIVERY_RECEIVE_COUNT_BUCKETS` plus a last bucket for the rest; since the process started.
+    pub deliveries_by_receive_count: [u64; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
+    /// Sum of the receive counts those deliveries gave.
+    pub deliveries_receive_count_sum: u64,
+}
+
+impl Engine {
+    /// Every queue, ordered by namespace and name, brought up to now (due messages promoted, expired ones
+    /// removed, as the sweeper would) so that the counts are exact. One lock for all queues: the work per queue
+    /// is a few counters unless deadlines fell due, and a scrape of 10,000 queues stays in the milliseconds.
+    pub fn overview(&self) -> Vec<QueueOverview> {
+        let now = self.clock.now();
+        let mut guard = self.state.lock();
+        let ids: Vec<_> = guard.by_key.values().copied().collect();
+        let mut overview = Vec::with_capacity(ids.len());
+        let mut ops = Vec::new();
+        for id in ids {
+            ops = self.brought_up_to(&mut guard, id, now, ops).ops;
+            let index = &guard.queues[&id];
+            let config = &index.record.config;
+            overview.push(QueueOverview {
+                key: index.record.key.clone(),
+                fifo: config.fifo.is_some(),
+                created_by: config.protocol_settings.get(CREATED_BY_SETTING).cloned(),
+                stats: index.stats(now),
+                deliveries_by_receive_count: index.deliveries_by_receive_count,
+                deliveries_receive_count_sum: index.deliveries_receive_count_sum,
+            });
+        }
+        // Expiries found on the way are changes like any other; nobody waits for them.
+        drop(self.submit(ops));
+        overview
+    }
+
+    /// Up to `max_messages` stored messages with a sequence number of at least `from`, in sequence order and
+    /// in any state (visible, in flight, delayed), without changing anything: no receipt, no receive count.
+    pub async fn browse(
+        &self,
+        key: &QueueKey,
+        from: Seq,
+        max_messages: usize,
+    ) -> EngineResult<Vec<Message>> {
+        let now = self.clock.now();
+        let max_messages = max_messages.clamp(1, limits::BROWSE_MESSAGES_MAX);
+        let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
+            let index = locked.index();
+            let seen: Vec<Delivery> = index
+                .states_from(from, max_messages)
+                .into_iter()
+                .map(|(seq, state)| Delivery {
+                    seq,
+                    state,
+                    receipt: None,
+                    redrive: index.redrive(seq).cloned(),
+                })
+                .collect();
+            (locked.id, seen)
+        })?;
+        // As in peek: answer only once every send we saw is durable.
+        let barrier = commit.unwrap_or_else(|| self.store.submit(Vec::new()));
+        barrier.await?;
+        self.with_payloads(queue, seen)
+    }
+
+    /// Deletes the message `seq` whatever its state, without a receipt (an operator's delete). Returns whether
+    /// it existed. Counted as a delete.
+    pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
+        let now = self.clock.now();
+        let (removed, commit) = self.on_queue(key, now, |locked| {
+            let (index, ops) = locked.parts();
+            if index.remove(seq).is_none() {
+                return false;
+            }
+            index.counters.deletes += 1;
+            ops.push(StoreOp::DeleteMessage {
+                queue: index.id(),
+                seq,
+            });
+            ops.push(StoreOp::PutCounters {
+                queue: index.id(),
+                counters: index.counters,
+            });
+            // A FIFO group behind the removed message may now deliver.
+            index.notify.notify_waiters();
+            true
+        })?;
+        Self::durable(commit).await?;
+        Ok(removed)
+    }
+}
