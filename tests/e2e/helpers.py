@@ -61,13 +61,15 @@ class VeilServer:
     """One `veil serve` process on 127.0.0.1:<port> with its own data dir and log file."""
 
     def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None,
-                 azure_port: int | None = None, kubemq_port: int | None = None):
+                 azure_port: int | None = None, kubemq_port: int | None = None, admin_port: int | None = None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         # Always a free port of its own: the default 10001 would collide between servers started at once.
         self.azure_port = azure_port or free_port()
         # Likewise for KubeMQ's gRPC default (50000).
         self.kubemq_port = kubemq_port or free_port()
+        # And for the admin endpoint's (9325).
+        self.admin_port = admin_port or free_port()
         self.extra_args = list(extra_args)
         self.log_dir = Path(log_dir or self.data_dir.parent)
         self.proc: subprocess.Popen | None = None
@@ -77,6 +79,11 @@ class VeilServer:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def admin_endpoint(self) -> str:
+        """Base URL of the admin endpoint: /metrics, /healthz, /readyz, /api/v1, the console."""
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def kubemq_address(self) -> str:
@@ -105,6 +112,7 @@ class VeilServer:
             "--sqs-listen", f"127.0.0.1:{self.port}",
             "--azure-listen", f"127.0.0.1:{self.azure_port}",
             "--kubemq-listen", f"127.0.0.1:{self.kubemq_port}",
+            "--admin-listen", f"127.0.0.1:{self.admin_port}",
             "--log-level", "info",
             *self.extra_args,
         ]
@@ -123,7 +131,7 @@ class VeilServer:
                     f"command: {' '.join(cmd)}\n{self.log_tail()}"
                 )
             try:
-                for port in (self.port, self.azure_port, self.kubemq_port):
+                for port in (self.port, self.azure_port, self.kubemq_port, self.admin_port):
                     with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                         pass
                 return self

@@ -177,9 +177,10 @@ def test_dead_letter_state_survives_the_restart(scenario):
 
 
 def test_server_reads_data_dir_and_listen_address_from_the_environment(veil_path, tmp_path):
-    port, azure_port, kubemq_port = free_port(), free_port(), free_port()
+    port, azure_port, kubemq_port, admin_port = free_port(), free_port(), free_port(), free_port()
     env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "env-data"), VEIL_SQS_LISTEN=f"127.0.0.1:{port}",
-               VEIL_AZURE_LISTEN=f"127.0.0.1:{azure_port}", VEIL_KUBEMQ_LISTEN=f"127.0.0.1:{kubemq_port}")
+               VEIL_AZURE_LISTEN=f"127.0.0.1:{azure_port}", VEIL_KUBEMQ_LISTEN=f"127.0.0.1:{kubemq_port}",
+               VEIL_ADMIN_LISTEN=f"127.0.0.1:{admin_port}")
     log = open(tmp_path / "env.log", "wb")
     proc = subprocess.Popen([veil_path, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
@@ -191,6 +192,7 @@ def test_server_reads_data_dir_and_listen_address_from_the_environment(veil_path
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 socket.create_connection(("127.0.0.1", azure_port), timeout=0.5).close()
                 socket.create_connection(("127.0.0.1", kubemq_port), timeout=0.5).close()
+                socket.create_connection(("127.0.0.1", admin_port), timeout=0.5).close()
                 break
             except OSError:
                 assert time.monotonic() < deadline, "veil did not listen on VEIL_SQS_LISTEN and VEIL_AZURE_LISTEN"

@@ -58,6 +58,8 @@ pub struct VeilProcess {
     pub azure_endpoint: String,
     /// The KubeMQ gRPC front-end.
     pub kubemq_endpoint: String,
+    /// The admin endpoint (/metrics, /api/v1).
+    pub admin_endpoint: String,
     /// Spawn → first successful request.
     pub startup: Duration,
 }
@@ -89,10 +91,11 @@ fn free_ports<const N: usize>() -> Result<[u16; N], ServerError> {
 impl VeilProcess {
     /// Starts Veil and waits until a ListQueues succeeds.
     pub async fn start(options: &VeilOptions) -> Result<Self, ServerError> {
-        let [port, azure_port, kubemq_port] = free_ports()?;
+        let [port, azure_port, kubemq_port, admin_port] = free_ports()?;
         let listen = format!("127.0.0.1:{port}");
         let azure_listen = format!("127.0.0.1:{azure_port}");
         let kubemq_listen = format!("127.0.0.1:{kubemq_port}");
+        let admin_listen = format!("127.0.0.1:{admin_port}");
         let log = options.data_dir.with_extension("log");
         let log_file = std::fs::File::create(&log).map_err(|source| ServerError::Spawn {
             bin: options.bin.clone(),
@@ -105,13 +108,15 @@ impl VeilProcess {
             .arg(&options.data_dir)
             .arg("--sqs-listen")
             .arg(&listen)
-            // Free ports rather than the Azure (10001) and KubeMQ (50000) defaults, so that servers started
+            // Free ports rather than the Azure (10001), KubeMQ (50000) and admin (9325) defaults, so that servers started
             // side by side, or beside an Azurite on 10001, do not collide; the suite drives these
             // front-ends too (`--front-ends`).
             .arg("--azure-listen")
             .arg(&azure_listen)
             .arg("--kubemq-listen")
             .arg(&kubemq_listen)
+            .arg("--admin-listen")
+            .arg(&admin_listen)
             .arg("--durability")
             .arg(options.durability.as_str())
             .arg("--log-level")
@@ -153,6 +158,7 @@ impl VeilProcess {
             endpoint,
             azure_endpoint: format!("http://{azure_listen}/devstoreaccount1"),
             kubemq_endpoint: format!("http://{kubemq_listen}"),
+            admin_endpoint: format!("http://{admin_listen}"),
             startup: spawned.elapsed(),
         })
     }
