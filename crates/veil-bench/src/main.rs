@@ -10,6 +10,7 @@ mod noop;
 mod report;
 mod results;
 mod run;
+mod scrape;
 mod server;
 mod stats;
 mod suite;
@@ -153,6 +154,12 @@ struct RunArgs {
     /// Write the JSON report to this file (`-` = stdout, and the human summary goes to stderr instead).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also GET this URL (a Prometheus endpoint, e.g. http://127.0.0.1:9325/metrics) every
+    /// `--scrape-interval-ms` while the run lasts, as a Prometheus server would: what scraping costs.
+    #[arg(long)]
+    scrape: Option<String>,
+    #[arg(long, default_value_t = 100)]
+    scrape_interval_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -248,12 +255,19 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
         sqs.prepare(&workload.queue, workload.visibility_s).await?;
         sqs.purge(&workload.queue).await?;
     }
+    let scraper = args
+        .scrape
+        .clone()
+        .map(|url| scrape::spawn(url, Duration::from_millis(args.scrape_interval_ms)));
     let report = with_target!(args.target, &endpoint, |target| {
         target
             .prepare(&workload.queue, workload.visibility_s)
             .await?;
         Ok::<_, BenchError>(run::run(&target, workload).await)
     })?;
+    if let Some(scraper) = scraper {
+        eprintln!("{}", scraper.finish().await);
+    }
     match args.json.as_deref() {
         Some(path) if path.as_os_str() == "-" => {
             eprint!("{}", report.summary());

@@ -58,8 +58,6 @@ pub struct VeilProcess {
     pub azure_endpoint: String,
     /// The KubeMQ gRPC front-end.
     pub kubemq_endpoint: String,
-    /// The admin endpoint (/metrics, /api/v1).
-    pub admin_endpoint: String,
     /// Spawn → first successful request.
     pub startup: Duration,
 }
@@ -158,7 +156,6 @@ impl VeilProcess {
             endpoint,
             azure_endpoint: format!("http://{azure_listen}/devstoreaccount1"),
             kubemq_endpoint: format!("http://{kubemq_listen}"),
-            admin_endpoint: format!("http://{admin_listen}"),
             startup: spawned.elapsed(),
         })
     }
