@@ -18,7 +18,6 @@ use veil_core::Engine;
 
 pub use api::ApiDoc;
 pub use health::{Phase, Readiness};
-pub use metrics::QueueCollector;
 pub use prometheus_client::registry::Registry;
 pub use series::Series;
 
@@ -29,7 +28,7 @@ pub struct AdminState {
     /// "starting". A `OnceLock` because the admin listener is bound before the (possibly long) recovery, so
     /// that probes get an answer during it.
     engine: Arc<OnceLock<Arc<Engine>>>,
-    /// Everything `/metrics` encodes: the per-queue collector and whatever the server registered.
+    /// The server's metrics (requests, store); `/metrics` appends every queue's own.
     registry: Arc<Registry>,
     readiness: Readiness,
     /// The last hour of each queue's counts, for the console's charts.
@@ -37,8 +36,7 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    /// `registry` should already hold a [`QueueCollector`] over the same engine cell (see
-    /// [`AdminState::engine_cell`]) and any other metrics the server exports.
+    /// `registry` holds the metrics the server exports besides the per-queue ones.
     pub fn new(
         engine: Arc<OnceLock<Arc<Engine>>>,
         registry: Registry,

@@ -137,6 +137,15 @@ impl QueueIndex {
         self.hidden
     }
 
+    /// Whether `advance(now)` would change anything: a pending deadline or an expiry has come.
+    pub fn is_due(&self, now: Millis) -> bool {
+        self.pending.first().is_some_and(|&(at, _)| at <= now)
+            || self
+                .expiry_chunks
+                .first()
+                .is_some_and(|&(bound, _)| bound <= now)
+    }
+
     /// The earliest deadline of a Hidden or Delayed message.
     pub fn next_pending_due(&self) -> Option<Millis> {
         self.pending.first().map(|(at, _)| *at)

@@ -34,8 +34,9 @@ pub const RECEIVE_ATTEMPT_MS_MAX: Millis = 5 * 60 * SECOND_MS;
 pub const MOVE_TASK_MOVES_PER_STEP_MAX: usize = 1_000;
 /// Finished move tasks kept per source queue, most recent first; older ones are forgotten.
 pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;
-/// Upper bounds of the receive-count buckets in which each queue counts its deliveries (how many deliveries
-/// were a message's 1st, 2nd, 3rd, up to 5th, ... receive); a last bucket takes the rest.
-pub const DELIVERY_RECEIVE_COUNT_BUCKETS: [u32; 8] = [1, 2, 3, 5, 10, 20, 50, 100];
+/// Upper bounds of the receive-count buckets in which each queue counts its deliveries: first deliveries,
+/// second ones, up to the 5th, up to the 10th; a last bucket takes the rest. Few buckets on purpose: every
+/// queue exports each one as a series.
+pub const DELIVERY_RECEIVE_COUNT_BUCKETS: [u32; 4] = [1, 2, 5, 10];
 /// Most messages one browse returns.
 pub const BROWSE_MESSAGES_MAX: usize = 1_000;

@@ -34,7 +34,11 @@ async fn overview_brings_lapsed_visibility_up_to_now() {
     h.advance_s(6);
 
     let stats = h.engine.overview()[0].stats;
-    assert_eq!((stats.visible, stats.hidden), (1, 0), "the lapse is counted at once");
+    assert_eq!(
+        (stats.visible, stats.hidden),
+        (1, 0),
+        "the lapse is counted at once"
+    );
     assert_eq!(stats.counters.redeliveries, 1);
 }
 
@@ -56,7 +60,10 @@ async fn overview_lists_every_namespace_in_key_order_with_its_creator() {
 
     let overview = h.engine.overview();
     let keys: Vec<_> = overview.iter().map(|q| q.key.clone()).collect();
-    assert_eq!(keys, [QueueKey::new("alpha", "a"), QueueKey::new("zeta", "b")]);
+    assert_eq!(
+        keys,
+        [QueueKey::new("alpha", "a"), QueueKey::new("zeta", "b")]
+    );
     assert_eq!(overview[0].created_by.as_deref(), Some("sqs"));
     assert_eq!(overview[1].created_by, None);
 }
@@ -71,8 +78,8 @@ async fn deliveries_are_counted_by_the_receive_count_they_give() {
         h.advance_s(2);
     }
     let queue = &h.engine.overview()[0];
-    // Buckets: <=1, <=2, <=3, <=5, ...: the 1st, 2nd, 3rd and 4th receive.
-    assert_eq!(&queue.deliveries_by_receive_count[..4], &[1, 1, 1, 1]);
+    // Buckets: <=1, <=2, <=5, <=10, more: the 1st, the 2nd, then the 3rd and 4th receive.
+    assert_eq!(queue.deliveries_by_receive_count, [1, 1, 2, 0, 0]);
     assert_eq!(queue.deliveries_receive_count_sum, 1 + 2 + 3 + 4);
 }
 
@@ -89,11 +96,18 @@ async fn browse_shows_every_state_and_changes_nothing() {
     let all = h.engine.browse(&q, 0, 10).await.unwrap();
     assert_eq!(all.iter().map(body).collect::<Vec<_>>(), ["a", "b", "c"]);
     assert!(all.iter().all(|m| m.receipt.is_none()));
-    assert_eq!(all[0].state.receive_count, 1, "the received one shows its count");
+    assert_eq!(
+        all[0].state.receive_count, 1,
+        "the received one shows its count"
+    );
     assert_eq!(h.stats(&q), before, "browsing counted nothing");
     // Its receipt is still current: browsing issued no new delivery.
     h.engine
-        .delete(&q, received.receipt.as_deref().unwrap(), ReceiptRule::Current)
+        .delete(
+            &q,
+            received.receipt.as_deref().unwrap(),
+            ReceiptRule::Current,
+        )
         .await
         .unwrap();
 }
@@ -127,9 +141,15 @@ async fn remove_message_deletes_one_message_in_any_state_and_counts_it() {
     assert_eq!(received.len(), 2);
 
     assert!(h.engine.remove_message(&q, hidden.seq).await.unwrap());
-    assert!(!h.engine.remove_message(&q, hidden.seq).await.unwrap(), "already gone");
+    assert!(
+        !h.engine.remove_message(&q, hidden.seq).await.unwrap(),
+        "already gone"
+    );
     let left: Vec<_> = h.engine.browse(&q, 0, 10).await.unwrap();
-    assert_eq!(left.iter().map(|m| m.seq).collect::<Vec<_>>(), [kept.seq, kept.seq + 2]);
+    assert_eq!(
+        left.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        [kept.seq, kept.seq + 2]
+    );
     assert_eq!(h.stats(&q).counters.deletes, 1);
     assert_eq!(h.stats(&q).hidden, 1);
 }

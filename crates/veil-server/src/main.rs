@@ -171,8 +171,7 @@ struct Admin {
 impl Admin {
     async fn start(addr: std::net::SocketAddr) -> Result<Self, ServeError> {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
-        let mut registry = veil_admin::Registry::default();
-        registry.register_collector(Box::new(veil_admin::QueueCollector::new(engine.clone())));
+        let registry = veil_admin::Registry::default();
         let readiness = veil_admin::Readiness::default();
         let series = veil_admin::Series::default();
         let state = veil_admin::AdminState::new(

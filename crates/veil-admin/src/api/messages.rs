@@ -151,9 +151,11 @@ fn attributes(given: BTreeMap<String, Attribute>) -> Result<veil_core::Attribute
                         })?
                         .into(),
                 ),
-                _ => return Err(ApiError::InvalidArgument(format!(
+                _ => {
+                    return Err(ApiError::InvalidArgument(format!(
                     "attribute {name:?} needs exactly one of string_value and binary_value_base64"
-                ))),
+                )))
+                }
             };
             Ok((
                 name,

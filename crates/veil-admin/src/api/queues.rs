@@ -144,14 +144,7 @@ fn apply_settings(config: &mut QueueConfig, settings: &QueueSettings) -> Result<
 fn detail_of(state: &AdminState, key: &QueueKey) -> Result<Json<QueueDetail>, ApiError> {
     let engine = state.engine()?;
     let info = engine.queue_info(key)?;
-    let overview = engine
-        .overview()
-        .into_iter()
-        .find(|q| &q.key == key)
-        .ok_or_else(|| ApiError::QueueNotFound {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-        })?;
+    let overview = engine.overview_of(key)?;
     let sources = engine
         .dead_letter_sources(key)?
         .iter()

@@ -3,7 +3,9 @@
 //! changes nothing, and the removal of one message by its sequence number. The protocols never call these.
 
 use super::{Delivery, Engine};
+use crate::clock::Millis;
 use crate::error::EngineResult;
+use crate::index::QueueIndex;
 use crate::limits;
 use crate::model::{Message, QueueKey, QueueStats, Seq};
 use crate::store::StoreOp;
@@ -29,7 +31,7 @@ pub struct QueueOverview {
 impl Engine {
     /// Every queue, ordered by namespace and name, brought up to now (due messages promoted, expired ones
     /// removed, as the sweeper would) so that the counts are exact. One lock for all queues: the work per queue
-    /// is a few counters unless deadlines fell due, and a scrape of 10,000 queues stays in the milliseconds.
+    /// is a few counters unless deadlines fell due.
     pub fn overview(&self) -> Vec<QueueOverview> {
         let now = self.clock.now();
         let mut guard = self.state.lock();
@@ -37,21 +39,37 @@ impl Engine {
         let mut overview = Vec::with_capacity(ids.len());
         let mut ops = Vec::new();
         for id in ids {
-            ops = self.brought_up_to(&mut guard, id, now, ops).ops;
-            let index = &guard.queues[&id];
-            let config = &index.record.config;
-            overview.push(QueueOverview {
-                key: index.record.key.clone(),
-                fifo: config.fifo.is_some(),
-                created_by: config.protocol_settings.get(CREATED_BY_SETTING).cloned(),
-                stats: index.stats(now),
-                deliveries_by_receive_count: index.deliveries_by_receive_count,
-                deliveries_receive_count_sum: index.deliveries_receive_count_sum,
-            });
+            if guard.queues[&id].is_due(now) {
+                ops = self.brought_up_to(&mut guard, id, now, ops).ops;
+            }
+            overview.push(Self::overview_entry(&guard.queues[&id], now));
         }
         // Expiries found on the way are changes like any other; nobody waits for them.
         drop(self.submit(ops));
         overview
+    }
+
+    /// One queue's entry of [`Engine::overview`].
+    pub fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
+        let now = self.clock.now();
+        let mut guard = self.state.lock();
+        let id = guard.queue_id(key)?;
+        let ops = self.brought_up_to(&mut guard, id, now, Vec::new()).ops;
+        let entry = Self::overview_entry(&guard.queues[&id], now);
+        drop(self.submit(ops));
+        Ok(entry)
+    }
+
+    fn overview_entry(index: &QueueIndex, now: Millis) -> QueueOverview {
+        let config = &index.record.config;
+        QueueOverview {
+            key: index.record.key.clone(),
+            fifo: config.fifo.is_some(),
+            created_by: config.protocol_settings.get(CREATED_BY_SETTING).cloned(),
+            stats: index.stats(now),
+            deliveries_by_receive_count: index.deliveries_by_receive_count,
+            deliveries_receive_count_sum: index.deliveries_receive_count_sum,
+        }
     }
 
     /// Up to `max_messages` stored messages with a sequence number of at least `from`, in sequence order and
