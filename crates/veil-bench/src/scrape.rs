@@ -44,8 +44,7 @@ impl std::fmt::Display for Summary {
 pub fn spawn(url: String, interval: Duration) -> Scraper {
     let (stop, mut stopped) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
-        let client: Client<_, Empty<Bytes>> =
-            Client::builder(TokioExecutor::new()).build_http();
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
         let mut summary = Summary {
             url: url.clone(),
             latencies: Vec::new(),
