@@ -106,9 +106,14 @@ function chart(samples, width, height, { axis = false } = {}) {
   const y = (v) => height - 2 - (v / max) * (height - top - 4);
   root.append(svg("line", { x1: pad, x2: width - 2, y1: height - 2, y2: height - 2, class: "axis" }));
   if (axis) {
-    const label = svg("text", { x: 0, y: top + 2 });
-    label.textContent = String(max);
-    root.append(label);
+    const label = (text, attrs) => {
+      const node = svg("text", attrs);
+      node.textContent = text;
+      root.append(node);
+    };
+    label(String(max), { x: 0, y: top + 2 });
+    if (span) label(`−${age(span)}`, { x: pad, y: height - 4 });
+    label("now", { x: width - 2, y: height - 4, "text-anchor": "end" });
   }
   for (const series of ["delayed", "inflight", "visible"]) {
     if (samples.length === 0) continue;
@@ -292,7 +297,7 @@ async function refreshDetail() {
     ["After receives", rule ? rule.max_receive_count : "–"],
     ["Receives from", detail.dead_letter_sources.length ? detail.dead_letter_sources.map(queueLink).flatMap((n, i) => (i ? [", ", n] : [n])) : "–"],
   ]);
-  $("detail-chart").replaceChildren(chart(samplesOf(detail.queue), 360, 90, { axis: true }));
+  $("detail-chart").replaceChildren(chart(samplesOf(detail.queue), 420, 110, { axis: true }));
   updateRedriveOffer();
 }
 
@@ -329,7 +334,7 @@ function messageRow(message) {
     el("td", { testid: "message-sent", text: time(message.sent_at_ms) }),
     el("td", { class: "body", testid: "message-body" }, bodyCell(message), extra),
     el("td", { testid: "message-attributes" }, attributesCell(message)),
-    el("td", { class: "actions" },
+    el("td", { class: "row-actions" },
       el("button", { type: "button", class: "small", testid: "message-history", "aria-label": `Delivery history of message ${message.seq}`, text: "History", onclick: () => showHistory(selected, message) }),
       el("button", { type: "button", class: "small danger", testid: "message-delete", "aria-label": `Delete message ${message.seq}`, text: "Delete", onclick: () => deleteMessage(selected, message) })),
   );
