@@ -66,8 +66,9 @@ impl Protocol {
 /// - SQS: `OK`, or the AWS error code — botocore's error shape name (`QueueDoesNotExist`,
 ///   `InvalidParameterValueException`), the same for the JSON and the Query protocol.
 /// - Azure: the HTTP status of the answer (`200`, `201`, `204`, `404`, `403`, ...), success or not.
-/// - KubeMQ: `OK`, or the gRPC status code name of a failed RPC (`Unauthenticated`); an error KubeMQ
-///   answers in-band (`IsError`, gRPC status OK) is `Error`.
+/// - KubeMQ: `OK`, or the gRPC status code name of a failed RPC (`Unauthenticated`, a rejected token, whose
+///   operation is `Unknown`: tonic's interceptor does not see the RPC); an error KubeMQ answers in-band
+///   (`IsError` / `Error`, gRPC status OK) is `Error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Code {
     /// `OK`.
@@ -169,7 +170,7 @@ impl Telemetry {
         );
         registry.register(
             "veil_request_duration_seconds",
-            "Time from the operation being known to its answer being encoded, by protocol and operation",
+            "Time from the request's arrival to its answer being encoded (a KubeMQ stream: per request), by protocol and operation",
             self.inner.durations.clone(),
         );
         self.inner.store.register(registry);
