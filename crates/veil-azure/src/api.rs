@@ -146,6 +146,32 @@ pub enum OperationKind {
     UpdateMessage,
 }
 
+impl OperationKind {
+    /// The operation's name as Azure's REST reference spells it: the `operation` label of Veil's request
+    /// metrics and the `action` of its audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ListQueues => "ListQueues",
+            Self::GetServiceProperties => "GetServiceProperties",
+            Self::SetServiceProperties => "SetServiceProperties",
+            Self::GetServiceStats => "GetServiceStats",
+            Self::Preflight => "Preflight",
+            Self::CreateQueue => "CreateQueue",
+            Self::DeleteQueue => "DeleteQueue",
+            Self::GetMetadata => "GetMetadata",
+            Self::SetMetadata => "SetMetadata",
+            Self::GetAcl => "GetAcl",
+            Self::SetAcl => "SetAcl",
+            Self::PutMessage => "PutMessage",
+            Self::GetMessages => "GetMessages",
+            Self::PeekMessages => "PeekMessages",
+            Self::ClearMessages => "ClearMessages",
+            Self::DeleteMessage => "DeleteMessage",
+            Self::UpdateMessage => "UpdateMessage",
+        }
+    }
+}
+
 /// A message as Put, Get and Peek show it. `pop_receipt` and `time_next_visible` are absent for Peek;
 /// `dequeue_count` and `text` are absent for Put.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tonic::{Request, Status};
 use veil_core::Engine;
+use veil_telemetry::audit::{self, AuditEvent};
+use veil_telemetry::{Code, Protocol, Telemetry};
 
 pub use convert::Settings;
 
@@ -29,6 +31,8 @@ pub struct KubemqConfig {
     pub settings: Settings,
     /// When non-empty, gRPC metadata `authorization` must equal one of these (no "Bearer" prefix).
     pub auth_tokens: Vec<String>,
+    /// Where each RPC is counted (`veil_requests_total{protocol="kubemq"}`); detached by default.
+    pub telemetry: Telemetry,
 }
 
 /// Checks the `authorization` metadata against the configured tokens; a missing or wrong token is
@@ -44,14 +48,38 @@ pub fn check_token(tokens: &[String], presented: Option<&str>) -> Result<(), &'s
     }
 }
 
-/// tonic's interceptor signature fixes the error type to `Status`, however large.
+/// tonic's interceptor signature fixes the error type to `Status`, however large. A rejected token is
+/// audited and counted; tonic's interceptor does not see the RPC's path, so its operation is `Unknown` and
+/// its code the gRPC status, `Unauthenticated`.
 #[allow(clippy::result_large_err)]
-fn authenticate(tokens: &[String], request: Request<()>) -> Result<Request<()>, Status> {
+fn authenticate(
+    tokens: &[String],
+    telemetry: &Telemetry,
+    request: Request<()>,
+) -> Result<Request<()>, Status> {
     let presented = request
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    check_token(tokens, presented).map_err(Status::unauthenticated)?;
+    if let Err(reason) = check_token(tokens, presented) {
+        let started = std::time::Instant::now();
+        let client = request
+            .remote_addr()
+            .map(|addr| addr.ip().to_string())
+            .unwrap_or_default();
+        audit::record(&AuditEvent {
+            action: "Authenticate",
+            protocol: Protocol::Kubemq,
+            namespace: "",
+            queue: "",
+            identity: "",
+            client: &client,
+            outcome: "Unauthenticated",
+        });
+        let code = Code::Error("Unauthenticated");
+        telemetry.observe_request(Protocol::Kubemq, "Unknown", code, started.elapsed());
+        return Err(Status::unauthenticated(reason));
+    }
     Ok(request)
 }
 
@@ -65,8 +93,10 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     let tokens = Arc::new(config.auth_tokens);
-    let service = service::KubemqService::new(engine, config.settings, shutdown.clone());
-    let interceptor = move |request: Request<()>| authenticate(&tokens, request);
+    let telemetry = config.telemetry;
+    let service =
+        service::KubemqService::new(engine, config.settings, shutdown.clone(), telemetry.clone());
+    let interceptor = move |request: Request<()>| authenticate(&tokens, &telemetry, request);
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
         .add_service(pb::kubemq_server::KubemqServer::with_interceptor(
@@ -103,7 +133,39 @@ pub fn listen_default() -> SocketAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::check_token;
+    use super::{authenticate, check_token};
+    use tonic::Request;
+    use veil_telemetry::{capture, Code, Protocol, Telemetry};
+
+    #[test]
+    fn a_rejected_token_is_audited_and_counted_as_unauthenticated() {
+        let telemetry = Telemetry::default();
+        let tokens = vec!["t1".to_string()];
+        let (captured, _guard) = capture::capture();
+        let mut request = Request::new(());
+        request
+            .metadata_mut()
+            .insert("authorization", "wrong".parse().expect("ascii"));
+        let refused = authenticate(&tokens, &telemetry, request);
+        assert_eq!(
+            refused.map(drop).map_err(|s| s.code()),
+            Err(tonic::Code::Unauthenticated)
+        );
+        let mut accepted = Request::new(());
+        accepted
+            .metadata_mut()
+            .insert("authorization", "t1".parse().expect("ascii"));
+        assert!(authenticate(&tokens, &telemetry, accepted).is_ok());
+        let code = Code::Error("Unauthenticated");
+        assert_eq!(
+            telemetry.request_count(Protocol::Kubemq, "Unknown", code),
+            1
+        );
+        let audit = captured.audit();
+        assert_eq!(audit.len(), 1, "only the rejection is audited: {audit:?}");
+        assert_eq!(audit[0].field("action"), "Authenticate");
+        assert_eq!(audit[0].field("outcome"), "Unauthenticated");
+    }
 
     #[test]
     fn without_tokens_every_request_is_accepted() {

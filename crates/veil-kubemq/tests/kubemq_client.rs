@@ -27,6 +27,8 @@ struct Veil {
     engine: Arc<Engine>,
     /// Kept to count commits: settling a batch must take one, not one per message.
     store: Arc<RedbStore>,
+    /// The server's request metrics.
+    telemetry: veil_telemetry::Telemetry,
     stop: watch::Sender<bool>,
     served: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     _dir: tempfile::TempDir,
@@ -67,9 +69,11 @@ impl Veil {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = watch::channel(false);
+        let telemetry = veil_telemetry::Telemetry::default();
         let config = veil_kubemq::KubemqConfig {
             settings,
             auth_tokens: Vec::new(),
+            telemetry: telemetry.clone(),
         };
         let served = tokio::spawn(veil_kubemq::serve(
             engine.clone(),
@@ -81,6 +85,7 @@ impl Veil {
             addr,
             engine,
             store,
+            telemetry,
             stop,
             served,
             _dir: dir,
@@ -195,6 +200,14 @@ async fn a_sent_message_is_polled_with_sequence_and_receive_count_then_acked() {
     veil.until("rs.orders", "empty", |s| counts(s) == (0, 0))
         .await;
     assert_eq!(veil.stats("rs.orders").stored_bytes, 0);
+    // A downstream is counted per request of the stream, not once per stream.
+    let count = |operation| {
+        let code = veil_telemetry::Code::Ok;
+        veil.telemetry
+            .request_count(veil_telemetry::Protocol::Kubemq, operation, code)
+    };
+    assert_eq!(count("SendQueueMessage"), 1);
+    assert_eq!(count("QueuesDownstream.Get"), 1);
     receiver.close().await.expect("close");
     veil.stop().await;
 }

@@ -26,6 +26,19 @@ pub enum DurabilityMode {
     Relaxed,
 }
 
+/// How log lines are written to stderr. Audit events (`veil::audit`) are ordinary events, so they come out in
+/// either format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line (tracing-subscriber's format: timestamp, level, target, fields), for log
+    /// collectors.
+    Json,
+}
+
 /// Whether the Azure endpoint verifies Shared Key and SAS signatures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -91,7 +104,7 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, store_cache_mib, admin_listen, and an [azure] table with listen, auth, max_dequeue_count and
+    /// durability, log_level, log_format, store_cache_mib, admin_listen, and an [azure] table with listen, auth, max_dequeue_count and
     /// [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
@@ -115,6 +128,9 @@ pub struct ServeArgs {
     /// Log filter, e.g. info, debug, veil_sqs=debug [default: info]
     #[arg(long, env = "VEIL_LOG")]
     pub log_level: Option<String>,
+    /// text: human-readable lines; json: one JSON object per line, audit events included [default: text]
+    #[arg(long, env = "VEIL_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
     /// Memory for the store's page cache, in MiB [default: 64]
     #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
     pub store_cache_mib: Option<usize>,
@@ -148,6 +164,7 @@ struct FileConfig {
     inflight_max: Option<u32>,
     durability: Option<DurabilityMode>,
     log_level: Option<String>,
+    log_format: Option<LogFormat>,
     store_cache_mib: Option<usize>,
     admin_listen: Option<SocketAddr>,
     #[serde(default)]
@@ -165,6 +182,7 @@ pub struct Settings {
     pub inflight_max: u32,
     pub durability: DurabilityMode,
     pub log_level: String,
+    pub log_format: LogFormat,
     pub store_cache_mib: usize,
     pub azure_listen: SocketAddr,
     pub azure_auth: AzureAuthMode,
@@ -238,6 +256,7 @@ impl Settings {
                 .log_level
                 .or(file.log_level)
                 .unwrap_or_else(|| LOG_LEVEL_DEFAULT.into()),
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             store_cache_mib: args
                 .store_cache_mib
                 .or(file.store_cache_mib)
@@ -527,6 +546,45 @@ mod tests {
         assert_eq!(settings.data_dir, PathBuf::from("/from/file"));
         assert_eq!(settings.inflight_max, 9);
         assert_eq!(settings.durability, DurabilityMode::Relaxed);
+    }
+
+    #[test]
+    fn log_format_is_text_unless_the_flag_environment_or_file_says_json() {
+        use clap::Parser;
+
+        /// `veil serve`'s flags alone, parsed as clap parses them (flags and environment).
+        #[derive(Parser)]
+        struct Serve {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+
+        let parse = |argv: &[&str]| {
+            let args = Serve::try_parse_from(argv).expect("parses").args;
+            Settings::resolve(args).expect("resolves").log_format
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(&path, "log_format = \"json\"\n").unwrap();
+        let file = path.to_str().expect("utf-8 path");
+        // The environment variable is this test's own: no other test sets or reads VEIL_LOG_FORMAT.
+        std::env::remove_var("VEIL_LOG_FORMAT");
+        assert_eq!(parse(&["veil"]), LogFormat::Text);
+        assert_eq!(parse(&["veil", "--log-format", "json"]), LogFormat::Json);
+        assert_eq!(parse(&["veil", "--config", file]), LogFormat::Json);
+        assert_eq!(
+            parse(&["veil", "--config", file, "--log-format", "text"]),
+            LogFormat::Text,
+            "the flag wins over the file"
+        );
+        std::env::set_var("VEIL_LOG_FORMAT", "json");
+        let from_env = parse(&["veil"]);
+        std::env::remove_var("VEIL_LOG_FORMAT");
+        assert_eq!(from_env, LogFormat::Json);
+        assert!(
+            Serve::try_parse_from(["veil", "--log-format", "xml"]).is_err(),
+            "only text and json"
+        );
     }
 
     #[test]

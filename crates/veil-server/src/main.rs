@@ -14,8 +14,9 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use veil_core::{Engine, ReceiptKey, SystemClock};
 use veil_store::{Durability, RedbStore, StoreOptions};
+use veil_telemetry::Telemetry;
 
-use crate::config::{AzureAuthMode, DurabilityMode, ServeArgs, Settings};
+use crate::config::{AzureAuthMode, DurabilityMode, LogFormat, ServeArgs, Settings};
 
 /// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
 /// it touches, and glibc's consolidation of those showed as ~20% of the writer's CPU in profiles
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            init_logging(&settings.log_level);
+            init_logging(&settings.log_level, settings.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -80,13 +81,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     let filter =
         EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new(config::LOG_LEVEL_DEFAULT));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        // Fields flattened beside the message, so that an audit event's action, queue and outcome are
+        // top-level keys of its object.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,15 +113,18 @@ enum ServeError {
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
+    // One set of metrics for the whole server: every front-end and the store report into clones of it, and
+    // the admin endpoint serves them.
+    let telemetry = Telemetry::default();
     // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
-    let admin = Admin::start(settings.admin_listen).await?;
-    let (store, engine) = open_engine(&settings)?;
+    let admin = Admin::start(settings.admin_listen, &telemetry).await?;
+    let (store, engine) = open_engine(&settings, &telemetry)?;
     admin.engine_opened(&engine);
     let sweeper = spawn_sweeper(engine.clone());
     let mover = spawn_move_task_driver(engine.clone());
     let sampler = admin.series.spawn_sampler(engine.clone());
-    let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings));
-    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings));
+    let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings, &telemetry));
+    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings, &telemetry));
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
     let kubemq_listener = bind(settings.kubemq_listen).await?;
@@ -125,9 +134,13 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
 
     let stopped = stop_on_signal(engine.clone(), admin.readiness.clone());
     let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        axum::serve(sqs_listener.tap_io(no_delay), sqs_app)
-            .with_graceful_shutdown(until_stopped(stopped.clone()))
-            .into_future(),
+        // With the peer address, for the audit log's `client`.
+        axum::serve(
+            sqs_listener.tap_io(no_delay),
+            sqs_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(until_stopped(stopped.clone()))
+        .into_future(),
         // With the peer address, which a SAS's `sip` is checked against.
         axum::serve(
             azure_listener.tap_io(no_delay),
@@ -139,7 +152,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         // unacked messages before the store closes.
         veil_kubemq::serve(
             engine.clone(),
-            kubemq_config(&settings),
+            kubemq_config(&settings, &telemetry),
             kubemq_listener,
             stopped
         ),
@@ -169,9 +182,10 @@ struct Admin {
 }
 
 impl Admin {
-    async fn start(addr: std::net::SocketAddr) -> Result<Self, ServeError> {
+    async fn start(addr: std::net::SocketAddr, telemetry: &Telemetry) -> Result<Self, ServeError> {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
-        let registry = veil_admin::Registry::default();
+        let mut registry = veil_admin::Registry::default();
+        telemetry.register(&mut registry);
         let readiness = veil_admin::Readiness::default();
         let series = veil_admin::Series::default();
         let state = veil_admin::AdminState::new(
@@ -215,13 +229,17 @@ impl Admin {
 }
 
 /// Opens the store in the data directory and the engine over it, rebuilding the engine's index.
-fn open_engine(settings: &Settings) -> Result<(Arc<RedbStore>, Arc<Engine>), ServeError> {
+fn open_engine(
+    settings: &Settings,
+    telemetry: &Telemetry,
+) -> Result<(Arc<RedbStore>, Arc<Engine>), ServeError> {
     let options = StoreOptions {
         durability: match settings.durability {
             DurabilityMode::Durable => Durability::Durable,
             DurabilityMode::Relaxed => Durability::Relaxed,
         },
         cache_bytes: settings.store_cache_mib.saturating_mul(1024 * 1024),
+        metrics: telemetry.store(),
         ..StoreOptions::default()
     };
     if settings.durability == DurabilityMode::Relaxed {
@@ -270,15 +288,16 @@ fn spawn_move_task_driver(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-fn sqs_config(settings: &Settings) -> veil_sqs::SqsConfig {
+fn sqs_config(settings: &Settings, telemetry: &Telemetry) -> veil_sqs::SqsConfig {
     veil_sqs::SqsConfig {
         account_id: settings.sqs_account_id.clone(),
         inflight_max_default: settings.inflight_max,
+        telemetry: telemetry.clone(),
         ..veil_sqs::SqsConfig::default()
     }
 }
 
-fn azure_config(settings: &Settings) -> veil_azure::AzureConfig {
+fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::AzureConfig {
     veil_azure::AzureConfig {
         accounts: settings
             .azure_accounts
@@ -297,13 +316,15 @@ fn azure_config(settings: &Settings) -> veil_azure::AzureConfig {
         ),
         inflight_max_default: settings.inflight_max,
         data_dir: Some(settings.data_dir.clone()),
+        telemetry: telemetry.clone(),
     }
 }
 
-fn kubemq_config(settings: &Settings) -> veil_kubemq::KubemqConfig {
+fn kubemq_config(settings: &Settings, telemetry: &Telemetry) -> veil_kubemq::KubemqConfig {
     veil_kubemq::KubemqConfig {
         settings: settings.kubemq_settings.clone(),
         auth_tokens: settings.kubemq_auth_tokens.clone(),
+        telemetry: telemetry.clone(),
     }
 }
 

@@ -105,6 +105,14 @@ impl ErrorCode {
         }
     }
 
+    /// The AWS error code as modern SDKs name it: the shape name of [`ErrorCode::json_type`] without its
+    /// namespace (`QueueDoesNotExist`, `InvalidParameterValueException`). The `code` label of Veil's request
+    /// metrics, the same for both wire protocols.
+    pub fn aws_code(self) -> &'static str {
+        let json_type = self.json_type();
+        json_type.rsplit('#').next().unwrap_or(json_type)
+    }
+
     /// Whether the JSON protocol sends the `x-amzn-query-error` header: only for errors that have a Query
     /// code (the framework's serialization and unknown-operation errors have none).
     pub fn has_query_code(self) -> bool {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
@@ -18,6 +19,7 @@ use veil_core::{
     Counters, DedupEntry, MessageRedrivePolicy, MessageState, MoveTaskRecord, Payload, QueueId,
     QueueRecord, Seq, Store, StoreError, StoreOp,
 };
+use veil_telemetry::StoreMetrics;
 
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
@@ -52,6 +54,9 @@ pub struct StoreOptions {
     pub cache_bytes: usize,
     /// A log segment this large is closed and checkpointed into redb.
     pub wal_segment_bytes_max: u64,
+    /// Where the writer reports commits, syncs and bytes, and start-up its recovery time (the server's
+    /// telemetry; the default is a detached handle).
+    pub metrics: StoreMetrics,
 }
 
 impl Default for StoreOptions {
@@ -60,6 +65,7 @@ impl Default for StoreOptions {
             durability: Durability::default(),
             cache_bytes: CACHE_BYTES_DEFAULT,
             wal_segment_bytes_max: WAL_SEGMENT_BYTES_MAX,
+            metrics: StoreMetrics::default(),
         }
     }
 }
@@ -84,6 +90,7 @@ pub struct RedbStore {
 impl RedbStore {
     /// Opens (or creates) the store in `dir`, replaying the log a crash left behind.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Self, StoreError> {
+        let started = Instant::now();
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::Io(format!("creating data directory {}: {e}", dir.display()))
         })?;
@@ -96,6 +103,7 @@ impl RedbStore {
         let recovered = recover(&db, dir)?;
         let mut db = db;
         compact_if_mostly_free(&mut db, &path)?;
+        options.metrics.recovered(started.elapsed());
         let segment = Segment::create(
             dir,
             recovered.next_generation,
@@ -112,6 +120,7 @@ impl RedbStore {
             durability: options.durability,
             segment_bytes_max: options.wal_segment_bytes_max,
             commits: commits.clone(),
+            metrics: options.metrics,
             failed: None,
             records: Vec::new(),
         };

@@ -11,10 +11,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use redb::Database;
 use tokio::sync::oneshot;
 use veil_core::{Payload, StoreError, StoreOp};
+use veil_telemetry::StoreMetrics;
 
 use crate::checkpoint::checkpoint;
 use crate::limits::{GROUP_OPS_MAX, WAL_SEGMENT_OPS_MAX};
@@ -48,6 +50,8 @@ pub struct Writer {
     /// A segment this large is closed and checkpointed (tests make it small to checkpoint often).
     pub segment_bytes_max: u64,
     pub commits: Arc<AtomicU64>,
+    /// Commit duration, operations per commit, syncs, bytes and checkpoints, for the server's metrics.
+    pub metrics: StoreMetrics,
     /// Set on the first failed write or checkpoint: the engine's memory then holds changes the disk may not,
     /// so every later write is refused and no success is returned for a change that is not durable.
     pub failed: Option<String>,
@@ -140,6 +144,7 @@ impl Writer {
         let db = self.db.clone();
         let overlay = self.overlay.clone();
         let dir = self.dir.clone();
+        let metrics = self.metrics.clone();
         let thread = std::thread::Builder::new()
             .name("veil-store-checkpoint".into())
             .spawn(move || {
@@ -153,6 +158,9 @@ impl Writer {
                             StoreError::Io(format!("removing {}: {e}", path.display()))
                         })
                     });
+                    if result.is_ok() {
+                        metrics.checkpointed();
+                    }
                     if answer.send(result).is_err() {
                         break;
                     }
@@ -209,11 +217,17 @@ impl Writer {
         if self.records.is_empty() {
             return Ok(()); // only barriers: everything before them is already durable
         }
+        let started = Instant::now();
         self.segment.append(&self.records)?;
-        if self.durability == Durability::Durable {
+        let synced = self.durability == Durability::Durable;
+        if synced {
             self.segment.sync()?;
         }
         self.commits.fetch_add(1, Ordering::Relaxed);
+        // Once per group, not per operation: a few atomics and one uncontended histogram lock.
+        let ops: usize = group.iter().map(Vec::len).sum();
+        self.metrics
+            .commit(ops, self.records.len(), synced, started.elapsed());
         let db = self.db.clone();
         let read_disk = move |key: Key| read_payload(&db, key);
         let mut overlay = self

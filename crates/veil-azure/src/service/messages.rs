@@ -94,7 +94,8 @@ impl Service {
 
     pub(super) async fn clear_messages(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
         let cleared = self.engine.purge(&ctx.key(queue), None).await?;
-        tracing::info!(target: "veil::audit", protocol = "azure", account = %ctx.account, %queue, cleared, "queue cleared");
+        // The audit line is the dispatcher's (`service/mod.rs`), with the outcome; this adds the count.
+        tracing::debug!(account = %ctx.account, %queue, cleared, "queue cleared");
         Ok(Output::Empty { status: 204 })
     }
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -26,6 +27,8 @@ use axum::Router;
 use bytes::Bytes;
 use veil_core::{Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
 use veil_http::{header_str, into_response, HttpReply};
+use veil_telemetry::audit::{self, AuditEvent};
+use veil_telemetry::{Code, Protocol, Telemetry};
 
 use crate::api::{Operation, OperationKind, SignedIdentifier};
 use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
@@ -66,6 +69,8 @@ pub struct AzureConfig {
     pub inflight_max_default: u32,
     /// Where service properties are kept durably (`<data dir>`); `None` keeps them for the process only.
     pub data_dir: Option<PathBuf>,
+    /// Where each request is counted (`veil_requests_total{protocol="azure"}`); detached by default.
+    pub telemetry: Telemetry,
 }
 
 impl Default for AzureConfig {
@@ -76,6 +81,7 @@ impl Default for AzureConfig {
             poison_default: None,
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
             data_dir: None,
+            telemetry: Telemetry::default(),
         }
     }
 }
@@ -131,6 +137,7 @@ impl Ctx {
 }
 
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
+    let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
     let now = service.engine.now();
     // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
@@ -140,7 +147,9 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .map(|info| info.0.ip());
     let (parts, body) = request.into_parts();
     let location = codec::locate(header_str(&parts.headers, "host"), parts.uri.path());
-    let reply = match service.serve(&parts, body, &location, now, peer).await {
+    let mut kind = None;
+    let served = service.serve(&parts, body, &location, now, peer, &mut kind);
+    let reply = match served.await {
         Ok(reply) => reply,
         Err(error) => {
             tracing::debug!(%error, method = %parts.method, path = parts.uri.path(), "azure request failed");
@@ -152,6 +161,14 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         Ok(location) => service.with_cors(reply, &parts, location.primary_account()),
         Err(_) => reply,
     };
+    // Azure's code rule: the HTTP status, success or not. A request whose operation cannot be named (no
+    // account, an unknown `comp`) is `Unknown`.
+    service.config.telemetry.observe_request(
+        Protocol::Azure,
+        kind.map_or("Unknown", OperationKind::as_str),
+        Code::Status(reply.status),
+        started.elapsed(),
+    );
     into_response(with_common_headers(reply, &parts, &request_id, now))
 }
 
@@ -201,6 +218,7 @@ impl Service {
         location: &AzureResult<Location>,
         now: Millis,
         peer: Option<IpAddr>,
+        named: &mut Option<OperationKind>,
     ) -> AzureResult<HttpReply> {
         let body = axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX)
             .await
@@ -211,8 +229,25 @@ impl Service {
         let host = header_str(&parts.headers, "host");
         let location = location.as_ref().map_err(AzureError::clone)?;
         let query = Query::parse(parts.uri.query());
-        let grant = self.authenticate(parts, location, &query, now, peer)?;
-        let kind = codec::route(parts.method.as_str(), location, &query)?;
+        // Naming the operation reads the method and path alone (no parameter), so it may come before
+        // authentication for the metrics' label; a routing error still answers only after authentication.
+        let routed = codec::route(parts.method.as_str(), location, &query);
+        *named = routed.as_ref().ok().copied();
+        let grant = self
+            .authenticate(parts, location, &query, now, peer)
+            .inspect_err(|error| {
+                let client = peer.map(|ip| ip.to_string()).unwrap_or_default();
+                audit::record(&AuditEvent {
+                    action: "Authenticate",
+                    protocol: Protocol::Azure,
+                    namespace: "",
+                    queue: location.queue().unwrap_or(""),
+                    identity: location.primary_account(),
+                    client: &client,
+                    outcome: error.code.as_str(),
+                });
+            })?;
+        let kind = routed?;
         if let Some(grant) = &grant {
             grant.authorize(kind)?;
         }
@@ -224,8 +259,23 @@ impl Service {
             host: host.unwrap_or("127.0.0.1").to_string(),
             now,
         };
-        let output = self.execute(&ctx, operation).await?;
-        Ok(codec::encode_output(&output))
+        let audited = audited_queue(&operation);
+        let result = self.execute(&ctx, operation).await;
+        if let Some(queue) = audited {
+            let client = peer.map(|ip| ip.to_string()).unwrap_or_default();
+            audit::record(&AuditEvent {
+                action: kind.as_str(),
+                protocol: Protocol::Azure,
+                namespace: &ctx.namespace,
+                queue: &queue,
+                identity: &ctx.account,
+                client: &client,
+                outcome: result
+                    .as_ref()
+                    .map_or_else(|e| e.code.as_str(), |_| audit::OK),
+            });
+        }
+        Ok(codec::encode_output(&result?))
     }
 
     fn decode(
@@ -414,6 +464,20 @@ impl Service {
                 self.update_message(ctx, &queue, update).await
             }
         }
+    }
+}
+
+/// Whether `operation` goes to the audit log — it deletes or clears a queue, or changes its metadata (the
+/// poison policy lives there), its ACL or the account's service properties — and then the queue it names
+/// ("" for the service properties).
+fn audited_queue(operation: &Operation) -> Option<String> {
+    match operation {
+        Operation::DeleteQueue { queue }
+        | Operation::ClearMessages { queue }
+        | Operation::SetMetadata { queue, .. }
+        | Operation::SetAcl { queue, .. } => Some(queue.clone()),
+        Operation::SetServiceProperties { .. } => Some(String::new()),
+        _ => None,
     }
 }
 

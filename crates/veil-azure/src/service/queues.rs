@@ -117,8 +117,8 @@ impl Service {
     }
 
     pub(super) async fn delete_queue(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
+        // Audited by the dispatcher (`service/mod.rs`), with the outcome.
         self.engine.delete_queue(&ctx.key(queue)).await?;
-        tracing::info!(target: "veil::audit", protocol = "azure", account = %ctx.account, %queue, "queue deleted");
         Ok(Output::Empty { status: 204 })
     }
 

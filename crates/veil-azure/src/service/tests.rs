@@ -13,6 +13,7 @@ use veil_core::{Engine, ManualClock, ReceiptKey};
 
 use super::*;
 use crate::codec::xml::{self, Element};
+use veil_telemetry::{Code, Protocol};
 
 const START_MS: u64 = 1_700_000_000_000;
 const ACCOUNT: &str = "/devstoreaccount1";
@@ -1310,4 +1311,102 @@ async fn actual_responses_carry_the_cors_headers_of_the_matching_rule() {
         .get("access-control-allow-credentials")
         .is_none());
     assert!(any.headers.get("vary").is_none());
+}
+
+// ----- telemetry: request metrics (the code is the HTTP status) and the audit log -----
+
+fn harness_counting(telemetry: &veil_telemetry::Telemetry, verify_auth: bool) -> Harness {
+    harness_with(AzureConfig {
+        verify_auth,
+        telemetry: telemetry.clone(),
+        ..AzureConfig::default()
+    })
+}
+
+#[tokio::test]
+async fn each_operation_counts_under_its_name_and_http_status() {
+    let telemetry = veil_telemetry::Telemetry::default();
+    let h = harness_counting(&telemetry, false);
+    h.create("orders").await;
+    h.put("orders", "x", "").await;
+    let missing = h.send("GET", "/nosuch/messages", "").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let count = |operation, status| {
+        telemetry.request_count(Protocol::Azure, operation, Code::Status(status))
+    };
+    assert_eq!(count("CreateQueue", 201), 1);
+    assert_eq!(count("PutMessage", 201), 1);
+    assert_eq!(count("GetMessages", 404), 1);
+    let text = telemetry.encode_text().expect("encodes");
+    assert!(
+        text.contains(
+            r#"veil_requests_total{protocol="azure",operation="GetMessages",code="404"} 1"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_credential_is_counted_under_its_operation_and_audited() {
+    let telemetry = veil_telemetry::Telemetry::default();
+    let h = harness_counting(&telemetry, true);
+    let (captured, _guard) = veil_telemetry::capture::capture();
+    let reply = h.send("PUT", "/orders", "").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        telemetry.request_count(Protocol::Azure, "CreateQueue", Code::Status(401)),
+        1
+    );
+    let audit = captured.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].field("action"), "Authenticate");
+    assert_eq!(audit[0].field("protocol"), "azure");
+    assert_eq!(audit[0].field("identity"), "devstoreaccount1");
+    assert_eq!(audit[0].field("queue"), "orders");
+    assert_eq!(audit[0].field("outcome"), "NoAuthenticationInformation");
+}
+
+#[tokio::test]
+async fn clear_delete_and_metadata_changes_are_audited() {
+    let telemetry = veil_telemetry::Telemetry::default();
+    let h = harness_counting(&telemetry, false);
+    h.create("orders").await;
+    let (captured, _guard) = veil_telemetry::capture::capture();
+    h.put("orders", "x", "").await;
+    let cleared = h.send("DELETE", "/orders/messages", "").await;
+    assert_eq!(cleared.status, StatusCode::NO_CONTENT);
+    let metadata = h
+        .send_with(
+            "PUT",
+            "/orders?comp=metadata",
+            "",
+            &[("x-ms-meta-team", "a")],
+        )
+        .await;
+    assert_eq!(metadata.status, StatusCode::NO_CONTENT);
+    let deleted = h.send("DELETE", "/orders", "").await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let missing = h.send("DELETE", "/orders", "").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let audit = captured.audit();
+    let seen: Vec<(&str, &str, &str, &str)> = audit
+        .iter()
+        .map(|e| {
+            (
+                e.field("action"),
+                e.field("namespace"),
+                e.field("queue"),
+                e.field("outcome"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("ClearMessages", "default", "orders", "ok"),
+            ("SetMetadata", "default", "orders", "ok"),
+            ("DeleteQueue", "default", "orders", "ok"),
+            ("DeleteQueue", "default", "orders", "QueueNotFound"),
+        ]
+    );
 }

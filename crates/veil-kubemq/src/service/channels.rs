@@ -48,6 +48,16 @@ impl ChannelRequest {
     }
 }
 
+/// The channel a `delete-channel` query names (the audit log's queue); `None` for any other request.
+pub(super) fn deleted_channel(request: &pb::Request) -> Option<&str> {
+    let deletes = request.channel == limits::CLUSTER_REQUESTS_CHANNEL
+        && matches!(
+            ChannelRequest::parse(&request.metadata),
+            Ok(ChannelRequest::Delete)
+        );
+    deletes.then(|| request.tags.get("channel").map_or("", String::as_str))
+}
+
 impl Inner {
     pub(super) async fn send_request(&self, request: pb::Request) -> pb::Response {
         let mut response = pb::Response {

@@ -84,6 +84,24 @@ fn downstream_error(
     }
 }
 
+/// The `operation` label of one downstream request: the RPC and the request type, from the protocol's own
+/// enum (never what the client sent when it is not one of them).
+fn downstream_operation(request_type: i32) -> &'static str {
+    match T::try_from(request_type).unwrap_or(T::PollRequestTypeUnknown) {
+        T::Get => "QueuesDownstream.Get",
+        T::AckAll => "QueuesDownstream.AckAll",
+        T::AckRange => "QueuesDownstream.AckRange",
+        T::NAckAll => "QueuesDownstream.NAckAll",
+        T::NAckRange => "QueuesDownstream.NAckRange",
+        T::ReQueueAll => "QueuesDownstream.ReQueueAll",
+        T::ReQueueRange => "QueuesDownstream.ReQueueRange",
+        T::ActiveOffsets => "QueuesDownstream.ActiveOffsets",
+        T::TransactionStatus => "QueuesDownstream.TransactionStatus",
+        T::CloseByClient => "QueuesDownstream.CloseByClient",
+        T::CloseByServer | T::PollRequestTypeUnknown => "QueuesDownstream.Unknown",
+    }
+}
+
 /// Serves one stream until the client ends it or the server stops; then releases every unsettled message,
 /// makes Gets still polling give up (releasing what they got) and, on a server stop, says `CloseByServer`.
 pub(super) async fn serve(
@@ -102,7 +120,11 @@ pub(super) async fn serve(
             gets.spawn(spawned_get(inner, state, cancelled.clone(), request, tx));
             continue;
         }
+        let started = std::time::Instant::now();
+        let operation = downstream_operation(request.request_type_data);
         let response = inner.request(&mut *state.lock().await, request).await;
+        // Counted per request of the stream (a settlement answers only when it fails).
+        inner.observe(operation, response.is_some(), started);
         let Some(response) = response else { continue };
         if tx.send(Ok(response)).await.is_err() {
             break;
@@ -131,10 +153,12 @@ async fn spawned_get(
     request: pb::QueuesDownstreamRequest,
     tx: Replies,
 ) {
+    let started = std::time::Instant::now();
     let response = inner
         .get(&state, cancelled, &request)
         .await
         .unwrap_or_else(|error| downstream_error(&request, error));
+    inner.observe("QueuesDownstream.Get", response.is_error, started);
     // The client may be gone; its messages were then released by the stream's end.
     let _ = tx.send(Ok(response)).await;
 }

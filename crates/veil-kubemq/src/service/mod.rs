@@ -18,6 +18,7 @@ mod subscribers;
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_core::Stream;
 use tokio::sync::{mpsc, watch};
@@ -28,6 +29,9 @@ use veil_core::{
     CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule, ReceiveOptions,
     VisibilityChange, DEFAULT_NAMESPACE,
 };
+
+use veil_telemetry::audit::{self, AuditEvent};
+use veil_telemetry::{Code, Protocol, Telemetry};
 
 use crate::convert::{self, KubemqError, Settings};
 use crate::limits;
@@ -57,10 +61,17 @@ struct Inner {
     /// Receives waiting on each channel (QueuesInfo's `Subscribers`); its lock is held only to count a
     /// receive in or out, never across an await.
     subscribers: Subscribers,
+    /// Where each RPC, and each request of a stream, is counted (`veil_requests_total{protocol="kubemq"}`).
+    telemetry: Telemetry,
 }
 
 impl KubemqService {
-    pub fn new(engine: Arc<Engine>, settings: Settings, shutdown: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        settings: Settings,
+        shutdown: watch::Receiver<bool>,
+        telemetry: Telemetry,
+    ) -> Self {
         let started_at_s = i64::try_from(engine.now() / 1_000).unwrap_or(0);
         Self {
             inner: Arc::new(Inner {
@@ -70,6 +81,7 @@ impl KubemqService {
                 started_at_s,
                 started: std::time::Instant::now(),
                 subscribers: Subscribers::default(),
+                telemetry,
             }),
         }
     }
@@ -104,6 +116,32 @@ struct Collect {
 }
 
 impl Inner {
+    /// Counts one RPC, or one request of a stream, with KubeMQ's code rule: `OK`, or `Error` for an error
+    /// answered in-band (`IsError` / `Error` set, gRPC status OK).
+    fn observe(&self, operation: &'static str, failed: bool, started: Instant) {
+        let code = if failed {
+            Code::Error("Error")
+        } else {
+            Code::Ok
+        };
+        self.telemetry
+            .observe_request(Protocol::Kubemq, operation, code, started.elapsed());
+    }
+
+    /// Writes the audit line of a destructive operation on `channel` (AckAllQueueMessages, delete-channel).
+    /// KubeMQ's in-band errors are texts, not codes, so a failure's outcome is `Error`, as in the metrics.
+    fn audit(&self, action: &str, channel: &str, client_id: &str, peer: &str, failed: bool) {
+        audit::record(&AuditEvent {
+            action,
+            protocol: Protocol::Kubemq,
+            namespace: DEFAULT_NAMESPACE,
+            queue: channel,
+            identity: client_id,
+            client: peer,
+            outcome: if failed { "Error" } else { audit::OK },
+        });
+    }
+
     /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
     async fn ensure(&self, channel: &str) -> Result<QueueKey, KubemqError> {
         let key = key(channel);
@@ -342,17 +380,35 @@ where
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
+#[cfg(test)]
+mod telemetry_tests;
+
 #[tonic::async_trait]
 impl Kubemq for KubemqService {
     async fn ping(&self, _request: Request<pb::Empty>) -> Result<Response<pb::PingResult>, Status> {
-        Ok(Response::new(channels::ping(&self.inner)))
+        let started = Instant::now();
+        let result = channels::ping(&self.inner);
+        self.inner.observe("Ping", false, started);
+        Ok(Response::new(result))
     }
 
     async fn send_request(
         &self,
         request: Request<pb::Request>,
     ) -> Result<Response<pb::Response>, Status> {
-        let response = self.inner.send_request(request.into_inner()).await;
+        let started = Instant::now();
+        let peer = peer_of(&request);
+        let request = request.into_inner();
+        let deleted = channels::deleted_channel(&request).map(str::to_string);
+        let client_id = request.client_id.clone();
+        let response = self.inner.send_request(request).await;
+        if let Some(channel) = deleted {
+            let failed = !response.error.is_empty();
+            self.inner
+                .audit("DeleteChannel", &channel, &client_id, &peer, failed);
+        }
+        self.inner
+            .observe("SendRequest", !response.error.is_empty(), started);
         Ok(Response::new(response))
     }
 
@@ -360,14 +416,20 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::QueuesInfoRequest>,
     ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
-        Ok(Response::new(self.inner.queues_info(request.into_inner())))
+        let started = Instant::now();
+        let response = self.inner.queues_info(request.into_inner());
+        self.inner.observe("QueuesInfo", false, started);
+        Ok(Response::new(response))
     }
 
     async fn send_queue_message(
         &self,
         request: Request<pb::QueueMessage>,
     ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
+        let started = Instant::now();
         let result = self.inner.send_one(request.into_inner()).await;
+        self.inner
+            .observe("SendQueueMessage", result.is_error, started);
         Ok(Response::new(result))
     }
 
@@ -375,7 +437,10 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::QueueMessagesBatchRequest>,
     ) -> Result<Response<pb::QueueMessagesBatchResponse>, Status> {
+        let started = Instant::now();
         let response = self.inner.send_batch(request.into_inner()).await;
+        self.inner
+            .observe("SendQueueMessagesBatch", response.have_errors, started);
         Ok(Response::new(response))
     }
 
@@ -383,10 +448,13 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::ReceiveQueueMessagesRequest>,
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
+        let started = Instant::now();
         let response = self
             .inner
             .receive_queue_messages(request.into_inner())
             .await;
+        self.inner
+            .observe("ReceiveQueueMessages", response.is_error, started);
         Ok(Response::new(response))
     }
 
@@ -394,7 +462,20 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::AckAllQueueMessagesRequest>,
     ) -> Result<Response<pb::AckAllQueueMessagesResponse>, Status> {
-        let response = self.inner.ack_all(request.into_inner()).await;
+        let started = Instant::now();
+        let peer = peer_of(&request);
+        let request = request.into_inner();
+        let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
+        let response = self.inner.ack_all(request).await;
+        self.inner.audit(
+            "AckAllQueueMessages",
+            &channel,
+            &client_id,
+            &peer,
+            response.is_error,
+        );
+        self.inner
+            .observe("AckAllQueueMessages", response.is_error, started);
         Ok(Response::new(response))
     }
 
@@ -424,6 +505,14 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
         Ok(spawn_stream(&self.inner, request, send::serve_upstream))
     }
+}
+
+/// The caller's address for the audit log, "" when tonic does not know it (a test calling the service).
+fn peer_of<T>(request: &Request<T>) -> String {
+    request
+        .remote_addr()
+        .map(|addr| addr.ip().to_string())
+        .unwrap_or_default()
 }
 
 /// How a batch of held messages is let go: deleted, or made visible again at once.

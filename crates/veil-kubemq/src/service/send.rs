@@ -135,11 +135,15 @@ pub(super) async fn serve_upstream(
 ) {
     let mut shutdown = inner.shutdown.clone();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
+        let started = std::time::Instant::now();
         let response = pb::QueuesUpstreamResponse {
             ref_request_id: request.request_id,
             results: inner.send_each(request.messages).await,
             ..Default::default()
         };
+        // Counted per request of the stream, not per stream.
+        let failed = response.results.iter().any(|r| r.is_error);
+        inner.observe("QueuesUpstream", failed, started);
         if tx.send(Ok(response)).await.is_err() {
             break;
         }

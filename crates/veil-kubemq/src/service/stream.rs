@@ -38,10 +38,13 @@ pub(super) async fn serve(
     let mut shutdown = inner.shutdown.clone();
     let mut active: Option<Held> = None;
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
+        let started = std::time::Instant::now();
         let response = inner
             .stream_request(&mut active, &request)
             .await
             .unwrap_or_else(|error| stream_error(&request, error));
+        // Counted per request of the stream, not per stream.
+        inner.observe("StreamQueueMessage", response.is_error, started);
         if tx.send(Ok(response)).await.is_err() {
             break;
         }

@@ -14,22 +14,26 @@ mod permissions;
 mod queues;
 mod tags;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Router;
 use veil_core::limits::SECOND_MS;
 use veil_core::{Engine, EngineError, QueueKey};
 
-use crate::api::{Action, Output, QueueTarget};
+use crate::api::{Action, ActionName, Output, QueueTarget};
 use crate::codec::{self, HttpRequestParts};
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::limits;
 use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
 use crate::validate;
 use veil_http::{header_str, into_response};
+use veil_telemetry::audit::{self, AuditEvent};
+use veil_telemetry::{Code, Protocol, Telemetry};
 
 /// The SQS front-end's settings.
 #[derive(Clone, Debug)]
@@ -41,6 +45,8 @@ pub struct SqsConfig {
     pub default_region: String,
     /// In-flight limit of new queues (SQS OverLimit).
     pub inflight_max_default: u32,
+    /// Where each request is counted (`veil_requests_total{protocol="sqs"}`); detached by default.
+    pub telemetry: Telemetry,
 }
 
 impl Default for SqsConfig {
@@ -49,6 +55,7 @@ impl Default for SqsConfig {
             account_id: limits::DEFAULT_ACCOUNT_ID.to_string(),
             default_region: limits::DEFAULT_REGION.to_string(),
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
+            telemetry: Telemetry::default(),
         }
     }
 }
@@ -100,7 +107,14 @@ struct RequestContext {
 }
 
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
+    let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
+    // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip().to_string())
+        .unwrap_or_default();
     let (parts, body) = request.into_parts();
     let target = header_str(&parts.headers, "x-amz-target");
     let protocol = codec::protocol_of(target);
@@ -111,12 +125,30 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
                 ErrorCode::InvalidParameterValue,
                 format!("The request body could not be read: {error}"),
             );
+            service.observe(
+                operation_of(target, parts.uri.query(), &[]),
+                Err(&error),
+                started,
+            );
             return into_response(codec::encode_error(protocol, &error, &request_id));
         }
     };
     let caller = match service.authenticate(&parts.headers) {
         Ok(caller) => caller,
-        Err(error) => return into_response(codec::encode_error(protocol, &error, &request_id)),
+        Err(error) => {
+            let operation = operation_of(target, parts.uri.query(), &body);
+            audit::record(&AuditEvent {
+                action: "Authenticate",
+                protocol: Protocol::Sqs,
+                namespace: "",
+                queue: "",
+                identity: "",
+                client: &peer,
+                outcome: error.code.aws_code(),
+            });
+            service.observe(operation, Err(&error), started);
+            return into_response(codec::encode_error(protocol, &error, &request_id));
+        }
     };
     let (protocol, decoded) = codec::decode(&HttpRequestParts {
         method: parts.method.as_str(),
@@ -128,20 +160,61 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
     let reply = match decoded {
         Ok(request) => {
             let action = request.action.name();
-            match service.dispatch(&context, request.action).await {
-                Ok(output) => codec::encode_output(protocol, action, &output, &request_id),
+            let audited = service.audited(&context, &request.action);
+            let result = service.dispatch(&context, request.action).await;
+            if let Some(key) = audited {
+                let outcome = match &result {
+                    Ok(_) => audit::OK,
+                    Err(error) => error.code.aws_code(),
+                };
+                audit::record(&AuditEvent {
+                    action: action.as_str(),
+                    protocol: Protocol::Sqs,
+                    namespace: key.as_ref().map_or("", |k| k.namespace.as_str()),
+                    queue: key.as_ref().map_or("", |k| k.name.as_str()),
+                    identity: &context.sender_id,
+                    client: &peer,
+                    outcome,
+                });
+            }
+            let reply = match &result {
+                Ok(output) => codec::encode_output(protocol, action, output, &request_id),
                 Err(error) => {
                     tracing::debug!(action = action.as_str(), %error, "sqs request failed");
-                    codec::encode_error(protocol, &error, &request_id)
+                    codec::encode_error(protocol, error, &request_id)
                 }
-            }
+            };
+            service.observe(action.as_str(), result.as_ref().map(drop), started);
+            reply
         }
         Err(error) => {
             tracing::debug!(%error, "sqs request rejected");
+            let operation = operation_of(target, parts.uri.query(), &body);
+            service.observe(operation, Err(&error), started);
             codec::encode_error(protocol, &error, &request_id)
         }
     };
     into_response(reply)
+}
+
+/// The operation label of a request whose action was not decoded (its body unreadable, a parameter wrong):
+/// the action it names, if SQS has one by that name, else `Unknown` — a label never carries what the client
+/// wrote, only names from [`ActionName`].
+fn operation_of(target: Option<&str>, query: Option<&str>, body: &[u8]) -> &'static str {
+    let named = match target {
+        Some(target) => target.rsplit('.').next().and_then(ActionName::parse),
+        None => {
+            let from_query = query.map(|q| codec::query::parse_form(q.as_bytes()));
+            let pairs = from_query
+                .into_iter()
+                .flatten()
+                .chain(codec::query::parse_form(body));
+            pairs
+                .filter(|(name, _)| name == "Action")
+                .find_map(|(_, value)| ActionName::parse(&value))
+        }
+    };
+    named.map_or("Unknown", ActionName::as_str)
 }
 
 /// Maps the engine's errors that need no request detail.
@@ -222,6 +295,42 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
 }
 
 impl Service {
+    /// Counts one request of `operation` with its result in the SQS code rule: `OK` or the AWS error code.
+    fn observe(&self, operation: &'static str, result: Result<(), &SqsError>, started: Instant) {
+        let code = match result {
+            Ok(()) => Code::Ok,
+            Err(error) => Code::Error(error.code.aws_code()),
+        };
+        self.config
+            .telemetry
+            .observe_request(Protocol::Sqs, operation, code, started.elapsed());
+    }
+
+    /// Whether `action` goes to the audit log (it deletes, purges, changes settings or permissions, or starts
+    /// or cancels a move task), and then the queue it is about when that can be told (`None` inside when the
+    /// queue URL or ARN is not valid; the action then fails and is audited without a queue).
+    fn audited(&self, context: &RequestContext, action: &Action) -> Option<Option<QueueKey>> {
+        let target = match action {
+            Action::DeleteQueue(target) | Action::PurgeQueue(target) => target,
+            Action::SetQueueAttributes(input) => &input.target,
+            Action::TagQueue(input) => &input.target,
+            Action::UntagQueue(input) => &input.target,
+            Action::AddPermission(input) => &input.target,
+            Action::RemovePermission(input) => &input.target,
+            Action::StartMessageMoveTask(input) => {
+                return Some(self.names.key_from_arn(&input.source_arn))
+            }
+            Action::CancelMessageMoveTask(input) => {
+                return Some(
+                    move_tasks::source_of_handle(&input.task_handle)
+                        .and_then(|arn| self.names.key_from_arn(&arn)),
+                )
+            }
+            _ => return None,
+        };
+        Some(self.queue_key(context, target).ok())
+    }
+
     /// The authentication hook. SigV4 signature verification plugs in here (and will need the body's
     /// digest as well); until then every request is admitted and only its credential scope is read: the
     /// access key and the region, which selects the namespace (`namespace.rs`).
@@ -346,3 +455,6 @@ mod fifo_tests;
 
 #[cfg(test)]
 mod test_support;
+
+#[cfg(test)]
+mod telemetry_tests;

@@ -143,6 +143,11 @@ fn decode_handle(handle: &str) -> Option<(String, String)> {
     Some((text("taskId")?, text("sourceArn")?))
 }
 
+/// The source ARN a task handle names (the audit log's queue of CancelMessageMoveTask).
+pub(super) fn source_of_handle(handle: &str) -> Option<String> {
+    decode_handle(handle).map(|(_, source_arn)| source_arn)
+}
+
 impl Service {
     pub(super) async fn start_message_move_task(
         &self,
