@@ -84,8 +84,10 @@ fn main() -> ExitCode {
 fn init_logging(filter: &str, format: LogFormat) {
     let filter =
         EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new(config::LOG_LEVEL_DEFAULT));
+    // Colours only on a terminal: escape codes in a log file or a collector break grepping and parsing.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),
