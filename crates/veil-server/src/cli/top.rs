@@ -83,7 +83,7 @@ fn draw(text: &str, in_place: bool, first: bool) -> Result<(), CliError> {
         }
         write!(stdout, "\x1b[H")?;
         for line in text.lines() {
-            write!(stdout, "{line}\x1b[K\n")?;
+            writeln!(stdout, "{line}\x1b[K")?;
         }
         write!(stdout, "\x1b[J")?;
     } else {
