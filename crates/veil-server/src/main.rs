@@ -1,7 +1,8 @@
 //! The `veil` binary: parses the command line, opens the store, builds the engine, serves the protocol
 //! front-ends and shuts down cleanly on SIGTERM or Ctrl-C (stop accepting, finish in-flight requests, close
-//! the store).
+//! the store). Every other subcommand is the CLI (`cli`), a client of a running server's admin API.
 
+mod cli;
 mod config;
 
 use std::future::IntoFuture;
@@ -33,9 +34,12 @@ const MOVE_TASK_STEP_INTERVAL_MS: u64 = 100;
 #[command(
     name = "veil",
     version,
-    about = "Veil: a durable message-queue server built around the visibility timeout."
+    about = "Veil: a durable message-queue server built around the visibility timeout.",
+    after_help = cli::EXIT_CODES_HELP
 )]
 struct Cli {
+    #[command(flatten)]
+    client: cli::GlobalArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,11 +49,14 @@ enum Command {
     /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure
     /// Queue Storage endpoint on --azure-listen and the KubeMQ queues endpoint (gRPC) on --kubemq-listen.
     Serve(ServeArgs),
+    #[command(flatten)]
+    Client(cli::ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Client(command) => cli::run(cli.client, command),
         Command::Serve(args) => {
             let settings = match Settings::resolve(args) {
                 Ok(settings) => settings,

@@ -1,0 +1,192 @@
+//! The CLI's HTTP client for the admin API: JSON in, JSON out, and the API's error body
+//! (`{"error":{"code","message"}}`) decoded into `CliError::Api` so the exit code can follow the code.
+//! Blocking (ureq): a command makes a few requests in a row and needs no async runtime.
+
+use std::time::Duration;
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{CliError, QueueArg};
+
+/// A connect that takes longer than this means the endpoint is not there (exit 3) rather than slow.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Above the longest request the API serves: a receive's 20 s long poll.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+/// A browse page holds up to 1000 messages of up to the queue's size limit each: well above ureq's 10 MB
+/// default.
+const ANSWER_BYTES_MAX: u64 = 1 << 30;
+
+/// Everything but unreserved characters is escaped in a path segment, so a name with `/`, `?` or `%` still
+/// names one segment.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// One admin endpoint.
+pub struct Client {
+    agent: ureq::Agent,
+    endpoint: String,
+}
+
+impl Client {
+    /// `endpoint` is an http(s) URL without a trailing `/` (checked by the argument parser).
+    pub fn new(endpoint: &str) -> Self {
+        let agent = ureq::Agent::config_builder()
+            // Error answers carry the API's JSON error body: read it rather than get a bare status.
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .build()
+            .into();
+        Self {
+            agent,
+            endpoint: endpoint.to_owned(),
+        }
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value, CliError> {
+        let mut request = self.agent.get(self.url(path));
+        for (key, value) in query {
+            request = request.query(*key, value);
+        }
+        self.answer(request.call())
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value, CliError> {
+        let request = self
+            .agent
+            .post(self.url(path))
+            .content_type("application/json");
+        self.answer(request.send(body.to_string()))
+    }
+
+    pub fn delete(&self, path: &str) -> Result<Value, CliError> {
+        self.answer(self.agent.delete(self.url(path)).call())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/api/v1{path}", self.endpoint)
+    }
+
+    /// The answer's JSON on a 2xx, else the API's error.
+    fn answer(
+        &self,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Value, CliError> {
+        let mut response = sent.map_err(|error| self.transport_error(error))?;
+        let status = response.status();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(ANSWER_BYTES_MAX)
+            .read_to_string()
+            .map_err(|error| self.transport_error(error))?;
+        if status.is_success() {
+            return serde_json::from_str(&text)
+                .map_err(|error| CliError::BadAnswer(format!("{error} in {}", excerpt(&text))));
+        }
+        Err(decode_error(status.as_u16(), &text))
+    }
+
+    fn transport_error(&self, error: ureq::Error) -> CliError {
+        CliError::Unreachable {
+            endpoint: self.endpoint.clone(),
+            reason: error.to_string(),
+        }
+    }
+}
+
+/// The API's `{"error":{"code","message"}}`; an answer without it (a proxy's page, a route this server does
+/// not have) gets a code made from its status so the message still says what happened.
+pub fn decode_error(status: u16, text: &str) -> CliError {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        error: Detail,
+    }
+    #[derive(serde::Deserialize)]
+    struct Detail {
+        code: String,
+        message: String,
+    }
+    match serde_json::from_str::<Body>(text) {
+        Ok(body) => CliError::Api {
+            code: body.error.code,
+            message: body.error.message,
+        },
+        Err(_) => CliError::Api {
+            code: format!("Http{status}"),
+            message: if text.trim().is_empty() {
+                "the server answered without an error body".to_owned()
+            } else {
+                excerpt(text)
+            },
+        },
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let mut cut: String = text.trim().chars().take(200).collect();
+    if cut.len() < text.trim().len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// `/queues/{namespace}/{queue}` plus `suffix`, each segment escaped.
+pub fn queue_path(queue: &QueueArg, suffix: &str) -> String {
+    format!(
+        "/queues/{}/{}{suffix}",
+        segment(&queue.namespace),
+        segment(&queue.name)
+    )
+}
+
+pub fn segment(value: &str) -> String {
+    utf8_percent_encode(value, SEGMENT).to_string()
+}
+
+/// An answer's JSON as the typed shape a table needs.
+pub fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, CliError> {
+    T::deserialize(value).map_err(|error| CliError::BadAnswer(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_error_body_is_decoded() {
+        let error = decode_error(
+            404,
+            r#"{"error":{"code":"QueueNotFound","message":"queue default/x does not exist"}}"#,
+        );
+        assert_eq!(
+            error.to_string(),
+            "QueueNotFound: queue default/x does not exist"
+        );
+        assert_eq!(error.exit_code(), 4);
+    }
+
+    #[test]
+    fn an_answer_without_error_body_gets_a_code_from_its_status() {
+        let error = decode_error(404, "");
+        assert!(error.to_string().starts_with("Http404: "));
+        assert_eq!(error.exit_code(), 1);
+    }
+
+    #[test]
+    fn path_segments_are_escaped() {
+        let queue: QueueArg = "ns/a b/c".parse().unwrap();
+        assert_eq!(queue_path(&queue, "/purge"), "/queues/ns/a%20b%2Fc/purge");
+        let fifo: QueueArg = "orders.fifo".parse().unwrap();
+        assert_eq!(queue_path(&fifo, ""), "/queues/default/orders.fifo");
+    }
+}
