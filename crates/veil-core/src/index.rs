@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Millis;
 use crate::fifo::Fifo;
+use crate::history::Histories;
 use crate::limits;
 use crate::model::{
     Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
@@ -53,6 +54,9 @@ pub(crate) struct QueueIndex {
     released: Vec<Seq>,
     /// Group order, deduplication and receive attempts; `Some` exactly for a FIFO queue.
     pub fifo: Option<Box<Fifo>>,
+    /// Delivery histories of delivered messages (sparse, like `redrives`) and, in memory only, of recently
+    /// deleted ones (issue 12).
+    pub history: Histories,
 }
 
 /// What `advance` changed.
@@ -83,6 +87,7 @@ impl QueueIndex {
             last_purge_at: None,
             released: Vec::new(),
             fifo,
+            history: Histories::default(),
         }
     }
 
@@ -244,6 +249,7 @@ impl QueueIndex {
         if !self.redrives.is_empty() {
             self.redrives.remove(&seq);
         }
+        self.history.forget(seq);
         let Some(new_head) = self.fifo.as_mut().and_then(|fifo| fifo.leave(seq)) else {
             return;
         };
@@ -414,6 +420,7 @@ impl QueueIndex {
         self.delayed = 0;
         self.stored_bytes = 0;
         self.redrives.clear();
+        self.history.clear();
         self.released.clear();
         if let Some(fifo) = &mut self.fifo {
             fifo.clear();
@@ -516,6 +523,12 @@ impl QueueIndex {
             assert!(
                 self.states.get(*seq).is_some(),
                 "redrive of seq {seq} has a message"
+            );
+        }
+        for seq in self.history.live_seqs() {
+            assert!(
+                self.states.get(seq).is_some(),
+                "history of seq {seq} has a message"
             );
         }
         for &(at, seq) in &self.pending {

@@ -34,3 +34,11 @@ pub const RECEIVE_ATTEMPT_MS_MAX: Millis = 5 * 60 * SECOND_MS;
 pub const MOVE_TASK_MOVES_PER_STEP_MAX: usize = 1_000;
 /// Finished move tasks kept per source queue, most recent first; older ones are forgotten.
 pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;
+/// Deliveries a message's history keeps, most recent last; older ones are forgotten (issue 12).
+pub const DELIVERY_HISTORY_ENTRIES_MAX: usize = 8;
+/// Histories of recently deleted messages each queue keeps in memory (not durable), so that a question asked
+/// right after a delete still answers "deleted". At most ~1.5 KiB each.
+pub const DELETED_HISTORIES_KEPT: usize = 256;
+/// Payloads one read of a history look-up takes when it must match message ids by reading them (histories
+/// restored after a restart before their id was learned): bounds each read outside the engine lock.
+pub const HISTORY_LOOKUP_PAYLOADS_PER_READ_MAX: usize = 1_024;
