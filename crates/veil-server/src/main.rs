@@ -119,9 +119,13 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
 
     let stopped = stop_on_signal(engine.clone());
     let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        axum::serve(sqs_listener.tap_io(no_delay), sqs_app)
-            .with_graceful_shutdown(until_stopped(stopped.clone()))
-            .into_future(),
+        // With the peer address, which the delivery history records for each receive.
+        axum::serve(
+            sqs_listener.tap_io(no_delay),
+            sqs_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(until_stopped(stopped.clone()))
+        .into_future(),
         // With the peer address, which a SAS's `sip` is checked against.
         axum::serve(
             azure_listener.tap_io(no_delay),

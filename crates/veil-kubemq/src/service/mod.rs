@@ -16,6 +16,7 @@ mod send;
 mod stream;
 mod subscribers;
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -25,8 +26,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use veil_core::{
-    CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule, ReceiveOptions,
-    VisibilityChange, DEFAULT_NAMESPACE,
+    Consumer, CreateOutcome, Engine, Message, Millis, Protocol, QueueConfig, QueueKey, ReceiptRule,
+    ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
 
 use crate::convert::{self, KubemqError, Settings};
@@ -101,6 +102,13 @@ struct Collect {
     max: usize,
     visibility_ms: Millis,
     wait_ms: Millis,
+    /// Who receives, for the engine's delivery history.
+    consumer: Consumer,
+}
+
+/// A KubeMQ client as the delivery history names it: its address and its ClientID.
+fn consumer(peer: Option<SocketAddr>, client_id: &str) -> Consumer {
+    Consumer::new(Protocol::Kubemq, peer, Some(client_id.to_owned()))
 }
 
 impl Inner {
@@ -157,6 +165,7 @@ impl Inner {
                 visibility_ms: Some(collect.visibility_ms),
                 wait_ms: Some(deadline.saturating_sub(self.engine.now())),
                 attempt_id: None,
+                consumer: Some(collect.consumer.clone()),
             };
             let received = tokio::select! {
                 received = self.engine.receive_detailed(&key, options) => received,
@@ -330,14 +339,20 @@ async fn next_or_shutdown<T>(
 fn spawn_stream<Req, Resp, Fut>(
     inner: &Arc<Inner>,
     request: Request<Streaming<Req>>,
-    serve: impl FnOnce(Arc<Inner>, Streaming<Req>, mpsc::Sender<Result<Resp, Status>>) -> Fut,
+    serve: impl FnOnce(
+        Arc<Inner>,
+        Streaming<Req>,
+        Option<SocketAddr>,
+        mpsc::Sender<Result<Resp, Status>>,
+    ) -> Fut,
 ) -> Response<Reply<Resp>>
 where
     Resp: Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    tokio::spawn(serve(inner.clone(), request.into_inner(), tx));
+    let peer = request.remote_addr();
+    tokio::spawn(serve(inner.clone(), request.into_inner(), peer, tx));
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
@@ -382,9 +397,10 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<pb::ReceiveQueueMessagesRequest>,
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
+        let peer = request.remote_addr();
         let response = self
             .inner
-            .receive_queue_messages(request.into_inner())
+            .receive_queue_messages(request.into_inner(), peer)
             .await;
         Ok(Response::new(response))
     }
