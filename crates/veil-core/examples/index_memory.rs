@@ -57,6 +57,12 @@ impl Store for NullStore {
     ) -> Result<(), StoreError> {
         Ok(())
     }
+    fn load_history(
+        &self,
+        _each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
         Ok(Vec::new())
     }
@@ -98,7 +104,7 @@ fn main() {
         let after_send = LIVE_BYTES.load(Ordering::Relaxed);
         let per_message = (after_send - before) as f64 / stored as f64;
         println!("{stored} stored, all visible: {per_message:.1} bytes of engine memory per message");
-        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive, attempt_id: None };
+        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive, attempt_id: None, consumer: None };
         let mut received = 0;
         while received < hidden {
             // Payload reads return None from the null store, so count through the statistics instead.

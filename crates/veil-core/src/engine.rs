@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, Millis};
 use crate::error::{EngineError, EngineResult};
+use crate::history::{Consumer, DeliveryEnding, DeliveryHistory, DeliveryRecord, MessageHistory};
 use crate::index::QueueIndex;
 use crate::limits;
 use crate::model::*;
@@ -106,6 +107,16 @@ impl Engine {
             ))
             .into());
         }
+        // A history whose message is gone is diagnostic data left over, not a reason to refuse start-up: it is
+        // skipped (the store deletes a history with its message, so there should be none).
+        store.load_history(&mut |queue, seq, history| {
+            if let Some(index) = queues
+                .get_mut(&queue)
+                .filter(|index| index.get(seq).is_some())
+            {
+                index.history.restore(seq, history);
+            }
+        })?;
         let max_id = queues.keys().copied().max().unwrap_or(0);
         let state = State {
             queues,
@@ -243,11 +254,13 @@ impl Engine {
             };
             if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
                 let group = index.group_of(seq).map(str::to_owned);
+                let history = index.history.take(seq);
                 index.remove(seq);
                 moves.push(DeadLetter {
                     seq,
                     state: current,
                     route,
+                    history,
                     group,
                 });
             }
@@ -690,7 +703,11 @@ impl Engine {
             });
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
+                let wants_ids = attempt.delivered.iter().any(|d| d.wants_id);
                 let messages = self.with_payloads(attempt.queue, attempt.delivered)?;
+                if wants_ids {
+                    self.learn_ids(attempt.queue, &messages);
+                }
                 return Ok(Received { messages, expired });
             }
             // Nothing delivered: what was submitted (expiry, dead-letter moves) is no success to wait for.
@@ -837,7 +854,7 @@ impl Engine {
         index: &mut QueueIndex,
         first: Seq,
         run: &mut Run,
-        (grant, queue_dead_letter, now): (Grant, Option<(QueueId, u32)>, Millis),
+        (grant, queue_dead_letter, now): (Grant<'_>, Option<(QueueId, u32)>, Millis),
         ops: &mut Vec<StoreOp>,
     ) {
         let mut next = Some(first);
@@ -855,11 +872,13 @@ impl Engine {
                     break;
                 }
                 let group = index.group_of(seq).map(str::to_owned);
+                let history = index.history.take(seq);
                 index.remove(seq);
                 run.moves.push(DeadLetter {
                     seq,
                     state: current,
                     route,
+                    history,
                     group,
                 });
                 continue;
@@ -876,7 +895,7 @@ impl Engine {
         &self,
         index: &mut QueueIndex,
         attempt_id: &str,
-        grant: Grant,
+        grant: Grant<'_>,
         now: Millis,
         ops: &mut Vec<StoreOp>,
     ) -> Option<Vec<Delivery>> {
@@ -908,6 +927,7 @@ impl Engine {
                 state,
                 receipt: Some(receipt),
                 redrive: index.redrive(seq).cloned(),
+                wants_id: false,
             });
         }
         Some(repeated)
@@ -942,7 +962,7 @@ impl Engine {
         index: &mut QueueIndex,
         seq: Seq,
         current: MessageState,
-        grant: Grant,
+        grant: Grant<'_>,
         now: Millis,
         ops: &mut Vec<StoreOp>,
     ) -> Delivery {
@@ -970,6 +990,7 @@ impl Engine {
             seq,
             state: next,
         });
+        let wants_id = Self::record_delivery(index, seq, (current, next), grant, now, ops);
         let receipt = self.receipts.encode(&Receipt {
             queue: index.id(),
             seq,
@@ -981,7 +1002,41 @@ impl Engine {
             state: next,
             receipt: Some(receipt),
             redrive: index.redrive(seq).cloned(),
+            wants_id,
         }
+    }
+
+    /// Adds a delivery to the message's history, written in the same submission as its state (no commit of
+    /// its own). Returns whether the history still wants its message id. Nothing for a queue with history off.
+    fn record_delivery(
+        index: &mut QueueIndex,
+        seq: Seq,
+        (previous, next): (MessageState, MessageState),
+        grant: Grant<'_>,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> bool {
+        if !index.record.config.delivery_history {
+            return false;
+        }
+        let record = DeliveryRecord {
+            received_at: now,
+            receive_count: next.receive_count,
+            generation: next.generation,
+            consumer: grant.consumer.cloned(),
+            visibility_ms: grant.visibility_ms,
+            visibility_changes: 0,
+            last_visibility_change: None,
+            ended: None,
+        };
+        let queue = index.id();
+        let (history, wants_id) = index.history.delivered(seq, previous, record);
+        ops.push(StoreOp::PutHistory {
+            queue,
+            seq,
+            history: history.clone(),
+        });
+        wants_id
     }
 
     /// Where a message that is about to be delivered goes instead, if it has been received too often. The
@@ -1025,6 +1080,7 @@ impl Engine {
             seq,
             state: moved,
             route,
+            history,
             group,
         } in moves
         {
@@ -1052,6 +1108,10 @@ impl Engine {
                     (target, fresh_arrival(moved, now))
                 }
             };
+            let history = history.map(|history| {
+                let to = state.queues[&target].record.key.clone();
+                crate::history::ended_by_move(history, DeliveryEnding::DeadLettered { to }, now)
+            });
             let index = state.queues.get_mut(&source).expect("source is locked");
             index.counters.dead_letter_moves += 1;
             let arrival = Arrival {
@@ -1064,6 +1124,7 @@ impl Engine {
                 },
                 redrive: None,
                 group,
+                history,
             };
             if Self::arrive(state, arrival, now, ops) && !woken.contains(&target) {
                 woken.push(target);
@@ -1099,6 +1160,18 @@ impl Engine {
             redrive: arrival.redrive,
             fifo_group,
         });
+        // After the move, which deleted the history at `from` in the store.
+        if let Some(history) = arrival
+            .history
+            .filter(|_| target.record.config.delivery_history)
+        {
+            ops.push(StoreOp::PutHistory {
+                queue: arrival.target,
+                seq: to_seq,
+                history: history.clone(),
+            });
+            target.history.arrived(to_seq, history);
+        }
         wake
     }
 
@@ -1172,8 +1245,13 @@ impl Engine {
             state: moved,
             redrive,
             group,
+            history,
         } = self.take_held(index, receipt)?;
         index.counters.deletes += 1;
+        let history = history.map(|history| {
+            let to = locked.state.queues[&target_id].record.key.clone();
+            crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
+        });
         let arrival = Arrival {
             from: (id, seq),
             target: target_id,
@@ -1184,6 +1262,7 @@ impl Engine {
             },
             redrive,
             group,
+            history,
         };
         let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
         let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
@@ -1198,6 +1277,7 @@ impl Engine {
         let redrive = index.redrive(receipt.seq).cloned();
         // Read before the removal, which takes the message out of its group.
         let group = index.group_of(receipt.seq).map(str::to_owned);
+        let history = index.history.take(receipt.seq);
         let state = index
             .remove(receipt.seq)
             .expect("current() found the message");
@@ -1206,6 +1286,7 @@ impl Engine {
             state,
             redrive,
             group,
+            history,
         })
     }
 
@@ -1297,6 +1378,7 @@ impl Engine {
                         state: index.get(seq)?,
                         receipt: None,
                         redrive: index.redrive(seq).cloned(),
+                        wants_id: false,
                     })
                 })
                 .collect();
@@ -1396,6 +1478,8 @@ impl Engine {
             }
             ReceiptRule::Unexpired => {}
         }
+        // Before the removal, which would forget it: kept in memory a while (the store deletes it).
+        index.history.deleted(receipt.seq, now);
         index.remove(receipt.seq);
         index.counters.deletes += 1;
         ops.push(StoreOp::DeleteMessage {
@@ -1520,6 +1604,19 @@ impl Engine {
             seq: receipt.seq,
             state: next,
         });
+        let changed = index.history.visibility_changed(
+            receipt.seq,
+            change.visibility_ms,
+            next.generation,
+            now,
+        );
+        if let Some(history) = changed {
+            ops.push(StoreOp::PutHistory {
+                queue: id,
+                seq: receipt.seq,
+                history: history.clone(),
+            });
+        }
         Ok((visible_at, new_receipt))
     }
 
@@ -1581,6 +1678,82 @@ impl Engine {
         Ok(current)
     }
 
+    /// Tells the histories of just-delivered messages their ids, read with the payloads after the lock: one
+    /// more short critical section, only for a receive that delivered a message whose history did not know
+    /// its id (mostly a first delivery).
+    fn learn_ids(&self, queue: QueueId, messages: &[Message]) {
+        let mut state = self.state.lock();
+        if let Some(index) = state.queues.get_mut(&queue) {
+            let ids = messages.iter().map(|m| (m.seq, m.payload.message_id));
+            index.history.learn_ids(ids);
+        }
+    }
+
+    /// The delivery history of the message `message_id` of queue `key` (issue 12): its last deliveries, when,
+    /// through which protocol, to whom, with what visibility and how each ended; an open one is rendered as of
+    /// now (in flight, or lapsed at its deadline). `None` when no delivery of such a message is known: never
+    /// delivered, delivered while the queue's history was off, gone (expired, purged), or deleted longer ago
+    /// than the last [`limits::DELETED_HISTORIES_KEPT`] deletes of the queue or before a restart (the record
+    /// of deleted messages is kept in memory only).
+    ///
+    /// A history that knows its message id is found with one hash probe. One restored after a restart before
+    /// it learned its id is matched by reading payloads outside the lock, in batches of
+    /// [`limits::HISTORY_LOOKUP_PAYLOADS_PER_READ_MAX`]; what is learned is kept, so each is read once.
+    pub fn history(
+        &self,
+        key: &QueueKey,
+        message_id: &[u8; 16],
+    ) -> EngineResult<Option<MessageHistory>> {
+        let now = self.clock.now();
+        let mut after = None;
+        loop {
+            let (queue, unknown) = {
+                let state = self.state.lock();
+                let id = state.queue_id(key)?;
+                let index = &state.queues[&id];
+                if let Some(found) = Self::render_history(index, message_id, now) {
+                    return Ok(Some(found));
+                }
+                let unknown = index
+                    .history
+                    .without_id(after, limits::HISTORY_LOOKUP_PAYLOADS_PER_READ_MAX);
+                (id, unknown)
+            };
+            let Some(&last) = unknown.last() else {
+                return Ok(None);
+            };
+            after = Some(last);
+            let payloads = self.store.read_payloads(queue, &unknown)?;
+            let ids = unknown
+                .iter()
+                .zip(payloads)
+                .filter_map(|(seq, payload)| Some((*seq, payload?.message_id)));
+            let mut state = self.state.lock();
+            match state.queues.get_mut(&queue) {
+                Some(index) if index.record.key == *key => index.history.learn_ids(ids),
+                // Deleted (and perhaps created again) while the payloads were read.
+                _ => return Err(EngineError::QueueNotFound(key.clone())),
+            }
+        }
+    }
+
+    /// The rendered history of `message_id` if the queue's histories know that id.
+    fn render_history(
+        index: &QueueIndex,
+        message_id: &[u8; 16],
+        now: Millis,
+    ) -> Option<MessageHistory> {
+        let (seq, history, deleted) = index.history.find(message_id)?;
+        let state = if deleted { None } else { index.get(seq) };
+        Some(MessageHistory::render(
+            index.record.key.clone(),
+            (seq, *message_id),
+            history,
+            state,
+            now,
+        ))
+    }
+
     /// Checks every queue's index bookkeeping (tests).
     pub fn check_invariants(&self) {
         let now = self.clock.now();
@@ -1628,20 +1801,23 @@ impl Locked<'_> {
 
 /// What one receive grants each message it delivers.
 #[derive(Clone, Copy)]
-struct Grant {
+struct Grant<'a> {
     visibility_ms: Millis,
     dead_letter: DeadLetterTiming,
+    /// Who receives, for the delivery history.
+    consumer: Option<&'a Consumer>,
 }
 
-impl Grant {
+impl<'a> Grant<'a> {
     /// The receive's own visibility, else the queue's, within the engine's range.
-    fn of(options: &ReceiveOptions, config: &QueueConfig) -> Self {
+    fn of(options: &'a ReceiveOptions, config: &QueueConfig) -> Self {
         Self {
             visibility_ms: options
                 .visibility_ms
                 .unwrap_or(config.visibility_timeout_ms)
                 .min(limits::VISIBILITY_TIMEOUT_MS_MAX),
             dead_letter: options.dead_letter,
+            consumer: options.consumer.as_ref(),
         }
     }
 }
@@ -1653,6 +1829,9 @@ struct Delivery {
     /// `None` for a peek.
     receipt: Option<String>,
     redrive: Option<MessageRedrivePolicy>,
+    /// This delivery's history does not know its message id yet: the receive tells it once it read the
+    /// payload.
+    wants_id: bool,
 }
 
 struct ReceiveAttempt {
@@ -1691,6 +1870,8 @@ struct Arrival {
     redrive: Option<MessageRedrivePolicy>,
     /// Its group in the FIFO queue it leaves, kept in a FIFO target.
     group: Option<String>,
+    /// Its delivery history, last delivery already ended by the move; kept if the target records history.
+    history: Option<DeliveryHistory>,
 }
 
 /// The state of a message being sent: its delay and time to live, else the queue's.
@@ -1732,6 +1913,8 @@ struct DeadLetter {
     seq: Seq,
     state: MessageState,
     route: DeadLetterRoute,
+    /// Travels with the message (same id) and is written anew in the target.
+    history: Option<DeliveryHistory>,
     /// Its group in a FIFO source: a dead-letter move keeps the group (docs/semantics.md §4).
     group: Option<String>,
 }
@@ -1742,6 +1925,7 @@ struct Held {
     state: MessageState,
     redrive: Option<MessageRedrivePolicy>,
     group: Option<String>,
+    history: Option<DeliveryHistory>,
 }
 
 /// What one receive has delivered and moved so far, and when it stops.

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Millis;
 use crate::fifo::Fifo;
+use crate::history::Histories;
 use crate::limits;
 use crate::model::{
     Counters, MessageRedrivePolicy, MessageState, QueueRecord, QueueStats, Seq, NEVER,
@@ -59,6 +60,9 @@ pub(crate) struct QueueIndex {
     pub deliveries_by_receive_count: [u64; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
     /// Sum of the receive counts the counted deliveries gave (a histogram's sum).
     pub deliveries_receive_count_sum: u64,
+    /// Delivery histories of delivered messages (sparse, like `redrives`) and, in memory only, of recently
+    /// deleted ones (issue 12).
+    pub history: Histories,
 }
 
 /// What `advance` changed.
@@ -91,6 +95,7 @@ impl QueueIndex {
             fifo,
             deliveries_by_receive_count: [0; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
             deliveries_receive_count_sum: 0,
+            history: Histories::default(),
         }
     }
 
@@ -276,6 +281,7 @@ impl QueueIndex {
         if !self.redrives.is_empty() {
             self.redrives.remove(&seq);
         }
+        self.history.forget(seq);
         let Some(new_head) = self.fifo.as_mut().and_then(|fifo| fifo.leave(seq)) else {
             return;
         };
@@ -446,6 +452,7 @@ impl QueueIndex {
         self.delayed = 0;
         self.stored_bytes = 0;
         self.redrives.clear();
+        self.history.clear();
         self.released.clear();
         if let Some(fifo) = &mut self.fifo {
             fifo.clear();
@@ -548,6 +555,12 @@ impl QueueIndex {
             assert!(
                 self.states.get(*seq).is_some(),
                 "redrive of seq {seq} has a message"
+            );
+        }
+        for seq in self.history.live_seqs() {
+            assert!(
+                self.states.get(seq).is_some(),
+                "history of seq {seq} has a message"
             );
         }
         for &(at, seq) in &self.pending {

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod engine;
 pub mod error;
 mod fifo;
+pub mod history;
 mod index;
 pub mod limits;
 pub mod memory_store;
@@ -19,6 +20,10 @@ pub mod store;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{Engine, QueueOverview, CREATED_BY_SETTING};
 pub use error::{EngineError, EngineResult};
+pub use history::{
+    Consumer, DeliveryEnd, DeliveryEnding, DeliveryHistory, DeliveryRecord, MessageHistory,
+    Protocol, VisibilityChangeRecord,
+};
 pub use model::*;
 pub use move_task::{MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus};
 pub use receipt::ReceiptKey;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
+use crate::history::DeliveryHistory;
 use crate::model::{
     Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
     QueueRecord, Seq,
@@ -23,6 +24,7 @@ struct Inner {
     groups: BTreeMap<(QueueId, Seq), String>,
     dedup: BTreeMap<(QueueId, String), DedupEntry>,
     move_tasks: BTreeMap<u64, MoveTaskRecord>,
+    histories: BTreeMap<(QueueId, Seq), DeliveryHistory>,
 }
 
 impl Inner {
@@ -34,6 +36,7 @@ impl Inner {
             self.payloads.remove(&key);
             self.redrives.remove(&key);
             self.groups.remove(&key);
+            self.histories.remove(&key);
         }
     }
 
@@ -95,6 +98,16 @@ impl Inner {
             StoreOp::DeleteMoveTask { number } => {
                 self.move_tasks.remove(&number);
             }
+            StoreOp::PutHistory {
+                queue,
+                seq,
+                history,
+            } => {
+                // Only a stored message has a history, as in veil-store.
+                if self.states.contains_key(&(queue, seq)) {
+                    self.histories.insert((queue, seq), history);
+                }
+            }
         }
     }
 
@@ -131,6 +144,7 @@ impl Inner {
         self.payloads.remove(&key);
         self.redrives.remove(&key);
         self.groups.remove(&key);
+        self.histories.remove(&key);
     }
 
     /// A message whose payload is already gone leaves nothing at `to`.
@@ -145,6 +159,7 @@ impl Inner {
         self.states.remove(&from);
         self.redrives.remove(&from);
         self.groups.remove(&from);
+        self.histories.remove(&from);
         if let Some(mut payload) = self.payloads.remove(&from) {
             payload.moved_from = Some(moved_from);
             self.put_message(to, payload, state, redrive, fifo_group);
@@ -167,6 +182,11 @@ impl MemoryStore {
     /// Number of stored messages (tests compare it with the engine's view).
     pub fn message_count(&self) -> usize {
         self.inner.lock().states.len()
+    }
+
+    /// Number of stored delivery histories (tests: each belongs to a stored message).
+    pub fn history_count(&self) -> usize {
+        self.inner.lock().histories.len()
     }
 }
 
@@ -222,6 +242,17 @@ impl Store for MemoryStore {
 
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
         Ok(self.inner.lock().move_tasks.values().cloned().collect())
+    }
+
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        let inner = self.inner.lock();
+        for (&(queue, seq), history) in &inner.histories {
+            each(queue, seq, history.clone());
+        }
+        Ok(())
     }
 
     fn submit(&self, ops: Vec<StoreOp>) -> Commit {

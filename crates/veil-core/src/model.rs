@@ -130,6 +130,10 @@ pub struct QueueConfig {
     /// stored access policies), keyed by a protocol prefix.
     #[serde(default)]
     pub protocol_settings: BTreeMap<String, String>,
+    /// Record each delivered message's last deliveries (issue 12; `Engine::history`). On by default; off, the
+    /// queue records and writes no history. Stored with the queue (a new field of the record: storage
+    /// format 6, since postcard has no field defaults).
+    pub delivery_history: bool,
 }
 
 impl Default for QueueConfig {
@@ -146,6 +150,7 @@ impl Default for QueueConfig {
             tags: BTreeMap::new(),
             metadata: BTreeMap::new(),
             protocol_settings: BTreeMap::new(),
+            delivery_history: true,
         }
     }
 }
@@ -383,6 +388,8 @@ pub struct ReceiveOptions {
     /// changed, with the same messages and receipts (SQS's `ReceiveRequestAttemptId`). Ignored by standard
     /// queues.
     pub attempt_id: Option<String>,
+    /// Who receives, for the delivery history (issue 12); `None` when the caller does not say.
+    pub consumer: Option<crate::history::Consumer>,
 }
 
 impl ReceiveOptions {
@@ -394,6 +401,7 @@ impl ReceiveOptions {
             wait_ms: None,
             dead_letter: DeadLetterTiming::OnReceive,
             attempt_id: None,
+            consumer: None,
         }
     }
 }

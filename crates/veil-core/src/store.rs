@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::history::DeliveryHistory;
 use crate::model::{
     Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
     QueueRecord, Seq,
@@ -95,6 +96,14 @@ pub enum StoreOp {
     DeleteMoveTask {
         number: u64,
     },
+    /// Writes a message's delivery history whole (bounded, last write wins; issue 12). Deleted with the
+    /// message; moved messages get theirs written anew under their new (queue, seq), after the move.
+    /// Appended last: the log encodes variants by index.
+    PutHistory {
+        queue: QueueId,
+        seq: Seq,
+        history: DeliveryHistory,
+    },
 }
 
 /// Resolves once the submitted operations (and everything submitted before them) are durable.
@@ -129,6 +138,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// Every message move task, in start order (their numbers), read once at start-up.
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError>;
+    /// Calls `each` for every stored delivery history (only delivered messages have one), read once at
+    /// start-up.
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError>;
     /// Queues `ops` behind everything submitted before. Must be called in the order the engine applied the
     /// changes; an empty `ops` is a barrier that resolves once everything before it is durable.
     fn submit(&self, ops: Vec<StoreOp>) -> Commit;

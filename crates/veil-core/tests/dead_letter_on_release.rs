@@ -39,6 +39,7 @@ async fn receive_on_release(h: &Harness, key: &QueueKey, visibility_s: u64) -> M
         wait_ms: Some(0),
         dead_letter: DeadLetterTiming::OnRelease,
         attempt_id: None,
+        consumer: None,
     };
     let mut got = h.engine.receive(key, options).await.unwrap();
     assert_eq!(got.len(), 1, "expected one message");

@@ -523,6 +523,7 @@ async fn a_standard_queue_at_its_inflight_limit_fails_receive_with_over_limit() 
         visibility_ms: None,
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     };
     let result = h.engine.receive(&q, options).await;
     assert!(

@@ -24,6 +24,7 @@ fn spawn_waiter(engine: &Arc<Engine>, key: &QueueKey) -> tokio::task::JoinHandle
             visibility_ms: Some(30_000),
             wait_ms: Some(WAIT_MS),
             attempt_id: None,
+            consumer: None,
         };
         engine.receive(&key, options).await.unwrap()
     })
@@ -158,6 +159,7 @@ async fn a_long_poll_on_a_deleted_queue_ends_with_queue_not_found() {
                     visibility_ms: None,
                     wait_ms: Some(WAIT_MS),
                     attempt_id: None,
+                    consumer: None,
                 },
             )
             .await

@@ -248,6 +248,7 @@ async fn a_receive_reports_the_expired_messages_it_removed() {
         visibility_ms: None,
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     };
     let received = h
         .engine

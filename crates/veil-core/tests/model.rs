@@ -423,6 +423,7 @@ async fn receive<S: Store>(
         visibility_ms: Some(visibility_s * 1_000),
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     };
     let result = h.engine.receive_detailed(&key, options).await;
     if !model.queues[queue].exists {
@@ -879,6 +880,12 @@ impl Store for DiskStore {
     }
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
         self.now().load_move_tasks()
+    }
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        self.now().load_history(each)
     }
     fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
         self.now().submit(ops)

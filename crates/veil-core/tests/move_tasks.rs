@@ -566,6 +566,12 @@ impl Store for HookStore {
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
         self.inner.load_move_tasks()
     }
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        self.inner.load_history(each)
+    }
     fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
         self.inner.submit(ops)
     }

@@ -143,7 +143,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
 
     let stopped = stop_on_signal(engine.clone(), admin.readiness.clone());
     let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        // With the peer address, for the audit log's `client`.
+        // With the peer address: the audit log's `client` and the delivery history's consumer.
         axum::serve(
             sqs_listener.tap_io(no_delay),
             sqs_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),

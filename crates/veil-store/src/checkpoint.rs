@@ -100,7 +100,8 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
             } if short_lived.contains(&(*queue, *seq)) => {
                 parked.insert((*queue, *seq), Cow::Borrowed(payload));
             }
-            StoreOp::PutState { queue, seq, .. } if short_lived.contains(&(*queue, *seq)) => {}
+            StoreOp::PutState { queue, seq, .. } | StoreOp::PutHistory { queue, seq, .. }
+                if short_lived.contains(&(*queue, *seq)) => {}
             StoreOp::DeleteMessage { queue, seq } if short_lived.contains(&(*queue, *seq)) => {
                 parked.remove(&(*queue, *seq));
             }

@@ -16,8 +16,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 use veil_core::store::{Commit, Snapshot};
 use veil_core::{
-    Counters, DedupEntry, MessageRedrivePolicy, MessageState, MoveTaskRecord, Payload, QueueId,
-    QueueRecord, Seq, Store, StoreError, StoreOp,
+    Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord,
+    Payload, QueueId, QueueRecord, Seq, Store, StoreError, StoreOp,
 };
 use veil_telemetry::StoreMetrics;
 
@@ -29,8 +29,8 @@ use crate::limits::{
 };
 use crate::overlay::{Found, Overlay};
 use crate::tables::{
-    self, redb_err, COUNTERS, DEDUP, GROUPS, META, MOVE_TASKS, NEXT_QUEUE_ID, QUEUES, REDRIVES,
-    STATES,
+    self, redb_err, COUNTERS, DEDUP, GROUPS, HISTORY, META, MOVE_TASKS, NEXT_QUEUE_ID, QUEUES,
+    REDRIVES, STATES,
 };
 use crate::wal::Segment;
 use crate::writer::{self, Job, Writer};
@@ -336,6 +336,23 @@ impl Store for RedbStore {
                 id.to_owned(),
                 decode(value.value(), "a deduplication id")?,
             );
+        }
+        Ok(())
+    }
+
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        self.checkpoint_now()?;
+        let txn = self.db.begin_read().map_err(redb_err!("starting a read"))?;
+        let history = txn
+            .open_table(HISTORY)
+            .map_err(redb_err!("opening history"))?;
+        for entry in history.iter().map_err(redb_err!("scanning history"))? {
+            let (key, value) = entry.map_err(redb_err!("reading a history"))?;
+            let (queue, seq) = key.value();
+            each(queue, seq, decode(value.value(), "a delivery history")?);
         }
         Ok(())
     }

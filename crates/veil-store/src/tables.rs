@@ -6,7 +6,8 @@
 //! `redrives` ((queue, seq) → MessageRedrivePolicy, only for messages sent with their own dead-letter rule),
 //! `groups` ((queue, seq) → message group, only for messages of FIFO queues), `dedup` ((queue, key) →
 //! DedupEntry, a FIFO queue's remembered deduplication ids), `move_tasks` (number → MoveTaskRecord, the
-//! message move tasks of docs/semantics.md) and `meta` (name → bytes: the format version, the next queue id,
+//! message move tasks of docs/semantics.md), `history` ((queue, seq) → DeliveryHistory, only for delivered
+//! messages, deleted with them) and `meta` (name → bytes: the format version, the next queue id,
 //! and the last log generation applied). Splitting state from payload lets start-up rebuild the engine's
 //! index by scanning `states` alone.
 
@@ -14,8 +15,8 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use veil_core::{
-    Counters, DedupEntry, MessageRedrivePolicy, MessageState, MoveTaskRecord, MovedFrom, Payload,
-    QueueId, QueueRecord, StoreError, StoreOp,
+    Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord,
+    MovedFrom, Payload, QueueId, QueueRecord, StoreError, StoreOp,
 };
 
 use crate::codec::{decode, encode};
@@ -28,6 +29,7 @@ pub const REDRIVES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("r
 pub const GROUPS: TableDefinition<(u64, u64), &str> = TableDefinition::new("groups");
 pub const DEDUP: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("dedup");
 pub const MOVE_TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("move_tasks");
+pub const HISTORY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("history");
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const NEXT_QUEUE_ID: &str = "next_queue_id";
 /// The newest log generation whose operations redb holds: start-up replays only newer segments, so a crash
@@ -39,8 +41,10 @@ pub const PAYLOAD_BYTES_KEY: &str = "payload_bytes";
 /// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
 /// 4: payloads carry a message group and deduplication id; FIFO groups and deduplication ids are stored.
 /// 5: changes are logged first (wal-*.log segments) and checkpointed into this file.
+/// 6: queue settings carry `delivery_history` (postcard has no field defaults, so a format-5 queue record
+/// would not decode), and delivered messages have a `history` entry.
 const FORMAT_VERSION_KEY: &str = "format_version";
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 macro_rules! redb_err {
     ($context:expr) => {
@@ -129,6 +133,7 @@ pub struct Tables<'txn> {
     groups: redb::Table<'txn, (u64, u64), &'static str>,
     dedup: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
     move_tasks: redb::Table<'txn, u64, &'static [u8]>,
+    history: redb::Table<'txn, (u64, u64), &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
     /// How the bytes of stored payload records changed in this transaction; [`Tables::finish`] adds it to
     /// `meta.payload_bytes`, which start-up reads to see whether the file is mostly free (cheaply: redb's own
@@ -161,6 +166,9 @@ impl<'txn> Tables<'txn> {
             move_tasks: txn
                 .open_table(MOVE_TASKS)
                 .map_err(redb_err!("opening move_tasks"))?,
+            history: txn
+                .open_table(HISTORY)
+                .map_err(redb_err!("opening history"))?,
             meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
             payload_bytes_delta: 0,
         })
@@ -210,8 +218,46 @@ impl<'txn> Tables<'txn> {
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing redrives"))?;
         self.groups
-            .retain_in(range, |_, _| false)
+            .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing groups"))?;
+        self.history
+            .retain_in(range, |_, _| false)
+            .map_err(redb_err!("removing histories"))?;
+        Ok(())
+    }
+
+    /// A history is kept only for a stored message, so that none outlives its message (a move whose payload
+    /// was already gone leaves nothing to describe).
+    fn put_history(
+        &mut self,
+        key: (u64, u64),
+        history: &DeliveryHistory,
+    ) -> Result<(), StoreError> {
+        if self
+            .states
+            .get(key)
+            .map_err(redb_err!("reading a state"))?
+            .is_none()
+        {
+            return Ok(());
+        }
+        self.history
+            .insert(key, encode(history)?.as_slice())
+            .map_err(redb_err!("writing a history"))?;
+        Ok(())
+    }
+
+    /// Only delivered messages have a history; while none has, a delete needs no lookup.
+    fn remove_history(&mut self, key: (u64, u64)) -> Result<(), StoreError> {
+        if !self
+            .history
+            .is_empty()
+            .map_err(redb_err!("checking histories"))?
+        {
+            self.history
+                .remove(key)
+                .map_err(redb_err!("deleting a history"))?;
+        }
         Ok(())
     }
 
@@ -361,6 +407,11 @@ impl<'txn> Tables<'txn> {
             StoreOp::DeleteDedup { queue, key } => self.delete_dedup(*queue, key),
             StoreOp::PutMoveTask(record) => self.put_move_task(record),
             StoreOp::DeleteMoveTask { number } => self.delete_move_task(*number),
+            StoreOp::PutHistory {
+                queue,
+                seq,
+                history,
+            } => self.put_history((*queue, *seq), history),
         }
     }
 
@@ -428,16 +479,19 @@ impl<'txn> Tables<'txn> {
             .map_or(0, |old| old.value().len());
         self.count_payload_bytes(0, removed);
         self.remove_redrive(key)?;
-        self.remove_group(key)
+        self.remove_group(key)?;
+        self.remove_history(key)
     }
 
-    /// Removes a message (state, redrive, group, payload), handing back its payload.
+    /// Removes a message (state, redrive, group, history, payload), handing back its payload. A moved
+    /// message's history is written anew at its new key by the operation after the move.
     pub fn take_message(&mut self, key: (u64, u64)) -> Result<Option<Payload>, StoreError> {
         self.states
             .remove(key)
             .map_err(redb_err!("deleting a moved state"))?;
         self.remove_redrive(key)?;
         self.remove_group(key)?;
+        self.remove_history(key)?;
         self.take_payload(key)
     }
 

@@ -27,6 +27,7 @@ fn receive_one(visibility_ms: u64) -> ReceiveOptions {
         visibility_ms: Some(visibility_ms),
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     }
 }
 
@@ -161,6 +162,7 @@ async fn a_batch_of_deletes_or_visibility_changes_is_one_commit() {
         visibility_ms: Some(60_000),
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     };
     let got = engine.receive(&orders(), options).await.unwrap();
     let receipts: Vec<&str> = got.iter().map(|m| m.receipt.as_deref().unwrap()).collect();
@@ -249,6 +251,7 @@ async fn a_message_redrive_is_on_disk_until_its_message_leaves() {
         visibility_ms: Some(60_000),
         wait_ms: Some(0),
         attempt_id: None,
+        consumer: None,
     };
     assert!(
         engine

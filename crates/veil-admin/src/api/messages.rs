@@ -197,6 +197,11 @@ pub(crate) async fn receive(
     let mut options = ReceiveOptions::new(max);
     options.visibility_ms = request.visibility_timeout_s.map(|s| s.saturating_mul(1000));
     options.wait_ms = Some(wait_s * 1000);
+    options.consumer = Some(veil_core::Consumer {
+        protocol: veil_core::Protocol::Admin,
+        address: None,
+        identity: None,
+    });
     let messages = engine.receive(&key, options).await?;
     Ok(Json(views(engine, messages)))
 }
@@ -311,4 +316,27 @@ pub(crate) async fn delete_one(
         return Err(ApiError::MessageNotFound(message));
     }
     Ok(Json(Deleted { deleted: true }))
+}
+
+/// A message's last deliveries: when, through which protocol, to which client, the visibility granted and how
+/// each ended. Reading it changes nothing. A recently deleted message still answers (by id), from memory.
+#[utoipa::path(get, path = "/api/v1/queues/{namespace}/{queue}/messages/{message}/history", tag = "messages",
+    params(("namespace" = String, Path), ("queue" = String, Path),
+           ("message" = String, Path, description = "the message's seq, or its id")),
+    responses((status = 200, body = HistoryView), (status = 404, body = ErrorBody)))]
+pub(crate) async fn history(
+    State(state): State<AdminState>,
+    Path((namespace, queue, message)): Path<(String, String, String)>,
+) -> ApiResult<HistoryView> {
+    let engine = state.engine()?;
+    let key = key_of(namespace, queue);
+    // A deleted message has no seq to browse to any more: by id, ask the engine directly.
+    let id = match uuid::Uuid::parse_str(&message) {
+        Ok(id) => id.into_bytes(),
+        Err(_) => find(engine, &key, &message).await?.payload.message_id,
+    };
+    let found = engine
+        .history(&key, &id)?
+        .ok_or_else(|| ApiError::MessageNotFound(message.clone()))?;
+    Ok(Json(HistoryView::from(found)))
 }

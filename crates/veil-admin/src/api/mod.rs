@@ -41,6 +41,7 @@ use types::{ErrorBody, ErrorDetail};
         messages::delete_one,
         messages::ack,
         messages::visibility,
+        messages::history,
         redrive::start,
         redrive::list,
         redrive::cancel,
@@ -70,6 +71,10 @@ pub(crate) fn routes() -> Router<AdminState> {
             post(messages::receive),
         )
         .route(&format!("{queue}/messages/ack"), post(messages::ack))
+        .route(
+            &format!("{queue}/messages/{{message}}/history"),
+            get(messages::history),
+        )
         .route(
             &format!("{queue}/messages/visibility"),
             post(messages::visibility),

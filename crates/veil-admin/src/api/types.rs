@@ -440,3 +440,102 @@ pub struct ErrorDetail {
     pub code: String,
     pub message: String,
 }
+
+/// A message's recent deliveries (at most 8), oldest first: the answer to "why was it delivered five times?".
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistoryView {
+    pub id: String,
+    /// Its position in the queue it is in now (a dead-lettered message has a new one in the dead-letter queue).
+    pub seq: u64,
+    pub queue: QueueRef,
+    /// The message was deleted; its history is from the in-memory record of recent deletes (lost at restart).
+    pub deleted: bool,
+    /// The deadline of the delivery in flight, if one is.
+    pub in_flight_until_ms: Option<u64>,
+    pub deliveries: Vec<DeliveryView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryView {
+    pub received_at_ms: u64,
+    /// The receive count this delivery gave the message.
+    pub receive_count: u32,
+    /// `sqs`, `azure`, `kubemq` or `admin`; null when the front-end did not say.
+    pub protocol: Option<String>,
+    /// The client's address.
+    pub client: Option<String>,
+    /// The caller's identity where the protocol names one (SQS access key id, Azure account, KubeMQ client id).
+    pub identity: Option<String>,
+    /// The visibility timeout the receive granted.
+    pub visibility_timeout_ms: u64,
+    /// Visibility changes (extensions) made during the delivery, and the last one.
+    pub visibility_changes: u32,
+    pub last_visibility_change: Option<VisibilityChangeView>,
+    pub ended: EndedView,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VisibilityChangeView {
+    pub at_ms: u64,
+    pub visibility_timeout_ms: u64,
+}
+
+/// How a delivery ended: `in_flight` (not yet), `deleted`, `released` (visibility 0 / nack), `lapsed` (its
+/// timeout ended unsettled), `dead_lettered` or `moved` (to `to`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EndedView {
+    pub how: String,
+    pub at_ms: Option<u64>,
+    pub to: Option<QueueRef>,
+}
+
+impl From<veil_core::MessageHistory> for HistoryView {
+    fn from(history: veil_core::MessageHistory) -> Self {
+        use veil_core::DeliveryEnding as E;
+        Self {
+            id: uuid::Uuid::from_bytes(history.message_id).to_string(),
+            seq: history.seq,
+            queue: QueueRef::from(&history.queue),
+            deleted: history.deleted,
+            in_flight_until_ms: history.in_flight_until,
+            deliveries: history
+                .deliveries
+                .into_iter()
+                .map(|d| DeliveryView {
+                    received_at_ms: d.received_at,
+                    receive_count: d.receive_count,
+                    protocol: d.consumer.as_ref().map(|c| c.protocol.as_str().to_owned()),
+                    client: d.consumer.as_ref().and_then(|c| c.address).map(|a| a.to_string()),
+                    identity: d.consumer.and_then(|c| c.identity),
+                    visibility_timeout_ms: d.visibility_ms,
+                    visibility_changes: d.visibility_changes,
+                    last_visibility_change: d.last_visibility_change.map(|c| VisibilityChangeView {
+                        at_ms: c.at,
+                        visibility_timeout_ms: c.visibility_ms,
+                    }),
+                    ended: match d.ended {
+                        None => EndedView {
+                            how: "in_flight".into(),
+                            at_ms: None,
+                            to: None,
+                        },
+                        Some(end) => {
+                            let (how, to) = match end.how {
+                                E::Deleted => ("deleted", None),
+                                E::Released => ("released", None),
+                                E::Lapsed => ("lapsed", None),
+                                E::DeadLettered { to } => ("dead_lettered", Some(QueueRef::from(&to))),
+                                E::Moved { to } => ("moved", Some(QueueRef::from(&to))),
+                            };
+                            EndedView {
+                                how: how.into(),
+                                at_ms: Some(end.at),
+                                to,
+                            }
+                        }
+                    },
+                })
+                .collect(),
+        }
+    }
+}

@@ -5,7 +5,8 @@
 use bytes::Bytes;
 use veil_core::limits::SECOND_MS;
 use veil_core::{
-    EngineError, Message, NewMessage, ReceiptRule, ReceiveOptions, Ttl, VisibilityChange,
+    Consumer, EngineError, Message, NewMessage, Protocol, ReceiptRule, ReceiveOptions, Ttl,
+    VisibilityChange,
 };
 
 use super::{engine_error, visibility_past_expiry, Ctx, Service};
@@ -71,6 +72,12 @@ impl Service {
             visibility_ms: Some(visibility_s * SECOND_MS),
             wait_ms: Some(0),
             attempt_id: None,
+            // Azure names its caller by the account (Shared Key, or the SAS's account).
+            consumer: Some(Consumer::new(
+                Protocol::Azure,
+                ctx.peer,
+                Some(ctx.account.clone()),
+            )),
         };
         let messages = self.engine.receive(&ctx.key(queue), options).await?;
         Ok(Output::Messages {

@@ -128,6 +128,8 @@ struct Ctx {
     namespace: String,
     host: String,
     now: Millis,
+    /// The caller's address when the server is served with connect info, for the delivery history.
+    peer: Option<SocketAddr>,
 }
 
 impl Ctx {
@@ -258,6 +260,10 @@ impl Service {
             namespace: self.namespace(location.primary_account()),
             host: host.unwrap_or("127.0.0.1").to_string(),
             now,
+            peer: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|info| info.0),
         };
         let audited = audited_queue(&operation);
         let result = self.execute(&ctx, operation).await;

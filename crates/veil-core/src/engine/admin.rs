@@ -92,6 +92,7 @@ impl Engine {
                     state,
                     receipt: None,
                     redrive: index.redrive(seq).cloned(),
+                    wants_id: false,
                 })
                 .collect();
             (locked.id, seen)

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::{fresh_arrival, Arrival, Engine, Locked, State};
 use crate::clock::Millis;
 use crate::error::{EngineError, EngineResult};
+use crate::history::DeliveryEnding;
 use crate::limits;
 use crate::model::{MoveReason, MovedFrom, QueueId, QueueKey, Seq};
 use crate::move_task::{
@@ -482,9 +483,14 @@ impl Engine {
         let index = locked.index();
         let redrive = index.redrive(seq).cloned();
         let group = index.group_of(seq).map(str::to_owned);
+        let history = index.history.take(seq);
         index.remove(seq);
         index.counters.deletes += 1;
         let source_key = index.record.key.clone();
+        let history = history.map(|history| {
+            let to = locked.state.queues[&target].record.key.clone();
+            crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
+        });
         let arrival = Arrival {
             from: (source, seq),
             target,
@@ -495,6 +501,7 @@ impl Engine {
             },
             redrive,
             group,
+            history,
         };
         Self::arrive(locked.state, arrival, now, &mut locked.ops);
         let target_index = locked

@@ -100,6 +100,7 @@ impl<S: Store> Harness<S> {
             visibility_ms: visibility_s.map(|s| s * 1_000),
             wait_ms: Some(0),
             attempt_id: None,
+            consumer: None,
         };
         self.engine.receive(key, options).await.unwrap()
     }
@@ -137,12 +138,20 @@ pub fn sqs_change(visibility_s: u64) -> VisibilityChange {
 pub struct CountingStore {
     inner: MemoryStore,
     submissions: std::sync::atomic::AtomicUsize,
+    /// `StoreOp::PutHistory` operations submitted (the delivery history's writes).
+    history_writes: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingStore {
     /// Submissions so far, empty ones (barriers) included.
     pub fn submissions(&self) -> usize {
         self.submissions.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `StoreOp::PutHistory` operations so far.
+    pub fn history_writes(&self) -> usize {
+        self.history_writes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -174,9 +183,21 @@ impl Store for CountingStore {
     fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
         self.inner.load_move_tasks()
     }
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        self.inner.load_history(each)
+    }
     fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
         self.submissions
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let history_writes = ops
+            .iter()
+            .filter(|op| matches!(op, StoreOp::PutHistory { .. }))
+            .count();
+        self.history_writes
+            .fetch_add(history_writes, std::sync::atomic::Ordering::SeqCst);
         self.inner.submit(ops)
     }
     fn read_payloads(

@@ -9,13 +9,14 @@
 //! them: a long poll must not hold back the acks of earlier transactions.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch, Mutex};
 use tonic::{Status, Streaming};
 use veil_core::Millis;
 
-use super::{next_or_shutdown, Collect, Held, Inner};
+use super::{consumer, next_or_shutdown, Collect, Held, Inner};
 use crate::convert::{self, KubemqError};
 use crate::limits;
 use crate::pb;
@@ -107,6 +108,7 @@ fn downstream_operation(request_type: i32) -> &'static str {
 pub(super) async fn serve(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesDownstreamRequest>,
+    peer: Option<SocketAddr>,
     tx: Replies,
 ) {
     let mut shutdown = inner.shutdown.clone();
@@ -117,7 +119,8 @@ pub(super) async fn serve(
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         if request.request_type_data == T::Get as i32 {
             let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
-            gets.spawn(spawned_get(inner, state, cancelled.clone(), request, tx));
+            let get = spawned_get(inner, state, cancelled.clone(), (request, peer), tx);
+            gets.spawn(get);
             continue;
         }
         let started = std::time::Instant::now();
@@ -150,12 +153,12 @@ async fn spawned_get(
     inner: Arc<Inner>,
     state: Shared,
     cancelled: watch::Receiver<bool>,
-    request: pb::QueuesDownstreamRequest,
+    (request, peer): (pb::QueuesDownstreamRequest, Option<SocketAddr>),
     tx: Replies,
 ) {
     let started = std::time::Instant::now();
     let response = inner
-        .get(&state, cancelled, &request)
+        .get(&state, cancelled, &request, peer)
         .await
         .unwrap_or_else(|error| downstream_error(&request, error));
     inner.observe("QueuesDownstream.Get", response.is_error, started);
@@ -168,7 +171,11 @@ impl Inner {
     /// raises a wait under one second to one second; Veil does not, because the SDKs give up on a Get
     /// `WaitTimeout` + 0.5 s after sending it (the Python SDK 4.x), so a server that answers later strands
     /// the messages it collected in a transaction nobody settles (docs/semantics.md).
-    fn check_get(&self, request: &pb::QueuesDownstreamRequest) -> Result<Collect, KubemqError> {
+    fn check_get(
+        &self,
+        request: &pb::QueuesDownstreamRequest,
+        peer: Option<SocketAddr>,
+    ) -> Result<Collect, KubemqError> {
         if request.client_id.is_empty() {
             return Err(KubemqError::ClientIdMissing);
         }
@@ -185,6 +192,7 @@ impl Inner {
             max,
             visibility_ms: self.default_visibility_ms(),
             wait_ms,
+            consumer: consumer(peer, &request.client_id),
         })
     }
 
@@ -194,8 +202,9 @@ impl Inner {
         state: &Mutex<Downstream>,
         mut cancelled: watch::Receiver<bool>,
         request: &pb::QueuesDownstreamRequest,
+        peer: Option<SocketAddr>,
     ) -> Result<pb::QueuesDownstreamResponse, KubemqError> {
-        let collect = self.check_get(request)?;
+        let collect = self.check_get(request, peer)?;
         let stream_over = async {
             let _ = cancelled.wait_for(|over| *over).await;
         };

@@ -16,6 +16,7 @@ mod send;
 mod stream;
 mod subscribers;
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,8 +27,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use veil_core::{
-    CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule, ReceiveOptions,
-    VisibilityChange, DEFAULT_NAMESPACE,
+    Consumer, CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule,
+    ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
 
 use veil_telemetry::audit::{self, AuditEvent};
@@ -113,6 +114,13 @@ struct Collect {
     max: usize,
     visibility_ms: Millis,
     wait_ms: Millis,
+    /// Who receives, for the engine's delivery history.
+    consumer: Consumer,
+}
+
+/// A KubeMQ client as the delivery history names it: its address and its ClientID.
+fn consumer(peer: Option<SocketAddr>, client_id: &str) -> Consumer {
+    Consumer::new(veil_core::Protocol::Kubemq, peer, Some(client_id.to_owned()))
 }
 
 impl Inner {
@@ -196,6 +204,7 @@ impl Inner {
                 visibility_ms: Some(collect.visibility_ms),
                 wait_ms: Some(deadline.saturating_sub(self.engine.now())),
                 attempt_id: None,
+                consumer: Some(collect.consumer.clone()),
             };
             let received = tokio::select! {
                 received = self.engine.receive_detailed(&key, options) => received,
@@ -369,14 +378,20 @@ async fn next_or_shutdown<T>(
 fn spawn_stream<Req, Resp, Fut>(
     inner: &Arc<Inner>,
     request: Request<Streaming<Req>>,
-    serve: impl FnOnce(Arc<Inner>, Streaming<Req>, mpsc::Sender<Result<Resp, Status>>) -> Fut,
+    serve: impl FnOnce(
+        Arc<Inner>,
+        Streaming<Req>,
+        Option<SocketAddr>,
+        mpsc::Sender<Result<Resp, Status>>,
+    ) -> Fut,
 ) -> Response<Reply<Resp>>
 where
     Resp: Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    tokio::spawn(serve(inner.clone(), request.into_inner(), tx));
+    let peer = request.remote_addr();
+    tokio::spawn(serve(inner.clone(), request.into_inner(), peer, tx));
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
@@ -449,9 +464,10 @@ impl Kubemq for KubemqService {
         request: Request<pb::ReceiveQueueMessagesRequest>,
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
         let started = Instant::now();
+        let peer = request.remote_addr();
         let response = self
             .inner
-            .receive_queue_messages(request.into_inner())
+            .receive_queue_messages(request.into_inner(), peer)
             .await;
         self.inner
             .observe("ReceiveQueueMessages", response.is_error, started);

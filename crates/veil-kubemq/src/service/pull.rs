@@ -5,10 +5,14 @@
 //! comes first, as KubeMQ's does; a pull that names no wait waits `DefaultWaitTimeoutSeconds`
 //! (docs/semantics.md). A peek looks once and answers at once.
 
+use std::net::SocketAddr;
+
+use veil_core::Consumer;
+
 use crate::convert::{self, KubemqError};
 use crate::pb;
 
-use super::{Collect, Held, Inner};
+use super::{consumer, Collect, Held, Inner};
 
 /// What a pull or peek found: the messages and the expired ones it removed on the way.
 struct Pulled {
@@ -20,8 +24,9 @@ impl Inner {
     pub(super) async fn receive_queue_messages(
         &self,
         request: pb::ReceiveQueueMessagesRequest,
+        peer: Option<SocketAddr>,
     ) -> pb::ReceiveQueueMessagesResponse {
-        let outcome = self.pull_or_peek(&request).await;
+        let outcome = self.pull_or_peek(&request, peer).await;
         let mut response = pb::ReceiveQueueMessagesResponse {
             request_id: request.request_id,
             is_peak: request.is_peak,
@@ -46,6 +51,7 @@ impl Inner {
     async fn pull_or_peek(
         &self,
         request: &pb::ReceiveQueueMessagesRequest,
+        peer: Option<SocketAddr>,
     ) -> Result<Pulled, KubemqError> {
         if request.client_id.is_empty() {
             return Err(KubemqError::ClientIdMissing);
@@ -61,7 +67,8 @@ impl Inner {
         if request.is_peak {
             return self.peek(&request.channel, max).await;
         }
-        self.pull(&request.channel, max, wait_ms).await
+        let consumer = consumer(peer, &request.client_id);
+        self.pull(&request.channel, max, wait_ms, consumer).await
     }
 
     async fn peek(&self, channel: &str, max: usize) -> Result<Pulled, KubemqError> {
@@ -80,11 +87,18 @@ impl Inner {
     /// ReceiveQueueMessages has no ack of its own: the pull settles what it returns. The messages stay
     /// hidden (the server-side visibility) while the pull collects, so a pull whose client goes away before
     /// the answer loses nothing: they come back when that visibility lapses.
-    async fn pull(&self, channel: &str, max: usize, wait_ms: u64) -> Result<Pulled, KubemqError> {
+    async fn pull(
+        &self,
+        channel: &str,
+        max: usize,
+        wait_ms: u64,
+        consumer: Consumer,
+    ) -> Result<Pulled, KubemqError> {
         let collect = Collect {
             max,
             visibility_ms: self.default_visibility_ms(),
             wait_ms,
+            consumer,
         };
         let polled = self.receive(channel, collect).await?;
         // One ack for the whole pull. A message whose ack failed (its visibility lapsed meanwhile) was not

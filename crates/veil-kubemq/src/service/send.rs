@@ -131,6 +131,7 @@ impl Inner {
 pub(super) async fn serve_upstream(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesUpstreamRequest>,
+    _peer: Option<std::net::SocketAddr>,
     tx: mpsc::Sender<Result<pb::QueuesUpstreamResponse, Status>>,
 ) {
     let mut shutdown = inner.shutdown.clone();

@@ -3,13 +3,14 @@
 //! (a new deadline, at most 12 h after the receive), `ResendMessage` (re-queue to another channel) and
 //! `SendModifiedMessage` (send a replacement, then ack) act on it. A stream that ends releases its message.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 use veil_core::Millis;
 
-use super::{next_or_shutdown, Collect, Held, Inner};
+use super::{consumer, next_or_shutdown, Collect, Held, Inner};
 use crate::convert::{self, KubemqError};
 use crate::pb;
 use crate::pb::StreamRequestType as T;
@@ -33,6 +34,7 @@ fn stream_error(
 pub(super) async fn serve(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::StreamQueueMessagesRequest>,
+    peer: Option<SocketAddr>,
     tx: Replies,
 ) {
     let mut shutdown = inner.shutdown.clone();
@@ -40,7 +42,7 @@ pub(super) async fn serve(
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         let started = std::time::Instant::now();
         let response = inner
-            .stream_request(&mut active, &request)
+            .stream_request(&mut active, &request, peer)
             .await
             .unwrap_or_else(|error| stream_error(&request, error));
         // Counted per request of the stream, not per stream.
@@ -60,6 +62,7 @@ impl Inner {
         &self,
         active: &mut Option<Held>,
         request: &pb::StreamQueueMessagesRequest,
+        peer: Option<SocketAddr>,
     ) -> Result<pb::StreamQueueMessagesResponse, KubemqError> {
         let kind = T::try_from(request.stream_request_type_data).unwrap_or(T::Unknown);
         let mut response = pb::StreamQueueMessagesResponse {
@@ -72,7 +75,7 @@ impl Inner {
                 if active.is_some() {
                     return Err(KubemqError::MessageAlreadyActive);
                 }
-                let held = self.receive_one(request).await?;
+                let held = self.receive_one(request, peer).await?;
                 response.message = Some(convert::to_queue_message(&held.message, &held.channel));
                 *active = Some(held);
             }
@@ -96,6 +99,7 @@ impl Inner {
     async fn receive_one(
         &self,
         request: &pb::StreamQueueMessagesRequest,
+        peer: Option<SocketAddr>,
     ) -> Result<Held, KubemqError> {
         if request.client_id.is_empty() {
             return Err(KubemqError::ClientIdMissing);
@@ -106,6 +110,7 @@ impl Inner {
             max: 1,
             visibility_ms,
             wait_ms: self.check_wait_s(request.wait_time_seconds)?,
+            consumer: consumer(peer, &request.client_id),
         };
         let mut held = self.receive(&request.channel, collect).await?.held;
         held.pop().ok_or(KubemqError::NoNewMessages)

@@ -134,7 +134,10 @@ impl Service {
         input: ReceiveMessageInput,
     ) -> SqsResult<Output> {
         // The parameters are checked before the queue is looked up, as SQS does.
-        let options = receive_options(&input)?;
+        let options = ReceiveOptions {
+            consumer: Some(context.consumer.clone()),
+            ..receive_options(&input)?
+        };
         let key = self.queue_key(context, &input.target)?;
         let fifo = fifo::is_fifo_name(&key.name);
         let messages = self
@@ -323,6 +326,7 @@ fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
         visibility_ms,
         wait_ms,
         attempt_id: input.receive_request_attempt_id.clone(),
+        consumer: None,
     })
 }
 

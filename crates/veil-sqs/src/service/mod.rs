@@ -23,7 +23,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Router;
 use veil_core::limits::SECOND_MS;
-use veil_core::{Engine, EngineError, QueueKey};
+use veil_core::{Consumer, Engine, EngineError, QueueKey};
 
 use crate::api::{Action, ActionName, Output, QueueTarget};
 use crate::codec::{self, HttpRequestParts};
@@ -104,6 +104,8 @@ struct RequestContext {
     path_queue: Option<QueueAddress>,
     /// Shown as the `SenderId` of sent messages: the access key, else the account.
     sender_id: String,
+    /// Who receives, for the engine's delivery history: the caller's address and access key.
+    consumer: Consumer,
 }
 
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
@@ -156,7 +158,12 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         target,
         body: &body,
     });
-    let context = service.context(caller, &parts.headers, parts.uri.path());
+    // Present when the server is served with connect info; a router used without it (tests) has none.
+    let address = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0);
+    let context = service.context(caller, &parts.headers, parts.uri.path(), address);
     let reply = match decoded {
         Ok(request) => {
             let action = request.action.name();
@@ -349,7 +356,13 @@ impl Service {
         })
     }
 
-    fn context(&self, caller: Caller, headers: &HeaderMap, path: &str) -> RequestContext {
+    fn context(
+        &self,
+        caller: Caller,
+        headers: &HeaderMap,
+        path: &str,
+        address: Option<std::net::SocketAddr>,
+    ) -> RequestContext {
         let path_queue = namespace::parse_queue_path(path);
         let account = path_queue
             .as_ref()
@@ -360,6 +373,7 @@ impl Service {
                 .unwrap_or("localhost")
                 .to_string(),
             region: caller.region,
+            consumer: Consumer::new(veil_core::Protocol::Sqs, address, caller.access_key.clone()),
             sender_id: caller.access_key.unwrap_or_else(|| account.clone()),
             account,
             path_queue,
