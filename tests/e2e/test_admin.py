@@ -324,3 +324,57 @@ def test_admin_operations_write_audit_lines(make_server, tmp_path):
     assert actions == ["create_queue", "purge", "purge", "delete_queue"], log
     assert outcomes == ["ok", "ConfirmationMismatch", "ok", "ok"]
     assert all("protocol=\"admin\"" in line or "protocol=admin" in line for line in audit)
+
+
+def test_delivery_history_says_why_a_message_came_back(server, sqs, queue_name):
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="flaky job")["MessageId"]
+    first = receive(sqs, url, VisibilityTimeout=1)
+    assert len(first) == 1
+    time.sleep(1.2)  # the worker died: its 1 s visibility timeout ends
+    second = receive(sqs, url, VisibilityTimeout=30)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=second[0]["ReceiptHandle"], VisibilityTimeout=60)
+    history = requests.get(f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}/messages/{sent}/history",
+                           timeout=10).json()
+    deliveries = history["deliveries"]
+    assert [d["receive_count"] for d in deliveries] == [1, 2]
+    assert all(d["protocol"] == "sqs" and d["identity"] == "test" for d in deliveries)
+    assert all(d["client"].startswith("127.0.0.1:") for d in deliveries)
+    assert [d["visibility_timeout_ms"] for d in deliveries] == [1000, 30000]
+    assert deliveries[0]["ended"]["how"] == "lapsed"
+    assert deliveries[1]["ended"]["how"] == "in_flight"
+    assert deliveries[1]["visibility_changes"] == 1
+    assert deliveries[1]["last_visibility_change"]["visibility_timeout_ms"] == 60000
+    # Reading the history changed nothing; deleting ends the last delivery, and the history still answers.
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])[
+        "Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second[0]["ReceiptHandle"])
+    after = requests.get(f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}/messages/{sent}/history",
+                         timeout=10).json()
+    assert after["deleted"] is True
+    assert after["deliveries"][-1]["ended"]["how"] == "deleted"
+
+
+def test_delivery_history_follows_a_dead_lettered_message_and_can_be_turned_off(server, sqs, queue_name):
+    dlq = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    src = sqs.create_queue(QueueName=queue_name, Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "1"})})["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=src, MessageBody="poison")["MessageId"]
+    assert len(receive(sqs, src, VisibilityTimeout=0)) == 1
+    assert receive(sqs, src, VisibilityTimeout=0) == []
+    history = requests.get(
+        f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}-dlq/messages/{sent}/history", timeout=10).json()
+    assert history["queue"]["name"] == f"{queue_name}-dlq"
+    assert history["deliveries"][-1]["ended"]["how"] == "dead_lettered"
+    assert history["deliveries"][-1]["ended"]["to"]["name"] == f"{queue_name}-dlq"
+
+    admin = f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}"
+    assert requests.patch(admin, json={"delivery_history": False}, timeout=10).json()["settings"][
+        "delivery_history"] is False
+    quiet = sqs.send_message(QueueUrl=src, MessageBody="unrecorded")["MessageId"]
+    assert len(receive(sqs, src, VisibilityTimeout=30)) == 1
+    unrecorded = requests.get(f"{admin}/messages/{quiet}/history", timeout=10).json()
+    assert unrecorded["deliveries"] == []
+    missing = requests.get(f"{admin}/messages/{uuid.uuid4()}/history", timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "MessageNotFound"

@@ -319,7 +319,8 @@ pub(crate) async fn delete_one(
 }
 
 /// A message's last deliveries: when, through which protocol, to which client, the visibility granted and how
-/// each ended. Reading it changes nothing. A recently deleted message still answers (by id), from memory.
+/// each ended. Reading it changes nothing. A recently deleted message still answers (by id), from memory; a
+/// stored message never delivered answers with no deliveries.
 #[utoipa::path(get, path = "/api/v1/queues/{namespace}/{queue}/messages/{message}/history", tag = "messages",
     params(("namespace" = String, Path), ("queue" = String, Path),
            ("message" = String, Path, description = "the message's seq, or its id")),
@@ -335,8 +336,17 @@ pub(crate) async fn history(
         Ok(id) => id.into_bytes(),
         Err(_) => find(engine, &key, &message).await?.payload.message_id,
     };
-    let found = engine
-        .history(&key, &id)?
-        .ok_or_else(|| ApiError::MessageNotFound(message.clone()))?;
-    Ok(Json(HistoryView::from(found)))
+    if let Some(found) = engine.history(&key, &id)? {
+        return Ok(Json(HistoryView::from(found)));
+    }
+    // Stored but never delivered (or delivered while the queue's history was off): no deliveries to show.
+    let stored = find(engine, &key, &message).await?;
+    Ok(Json(HistoryView {
+        id: uuid::Uuid::from_bytes(stored.payload.message_id).to_string(),
+        seq: stored.seq,
+        queue: QueueRef::from(&key),
+        deleted: false,
+        in_flight_until_ms: None,
+        deliveries: Vec::new(),
+    }))
 }

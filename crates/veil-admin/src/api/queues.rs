@@ -138,6 +138,9 @@ fn apply_settings(config: &mut QueueConfig, settings: &QueueSettings) -> Result<
     if let Some(max) = settings.inflight_max {
         config.inflight_max = max;
     }
+    if let Some(on) = settings.delivery_history {
+        config.delivery_history = on;
+    }
     Ok(())
 }
 

@@ -100,6 +100,9 @@ pub struct QueueSettings {
     pub message_size_bytes_max: Option<u32>,
     pub receive_wait_s: Option<u64>,
     pub inflight_max: Option<u32>,
+    /// Whether each message's recent deliveries are recorded (on by default; off saves one small write per
+    /// receive).
+    pub delivery_history: Option<bool>,
 }
 
 /// Where a queue's messages go after too many receives.
@@ -137,6 +140,7 @@ impl QueueDetail {
                 message_size_bytes_max: Some(config.message_size_bytes_max),
                 receive_wait_s: Some(config.receive_wait_ms / 1000),
                 inflight_max: Some(config.inflight_max),
+                delivery_history: Some(config.delivery_history),
             },
             dead_letter: config.redrive_policy.as_ref().map(|p| DeadLetterRule {
                 dead_letter_queue: QueueRef::from(&p.dead_letter_queue),
@@ -505,13 +509,19 @@ impl From<veil_core::MessageHistory> for HistoryView {
                     received_at_ms: d.received_at,
                     receive_count: d.receive_count,
                     protocol: d.consumer.as_ref().map(|c| c.protocol.as_str().to_owned()),
-                    client: d.consumer.as_ref().and_then(|c| c.address).map(|a| a.to_string()),
+                    client: d
+                        .consumer
+                        .as_ref()
+                        .and_then(|c| c.address)
+                        .map(|a| a.to_string()),
                     identity: d.consumer.and_then(|c| c.identity),
                     visibility_timeout_ms: d.visibility_ms,
                     visibility_changes: d.visibility_changes,
-                    last_visibility_change: d.last_visibility_change.map(|c| VisibilityChangeView {
-                        at_ms: c.at,
-                        visibility_timeout_ms: c.visibility_ms,
+                    last_visibility_change: d.last_visibility_change.map(|c| {
+                        VisibilityChangeView {
+                            at_ms: c.at,
+                            visibility_timeout_ms: c.visibility_ms,
+                        }
                     }),
                     ended: match d.ended {
                         None => EndedView {
@@ -524,7 +534,9 @@ impl From<veil_core::MessageHistory> for HistoryView {
                                 E::Deleted => ("deleted", None),
                                 E::Released => ("released", None),
                                 E::Lapsed => ("lapsed", None),
-                                E::DeadLettered { to } => ("dead_lettered", Some(QueueRef::from(&to))),
+                                E::DeadLettered { to } => {
+                                    ("dead_lettered", Some(QueueRef::from(&to)))
+                                }
                                 E::Moved { to } => ("moved", Some(QueueRef::from(&to))),
                             };
                             EndedView {

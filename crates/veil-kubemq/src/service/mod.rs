@@ -120,7 +120,11 @@ struct Collect {
 
 /// A KubeMQ client as the delivery history names it: its address and its ClientID.
 fn consumer(peer: Option<SocketAddr>, client_id: &str) -> Consumer {
-    Consumer::new(veil_core::Protocol::Kubemq, peer, Some(client_id.to_owned()))
+    Consumer::new(
+        veil_core::Protocol::Kubemq,
+        peer,
+        Some(client_id.to_owned()),
+    )
 }
 
 impl Inner {
