@@ -49,12 +49,42 @@ impl Captured {
 /// Collects every event of the current thread until the guard is dropped. A `#[tokio::test]` runs its tasks
 /// on its own thread, so handlers' events are seen too.
 pub fn capture() -> (Captured, DefaultGuard) {
+    keep_interest_dynamic();
     let captured = Captured::default();
     let layer = Collector {
         events: captured.events.clone(),
     };
     let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    tracing::callsite::rebuild_interest_cache();
     (captured, guard)
+}
+
+/// Tests run in parallel threads, most with no subscriber at all. A callsite first reached on such a thread
+/// can have its interest cached as "never" while another thread is just installing its capture, and then the
+/// audit event is lost to that test (seen in CI). A global subscriber that answers "sometimes" for every
+/// callsite (and enables nothing itself) keeps every callsite asking the current thread's subscriber.
+fn keep_interest_dynamic() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Fails only if a global subscriber exists already, which then decides interest itself.
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Undecided));
+    });
+}
+
+/// Interested "sometimes" in every callsite, enabled for nothing.
+struct Undecided;
+
+impl<S: tracing::Subscriber> Layer<S> for Undecided {
+    fn register_callsite(
+        &self,
+        _metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(&self, _metadata: &tracing::Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        false
+    }
 }
 
 struct Collector {
