@@ -67,7 +67,8 @@ fn keep_interest_dynamic() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // Fails only if a global subscriber exists already, which then decides interest itself.
-        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Undecided));
+        let _ =
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Undecided));
     });
 }
 
