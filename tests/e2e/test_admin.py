@@ -295,7 +295,7 @@ def test_admin_redrive_moves_an_azure_poison_queue_back(make_server):
     assert requests.get(poison, timeout=10).json()["queue"]["visible"] == 0
 
 
-def test_admin_redrive_of_a_running_source_is_refused_and_a_missing_queue_is_404(server, sqs, queue_name):
+def test_admin_redrive_of_a_missing_queue_is_404_and_to_a_missing_destination_400(server, sqs, queue_name):
     admin = f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}"
     assert requests.post(f"{admin}/redrive", json={}, timeout=10).status_code == 404
     sqs.create_queue(QueueName=queue_name)

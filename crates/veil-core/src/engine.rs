@@ -1365,21 +1365,35 @@ impl Engine {
 
     /// Returns up to `max_messages` visible messages without changing anything.
     pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
-        let now = self.clock.now();
         let max_messages = max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
-        let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
-            let index = locked.index();
-            let seen = index
+        self.inspect(key, |index, now| {
+            index
                 .peek_order(now, max_messages)
                 .into_iter()
-                .filter_map(|seq| {
-                    Some(Delivery {
-                        seq,
-                        state: index.get(seq)?,
-                        receipt: None,
-                        redrive: index.redrive(seq).cloned(),
-                        wants_id: false,
-                    })
+                .filter_map(|seq| Some((seq, index.get(seq)?)))
+                .collect()
+        })
+        .await
+    }
+
+    /// The messages `pick` chooses from a queue brought up to now, with their payloads, changing nothing: no
+    /// receipt, no receive count (peek and an operator's browse).
+    async fn inspect(
+        &self,
+        key: &QueueKey,
+        pick: impl FnOnce(&QueueIndex, Millis) -> Vec<(Seq, MessageState)>,
+    ) -> EngineResult<Vec<Message>> {
+        let now = self.clock.now();
+        let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
+            let index = locked.index();
+            let seen = pick(index, now)
+                .into_iter()
+                .map(|(seq, state)| Delivery {
+                    seq,
+                    state,
+                    receipt: None,
+                    redrive: index.redrive(seq).cloned(),
+                    wants_id: false,
                 })
                 .collect();
             (locked.id, seen)

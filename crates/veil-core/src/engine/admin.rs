@@ -2,7 +2,7 @@
 //! of every queue for the metrics scrape and the console, a browse of the stored messages in any state that
 //! changes nothing, and the removal of one message by its sequence number. The protocols never call these.
 
-use super::{Delivery, Engine};
+use super::Engine;
 use crate::clock::Millis;
 use crate::error::EngineResult;
 use crate::index::QueueIndex;
@@ -80,27 +80,9 @@ impl Engine {
         from: Seq,
         max_messages: usize,
     ) -> EngineResult<Vec<Message>> {
-        let now = self.clock.now();
         let max_messages = max_messages.clamp(1, limits::BROWSE_MESSAGES_MAX);
-        let ((queue, seen), commit) = self.on_queue(key, now, |locked| {
-            let index = locked.index();
-            let seen: Vec<Delivery> = index
-                .states_from(from, max_messages)
-                .into_iter()
-                .map(|(seq, state)| Delivery {
-                    seq,
-                    state,
-                    receipt: None,
-                    redrive: index.redrive(seq).cloned(),
-                    wants_id: false,
-                })
-                .collect();
-            (locked.id, seen)
-        })?;
-        // As in peek: answer only once every send we saw is durable.
-        let barrier = commit.unwrap_or_else(|| self.store.submit(Vec::new()));
-        barrier.await?;
-        self.with_payloads(queue, seen)
+        self.inspect(key, |index, _| index.states_from(from, max_messages))
+            .await
     }
 
     /// Deletes the message `seq` whatever its state, without a receipt (an operator's delete). Returns whether
