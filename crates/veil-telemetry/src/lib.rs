@@ -49,6 +49,8 @@ pub enum Protocol {
     Sqs,
     Azure,
     Kubemq,
+    /// The admin endpoint (its API audits through the same log).
+    Admin,
 }
 
 impl Protocol {
@@ -57,6 +59,7 @@ impl Protocol {
             Self::Sqs => "sqs",
             Self::Azure => "azure",
             Self::Kubemq => "kubemq",
+            Self::Admin => "admin",
         }
     }
 }

@@ -188,16 +188,16 @@ impl IntoResponse for ApiError {
 
 pub(crate) type ApiResult<T> = Result<Json<T>, ApiError>;
 
-/// One line on the audit target for an operator's destructive or settings-changing request.
+/// One line on the audit log for an operator's destructive or settings-changing request. No identity until the
+/// admin endpoint authenticates its callers.
 pub(crate) fn audit(action: &str, key: &veil_core::QueueKey, outcome: &str) {
-    tracing::info!(
-        target: "veil::audit",
+    veil_telemetry::audit::record(&veil_telemetry::audit::AuditEvent {
         action,
-        protocol = "admin",
-        namespace = %key.namespace,
-        queue = %key.name,
-        identity = "",
+        protocol: veil_telemetry::Protocol::Admin,
+        namespace: &key.namespace,
+        queue: &key.name,
+        identity: "",
+        client: "",
         outcome,
-        "admin operation"
-    );
+    });
 }
