@@ -3,6 +3,7 @@
 //! limits, errors and statistics. It does no I/O and never reads the system time: persistence is the
 //! [`store::Store`] port and time is the [`clock::Clock`] port.
 
+pub mod access;
 pub mod clock;
 pub mod engine;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod receipt;
 mod slab;
 pub mod store;
 
+pub use access::{Access, AccessDenied, Grant, GrantSpec, Pattern, Permission, Permissions};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{Engine, QueueOverview, CREATED_BY_SETTING};
 pub use error::{EngineError, EngineResult};
