@@ -18,4 +18,4 @@ pub mod service;
 pub mod time;
 
 pub use error::{AzureError, ErrorCode};
-pub use service::{router, AzureAccount, AzureConfig, PoisonDefault};
+pub use service::{router, throttled, AzureAccount, AzureConfig, PoisonDefault};
