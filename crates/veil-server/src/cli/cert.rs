@@ -204,7 +204,7 @@ Trust it in the clients:
   aws CLI / SDKs: AWS_CA_BUNDLE={ca}   (or aws --ca-bundle {ca})
   azure SDK:      QueueClient.from_connection_string(conn, \"q\", connection_verify=\"{ca}\")
                   with DefaultEndpointsProtocol=https;QueueEndpoint=https://127.0.0.1:10001/devstoreaccount1
-  kubemq SDK:     ClientConfig(address=\"localhost:50000\", tls=True, tls_ca_file=\"{ca}\")
+  kubemq SDK:     kubemq.queues.Client(address=\"localhost:50000\", tls=True, tls_ca_file=\"{ca}\")
   curl:           curl --cacert {ca} https://localhost:9325/healthz
   veil CLI:       SSL_CERT_FILE={ca} veil --endpoint https://localhost:9325 queues list"
     );
