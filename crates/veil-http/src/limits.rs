@@ -26,6 +26,9 @@ pub const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 60_000;
 pub const REQUEST_RATE_PER_S_DEFAULT: f64 = 0.0;
 /// Requests a connection may send at once above the rate, when the rate limit is on.
 pub const REQUEST_BURST_DEFAULT: u32 = 100;
+/// Body bytes of a throttled request read (and dropped) so that its connection stays usable; a larger body
+/// closes the connection instead.
+pub const THROTTLED_BODY_DRAIN_BYTES: usize = 64 * 1024;
 /// Accepted connections waiting for their TLS handshake or for the server to pick them up.
 pub const ACCEPT_QUEUE: usize = 128;
 /// Pause after a failed accept (e.g. out of file descriptors) before the next, so the loop does not spin.

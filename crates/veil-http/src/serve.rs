@@ -27,7 +27,7 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use crate::conn::{accept, ConnectionInfo};
-use crate::limits::{Limits, HTTP2_KEEPALIVE_INTERVAL_MS};
+use crate::limits::{Limits, HTTP2_KEEPALIVE_INTERVAL_MS, THROTTLED_BODY_DRAIN_BYTES};
 
 /// The answer to a request over its connection's rate limit, in the protocol's own words (SQS
 /// `RequestThrottled`, Azure `ServerBusy`); it sees the request's headers to pick the protocol's dialect.
@@ -117,8 +117,19 @@ impl hyper::service::Service<Request<Incoming>> for RequestService {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         if !self.info.admit() {
-            let response = (self.throttled)(request.headers());
-            return Box::pin(std::future::ready(Ok(response)));
+            let throttled = self.throttled.clone();
+            let timeout = self.body_timeout;
+            return Box::pin(async move {
+                let (parts, body) = request.into_parts();
+                // A small body is read and dropped: hyper closes a connection whose request body was left
+                // unread, and a client would then get a fresh connection (and bucket) just by being throttled.
+                let drained = http_body_util::BodyExt::collect(http_body_util::Limited::new(
+                    body,
+                    THROTTLED_BODY_DRAIN_BYTES,
+                ));
+                let _ = tokio::time::timeout(timeout, drained).await;
+                Ok(throttled(&parts.headers))
+            });
         }
         let mut request = request.map(|body| Body::new(TimedBody::new(body, self.body_timeout)));
         request.extensions_mut().insert(ConnectInfo(self.info.peer));

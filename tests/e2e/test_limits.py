@@ -1,0 +1,163 @@
+"""Limits against abuse (docs/security.md "Limits against abuse"): the per-connection request-rate limit answered
+with each protocol's throttling error (SQS `RequestThrottled` in JSON and Query, Azure 503 `ServerBusy`, gRPC
+`RESOURCE_EXHAUSTED`), the slow-client timeouts (a half-sent header, a stalled body) that free the connection
+while others are served, and the connection limit. Timeouts are shortened by the config file.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+
+import grpc
+import pytest
+import requests
+from azure.core.exceptions import HttpResponseError
+from azure.storage.queue import QueueServiceClient
+from botocore.exceptions import ClientError
+
+from helpers import VeilServer, make_client, strip_ns
+
+BURST = 3
+HEADER_TIMEOUT_MS = 500
+BODY_TIMEOUT_MS = 500
+ADMIN_MAX_CONNECTIONS = 3
+THROTTLED_MESSAGE = "The request was denied due to request throttling."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("veil-limits")
+    config = base / "veil.toml"
+    config.write_text(
+        "[limits]\n"
+        f"header_read_timeout_ms = {HEADER_TIMEOUT_MS}\n"
+        f"body_read_timeout_ms = {BODY_TIMEOUT_MS}\n"
+        # One request a second after a burst of three: a quick loop is throttled at its fourth request.
+        f"request_rate = 1.0\nrequest_burst = {BURST}\n"
+        "[limits.admin]\n"
+        f"max_connections = {ADMIN_MAX_CONNECTIONS}\n"
+        "header_read_timeout_ms = 5000\n"
+        "request_rate = 0\n"
+    )
+    srv = VeilServer(base / "data", log_dir=base, extra_args=["--config", str(config)]).start()
+    yield srv
+    assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
+    srv.stop_cleanly()
+
+
+def test_a_burst_over_the_rate_gets_sqs_request_throttled_in_json(server):
+    sqs = make_client(server.endpoint)  # one attempt: botocore would retry RequestThrottled
+    for _ in range(BURST):
+        sqs.list_queues()
+    with pytest.raises(ClientError) as caught:
+        for _ in range(BURST):
+            sqs.list_queues()
+    error = caught.value.response
+    assert error["Error"]["Code"] == "RequestThrottled"
+    assert error["Error"]["Message"] == THROTTLED_MESSAGE
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_a_burst_over_the_rate_gets_sqs_request_throttled_in_query(server):
+    with requests.Session() as session:
+        answers = [session.post(server.endpoint + "/", data={"Action": "ListQueues"}, timeout=2)
+                   for _ in range(BURST + 2)]
+    assert [a.status_code for a in answers[:BURST]] == [200] * BURST
+    throttled = answers[-1]
+    assert throttled.status_code == 400
+    error = strip_ns(__import__("xml.etree.ElementTree", fromlist=["x"]).fromstring(throttled.content))
+    assert error.findtext("Error/Code") == "RequestThrottled"
+    assert error.findtext("Error/Type") == "Sender"
+    assert error.findtext("Error/Message") == THROTTLED_MESSAGE
+
+
+def test_the_rate_limit_is_per_connection(server):
+    with requests.Session() as first:
+        for _ in range(BURST + 1):
+            last = first.post(server.endpoint + "/", data={"Action": "ListQueues"}, timeout=2)
+        assert last.status_code == 400
+        with requests.Session() as second:
+            assert second.post(server.endpoint + "/", data={"Action": "ListQueues"}, timeout=2).ok
+
+
+def test_a_burst_over_the_rate_gets_azure_server_busy(server):
+    service = QueueServiceClient.from_connection_string(server.azure_connection_string(), retry_total=0)
+    for _ in range(BURST):
+        service.get_service_properties()
+    with pytest.raises(HttpResponseError) as caught:
+        for _ in range(BURST):
+            service.get_service_properties()
+    assert caught.value.status_code == 503
+    assert caught.value.error_code == "ServerBusy"
+    assert "The server is currently unable to receive requests. Please retry your request." in str(caught.value)
+
+
+def test_a_burst_over_the_rate_gets_grpc_resource_exhausted(server):
+    with grpc.insecure_channel(server.kubemq_address) as channel:
+        ping = channel.unary_unary("/kubemq.kubemq/Ping", request_serializer=lambda _: b"",
+                                   response_deserializer=lambda raw: raw)
+        for _ in range(BURST):
+            ping(None, timeout=2)
+        with pytest.raises(grpc.RpcError) as caught:
+            for _ in range(BURST):
+                ping(None, timeout=2)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float:
+    """Reads until the server closes `sock`; returns how long that took."""
+    started = time.monotonic()
+    sock.settimeout(seconds)
+    while sock.recv(4096):
+        pass
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("listener", ["port", "azure_port"])
+def test_a_client_trickling_its_header_is_disconnected_while_others_are_served(server, listener):
+    port = getattr(server, listener)
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as slow:
+        slow.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-")
+        # Meanwhile another client is served at once.
+        started = time.monotonic()
+        assert requests.get(f"http://127.0.0.1:{server.port}/?Action=ListQueues", timeout=2).status_code == 200
+        assert time.monotonic() - started < 0.4
+        assert closed_within(slow, 2.0) < 2.0
+
+
+def test_a_client_stalling_its_body_gets_an_error_after_the_body_timeout(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=2) as slow:
+        slow.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                     b"Content-Length: 100\r\n\r\nAction=List")
+        started = time.monotonic()
+        slow.settimeout(2.0)
+        answer = slow.recv(4096)
+        assert time.monotonic() - started < 2.0
+        assert answer.startswith(b"HTTP/1.1 400"), answer
+
+
+def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(server):
+    held = [socket.create_connection(("127.0.0.1", server.admin_port), timeout=2)
+            for _ in range(ADMIN_MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.1)  # every held connection accepted before the next
+        with socket.create_connection(("127.0.0.1", server.admin_port), timeout=2) as extra:
+            assert closed_within(extra, 1.0) < 1.0
+        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        held[0].settimeout(2)
+        assert held[0].recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in held:
+            sock.close()
+    # The slots are free again once those connections closed.
+    deadline = time.monotonic() + 2
+    while True:
+        try:
+            if requests.get(f"{server.admin_endpoint}/healthz", timeout=1).ok:
+                break
+        except requests.exceptions.ConnectionError:
+            pass
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
