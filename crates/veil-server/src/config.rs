@@ -108,8 +108,10 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, log_format, store_cache_mib, admin_listen, and an [azure] table with listen, auth, max_dequeue_count and
-    /// [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
+    /// durability, log_level, log_format, store_cache_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
+    /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [azure] table with listen, auth,
+    /// max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace). Flags and
+    /// environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded store and the receipt secret [default: ./veil-data]

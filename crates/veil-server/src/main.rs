@@ -47,7 +47,7 @@ struct Cli {
 enum Command {
     /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure
     /// Queue Storage endpoint on --azure-listen and the KubeMQ queues endpoint (gRPC) on --kubemq-listen.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Certificates for TLS: `veil cert dev` writes a development CA and server certificate.
     #[command(subcommand)]
     Cert(cli::cert::CertCommand),
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         Command::Client(command) => cli::run(cli.client, command),
         Command::Cert(command) => cli::cert::run(command),
         Command::Serve(args) => {
-            let settings = match Settings::resolve(args) {
+            let settings = match Settings::resolve(*args) {
                 Ok(settings) => settings,
                 Err(error) => {
                     eprintln!("veil: {error}");
