@@ -11,6 +11,8 @@
 pub mod api;
 pub mod auth;
 pub mod codec;
+pub mod delegation;
+pub mod entra;
 pub mod error;
 pub mod limits;
 pub mod pop_receipt;
@@ -18,4 +20,4 @@ pub mod service;
 pub mod time;
 
 pub use error::{AzureError, ErrorCode};
-pub use service::{router, AzureAccount, AzureConfig, PoisonDefault};
+pub use service::{router, AzureAccount, AzureConfig, OverTls, PoisonDefault};
