@@ -584,6 +584,51 @@ mod tests {
     }
 
     #[test]
+    fn azure_entra_reads_the_jwks_file_role_assignments_and_refuses_unknown_roles() {
+        use veil_azure::entra::{EntraMode, Role};
+        let dir = tempfile::tempdir().unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(
+            &jwks,
+            r#"{"keys":[{"kty":"RSA","kid":"k1","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}]}"#,
+        )
+        .unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[azure.entra]\nmode = \"verify\"\njwks_file = {:?}\naudiences = [\"https://storage.azure.com\"]\n\
+                 [[azure.role_assignments]]\nprincipal = \"oid-1\"\nrole = \"Storage Queue Data Reader\"\nqueues = \"orders-*\"\n",
+                jwks.display().to_string()
+            ),
+        )
+        .unwrap();
+        let args = |path: &Path, flag| ServeArgs {
+            config: Some(path.to_path_buf()),
+            azure_entra: flag,
+            ..ServeArgs::default()
+        };
+        let entra = Settings::resolve(args(&path, None)).unwrap().azure_entra;
+        assert_eq!(entra.mode, EntraMode::Verify);
+        assert_eq!(entra.keys.len(), 1);
+        assert_eq!(entra.role_assignments[0].role, Role::Reader);
+        assert_eq!(entra.role_assignments[0].account.as_str(), "*");
+        let dev = Settings::resolve(args(&path, Some(AzureEntraMode::Dev))).unwrap();
+        assert_eq!(dev.azure_entra.mode, EntraMode::Dev, "the flag wins");
+
+        let unknown = dir.path().join("unknown.toml");
+        std::fs::write(
+            &unknown,
+            "[[azure.role_assignments]]\nprincipal = \"x\"\nrole = \"Owner\"\n",
+        )
+        .unwrap();
+        assert!(Settings::resolve(args(&unknown, None)).is_err());
+        let no_keys = dir.path().join("nokeys.toml");
+        std::fs::write(&no_keys, "[azure.entra]\nmode = \"verify\"\n").unwrap();
+        assert!(Settings::resolve(args(&no_keys, None)).is_err());
+    }
+
+    #[test]
     fn azure_accounts_and_poison_default_come_from_the_azure_table() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("veil.toml");
