@@ -6,14 +6,15 @@ puts but cannot get, a Message Processor gets and deletes, a Contributor creates
 signature, audience or issuer, or expired, is 401 InvalidAuthenticationInfo with `WWW-Authenticate`. Dev mode
 accepts a self-made token. Get User Delegation Key needs a bearer token; a user delegation SAS signed with the
 key works from the SDK, within its permissions and its delegator's roles. A SAS with `spr=https` is refused
-over plain HTTP (AuthorizationProtocolMismatch).
+over plain HTTP (AuthorizationProtocolMismatch) and accepted over https.
 
-The SDK sends bearer tokens over https only (the client refuses a token credential for an http URL). Until
-Veil's listeners speak TLS, the token clients are given the https URL and a transport that sends the same
-requests over plain http."""
+The SDK sends bearer tokens over https only (the client refuses a token credential for an http URL), so these
+servers listen with TLS: a development certificate from `veil cert dev`, trusted by the clients through
+`connection_verify=<ca.pem>`."""
 
 import base64
 import json
+import subprocess
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -22,7 +23,6 @@ import jwt
 import pytest
 import requests
 from azure.core.credentials import AccessToken
-from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.queue import (
     QueueClient,
     QueueSasPermissions,
@@ -31,7 +31,7 @@ from azure.storage.queue import (
 )
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from helpers import AZURE_ACCOUNT, azure_name, error_details, expect_azure_error
+from helpers import AZURE_ACCOUNT, AZURE_KEY, azure_name, error_details, expect_azure_error, veil_bin
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 ISSUER = f"https://sts.windows.net/{TENANT}/"
@@ -80,20 +80,30 @@ class StaticToken:
         return AccessToken(self.jwt_text, int(time.time()) + 3600)
 
 
-class HttpsOverHttp(RequestsTransport):
-    """Sends the SDK's https requests over plain http, to a listener that has no TLS yet."""
-
-    def send(self, request, **kwargs):
-        request.url = request.url.replace("https://", "http://", 1)
-        return super().send(request, **kwargs)
+# The CA file every https client of this module trusts (set by `dev_cert`).
+CA: dict = {}
 
 
-def token_endpoint(server) -> str:
+@pytest.fixture(scope="module")
+def dev_cert(veil_path, tmp_path_factory):
+    """The directory of a development CA (ca.pem) and the server certificate it signed (cert.pem, key.pem)."""
+    out = tmp_path_factory.mktemp("tls")
+    subprocess.run([veil_bin(), "cert", "dev", "--out", str(out), "--force"], check=True, capture_output=True,
+                   timeout=20)
+    CA["path"] = str(out / "ca.pem")
+    return out
+
+
+def tls_args(cert_dir) -> list[str]:
+    return ["--tls-cert", str(cert_dir / "cert.pem"), "--tls-key", str(cert_dir / "key.pem")]
+
+
+def https_endpoint(server) -> str:
     return server.azure_endpoint.replace("http://", "https://", 1)
 
 
-def token_client_options() -> dict:
-    return {"transport": HttpsOverHttp()}
+def https_options() -> dict:
+    return {"connection_verify": CA["path"]}
 
 
 def write_config(tmp_path, mode: str) -> str:
@@ -115,22 +125,27 @@ def write_config(tmp_path, mode: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def entra_server(veil_path, tmp_path_factory):
+def entra_server(veil_path, tmp_path_factory, dev_cert):
     from helpers import VeilServer
 
     base = tmp_path_factory.mktemp("entra")
-    srv = VeilServer(base / "data", log_dir=base, extra_args=["--config", write_config(base, "verify")]).start()
+    srv = VeilServer(base / "data", log_dir=base,
+                     extra_args=["--config", write_config(base, "verify"), *tls_args(dev_cert)]).start()
     yield srv
     assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
     srv.stop_cleanly()
 
 
 def service(server, jwt_text: str) -> QueueServiceClient:
-    return QueueServiceClient(token_endpoint(server), credential=StaticToken(jwt_text), **token_client_options())
+    return QueueServiceClient(https_endpoint(server), credential=StaticToken(jwt_text), **https_options())
 
 
 def queue(server, jwt_text: str, name: str) -> QueueClient:
-    return QueueClient(token_endpoint(server), name, credential=StaticToken(jwt_text), **token_client_options())
+    return QueueClient(https_endpoint(server), name, credential=StaticToken(jwt_text), **https_options())
+
+
+def sas_queue(server, name: str, sas: str) -> QueueClient:
+    return QueueClient(https_endpoint(server), name, credential=sas, **https_options())
 
 
 @pytest.fixture
@@ -233,14 +248,15 @@ def test_a_token_within_entra_clock_skew_is_still_accepted(entra_server, entra_q
 
 def test_a_bearer_token_needs_version_2017_11_09(entra_server, entra_queue):
     resp = requests.get(
-        f"{entra_server.azure_endpoint}/{entra_queue}/messages", params={"peekonly": "true"},
+        f"{https_endpoint(entra_server)}/{entra_queue}/messages", params={"peekonly": "true"},
         headers={"Authorization": f"Bearer {token(CONTRIBUTOR)}", "x-ms-version": "2017-07-29"}, timeout=2,
+        verify=CA["path"],
     )
     assert (resp.status_code, resp.headers["x-ms-error-code"]) == (403, "AuthenticationFailed")
 
 
-def test_dev_mode_accepts_a_self_made_token(make_server, tmp_path):
-    server = make_server(extra_args=["--azure-entra", "dev"])
+def test_dev_mode_accepts_a_self_made_token(make_server, dev_cert):
+    server = make_server(extra_args=["--azure-entra", "dev", *tls_args(dev_cert)])
     self_made = jwt.encode({"oid": "me", "exp": int(time.time()) + 600}, "any secret", algorithm="HS256")
     name = azure_name("dev-mode")
     client = queue(server, self_made, name)
@@ -249,9 +265,10 @@ def test_dev_mode_accepts_a_self_made_token(make_server, tmp_path):
     assert [m.content for m in client.peek_messages()] == ["dev"]
 
 
-def test_tokens_are_refused_when_entra_is_off(server, azure_queue):
-    client = queue(server, token(CONTRIBUTOR), azure_queue.queue_name)
-    expect_azure_error(client.peek_messages, "InvalidAuthenticationInfo", 401)
+def test_tokens_are_refused_when_entra_is_off(make_server, dev_cert):
+    server = make_server(extra_args=tls_args(dev_cert))
+    client = queue(server, token(CONTRIBUTOR), azure_name("entra-off"))
+    expect_azure_error(client.create_queue, "InvalidAuthenticationInfo", 401)
 
 
 def user_delegation_key(server, jwt_text: str):
@@ -273,7 +290,9 @@ def test_get_user_delegation_key_refuses_a_key_beyond_seven_days(entra_server):
 
 
 def test_get_user_delegation_key_needs_a_bearer_token(entra_server):
-    shared_key = QueueServiceClient.from_connection_string(entra_server.azure_connection_string())
+    shared_key = QueueServiceClient(https_endpoint(entra_server),
+                                    credential={"account_name": AZURE_ACCOUNT, "account_key": AZURE_KEY},
+                                    **https_options())
     e = expect_azure_error(shared_key.get_user_delegation_key, "AuthenticationFailed", 403,
                            start=datetime.now(timezone.utc), expiry=datetime.now(timezone.utc) + timedelta(hours=1))
     assert "Bearer" in error_details(e)["AuthenticationErrorDetail"]
@@ -288,7 +307,7 @@ def delegation_sas(server, delegator: str, queue_name: str, permission: QueueSas
 
 def test_a_user_delegation_sas_works_from_the_sdk_within_its_permissions(entra_server, entra_queue):
     sas = delegation_sas(entra_server, CONTRIBUTOR, entra_queue, QueueSasPermissions(add=True, read=True))
-    client = QueueClient(entra_server.azure_endpoint, entra_queue, credential=sas)
+    client = sas_queue(entra_server, entra_queue, sas)
     client.send_message("delegated")
     assert [m.content for m in client.peek_messages()] == ["delegated"]
     expect_azure_error(lambda: list(client.receive_messages()), "AuthorizationPermissionMismatch", 403)
@@ -296,7 +315,7 @@ def test_a_user_delegation_sas_works_from_the_sdk_within_its_permissions(entra_s
 
 def test_a_user_delegation_sas_is_limited_by_its_delegators_roles(entra_server, entra_queue):
     sas = delegation_sas(entra_server, READER, entra_queue, QueueSasPermissions(add=True, read=True))
-    client = QueueClient(entra_server.azure_endpoint, entra_queue, credential=sas)
+    client = sas_queue(entra_server, entra_queue, sas)
     client.peek_messages()
     expect_azure_error(client.send_message, "AuthorizationPermissionMismatch", 403, content="beyond the reader")
 
@@ -307,21 +326,29 @@ def test_a_user_delegation_sas_of_a_forged_key_is_refused(entra_server, entra_qu
     sas = generate_queue_sas(AZURE_ACCOUNT, entra_queue, account_key=None, user_delegation_key=key,
                              permission=QueueSasPermissions(read=True),
                              expiry=datetime.now(timezone.utc) + timedelta(hours=1))
-    client = QueueClient(entra_server.azure_endpoint, entra_queue, credential=sas)
+    client = sas_queue(entra_server, entra_queue, sas)
     expect_azure_error(client.peek_messages, "AuthenticationFailed", 403)
 
 
-def test_a_user_delegation_key_survives_a_restart(make_server, tmp_path):
-    server = make_server(extra_args=["--config", write_config(tmp_path, "verify")])
+def test_a_user_delegation_key_survives_a_restart(make_server, tmp_path, dev_cert):
+    server = make_server(extra_args=["--config", write_config(tmp_path, "verify"), *tls_args(dev_cert)])
     name = azure_name("entra-restart")
     queue(server, token(CONTRIBUTOR), name).create_queue()
     sas = delegation_sas(server, CONTRIBUTOR, name, QueueSasPermissions(add=True))
     server.stop_cleanly()
     server.start()
-    QueueClient(server.azure_endpoint, name, credential=sas).send_message("after the restart")
+    sas_queue(server, name, sas).send_message("after the restart")
 
 
-def test_a_sas_for_https_only_is_refused_over_http(entra_server, entra_queue):
+def test_a_sas_for_https_only_works_over_https(entra_server, entra_queue):
     sas = delegation_sas(entra_server, CONTRIBUTOR, entra_queue, QueueSasPermissions(read=True), protocol="https")
-    client = QueueClient(entra_server.azure_endpoint, entra_queue, credential=sas)
+    assert "spr=https" in sas
+    sas_queue(entra_server, entra_queue, sas).peek_messages()
+
+
+def test_a_sas_for_https_only_is_refused_over_http(server, azure_queue):
+    sas = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, account_key=AZURE_KEY,
+                             permission=QueueSasPermissions(read=True), protocol="https",
+                             expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+    client = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=sas)
     expect_azure_error(client.peek_messages, "AuthorizationProtocolMismatch", 403)

@@ -1,6 +1,21 @@
 //! The HTTP glue that Veil's HTTP front-ends (veil-sqs, veil-azure) share. Their codecs are pure: they produce
 //! an [`HttpReply`] (status, headers, body) that tests read as bytes, and only the service turns it into an axum
 //! [`Response`] here, so the two front-ends cannot drift in how a reply reaches the wire.
+//!
+//! It also holds what every listener runs (docs/security.md "TLS", "Limits against abuse"): [`conn::accept`]
+//! (connection limit, TLS handshake under a timeout), [`tls`] (certificates reloaded on SIGHUP), [`serve()`]
+//! (the HTTP serve loop with its limits and graceful stop) and the per-connection rate limit ([`rate`]).
+
+pub mod conn;
+pub mod limits;
+pub mod rate;
+pub mod serve;
+pub mod tls;
+
+pub use conn::{accept, Conn, ConnectionInfo};
+pub use limits::{Limits, Rate};
+pub use serve::{serve, Listener, Throttled};
+pub use tls::{CertFiles, ReloadingCert, TlsError};
 
 use std::borrow::Cow;
 

@@ -2,18 +2,23 @@
 //! wire (package `kubemq`, service `kubemq`, KubeMQ's message names and field numbers), compiled at build time
 //! without a system protoc; [`convert`] is the pure layer (wire ↔ engine, KubeMQ's validation and in-band
 //! error texts); [`service`] is the thin tonic service over the engine; [`serve`] runs it with optional token
-//! authentication and a graceful stop that tells open downstreams `CloseByServer`.
+//! authentication, optional TLS, the listener limits of veil-http (connections, TLS handshake timeout, a
+//! per-connection request-rate limit answered with `RESOURCE_EXHAUSTED`) and a graceful stop that tells open
+//! downstreams `CloseByServer`.
 
 pub mod convert;
 pub mod limits;
 pub mod service;
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use tokio::sync::watch;
 use tonic::{Request, Status};
 use veil_core::Engine;
+use veil_http::{Conn, ConnectionInfo, Limits};
 use veil_telemetry::audit::{self, AuditEvent};
 use veil_telemetry::{Code, Protocol, Telemetry};
 
@@ -33,6 +38,71 @@ pub struct KubemqConfig {
     pub auth_tokens: Vec<String>,
     /// Where each RPC is counted (`veil_requests_total{protocol="kubemq"}`); detached by default.
     pub telemetry: Telemetry,
+    /// With a configuration the endpoint serves TLS only (ALPN h2).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Connections, TLS handshake timeout, header list size and the per-connection request rate.
+    pub limits: Limits,
+}
+
+/// The caller's address: from the connection Veil accepted, else from tonic (a test's own server).
+pub fn peer_addr<T>(request: &Request<T>) -> Option<SocketAddr> {
+    request
+        .extensions()
+        .get::<ConnectionInfo>()
+        .map(|info| info.peer)
+        .or_else(|| request.remote_addr())
+}
+
+/// A connection accepted by veil-http, as tonic's server takes it: its connect info, which tonic puts in
+/// every request's extensions, is veil-http's [`ConnectionInfo`] (peer, TLS, rate limit).
+struct GrpcConn(Conn);
+
+impl tonic::transport::server::Connected for GrpcConn {
+    type ConnectInfo = ConnectionInfo;
+
+    fn connect_info(&self) -> ConnectionInfo {
+        self.0.info().clone()
+    }
+}
+
+impl tokio::io::AsyncRead for GrpcConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for GrpcConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+/// The per-connection request-rate limit: an RPC over it fails with `RESOURCE_EXHAUSTED`, gRPC's throttling
+/// status (docs/security.md "Limits against abuse").
+#[allow(clippy::result_large_err)]
+fn admit(request: &Request<()>) -> Result<(), Status> {
+    match request.extensions().get::<ConnectionInfo>() {
+        Some(info) if !info.admit() => Err(Status::resource_exhausted(
+            "request rate limit of the connection exceeded",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the `authorization` metadata against the configured tokens; a missing or wrong token is
@@ -93,29 +163,32 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     let tokens = Arc::new(config.auth_tokens);
+    let limits = config.limits;
     let telemetry = config.telemetry;
     let service =
         service::KubemqService::new(engine, config.settings, shutdown.clone(), telemetry.clone());
-    let interceptor = move |request: Request<()>| authenticate(&tokens, &telemetry, request);
+    let interceptor = move |request: Request<()>| {
+        admit(&request)?;
+        authenticate(&tokens, &telemetry, request)
+    };
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
+        .http2_max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .http2_keepalive_interval(Some(std::time::Duration::from_millis(
+            veil_http::limits::HTTP2_KEEPALIVE_INTERVAL_MS,
+        )))
         .add_service(pb::kubemq_server::KubemqServer::with_interceptor(
             service,
             interceptor,
         ))
         .serve_with_incoming_shutdown(
-            // tonic sets TCP_NODELAY only on listeners it binds itself: without it, a response that spans
-            // segments waits on the client's delayed ACK (~40 ms per batch).
+            // veil-http's accept loop: connection limit, TCP_NODELAY (tonic sets it only on listeners it binds
+            // itself), the TLS handshake under its timeout. Dropping the stream on stop ends the loop.
             tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                |accepted| {
-                    if let Ok(stream) = &accepted {
-                        if let Err(error) = stream.set_nodelay(true) {
-                            tracing::warn!(%error, "cannot set TCP_NODELAY on a KubeMQ connection");
-                        }
-                    }
-                    accepted
-                },
+                tokio_stream::wrappers::ReceiverStream::new(veil_http::accept(
+                    "kubemq", listener, config.tls, limits,
+                )),
+                |conn| Ok::<_, std::io::Error>(GrpcConn(conn)),
             ),
             async move {
                 let _ = stopped.wait_for(|stop| *stop).await;

@@ -74,6 +74,7 @@ impl Veil {
             settings,
             auth_tokens: Vec::new(),
             telemetry: telemetry.clone(),
+            ..veil_kubemq::KubemqConfig::default()
         };
         let served = tokio::spawn(veil_kubemq::serve(
             engine.clone(),

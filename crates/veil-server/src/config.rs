@@ -74,6 +74,8 @@ struct AzureFile {
     entra: Option<AzureEntraFile>,
     #[serde(default)]
     role_assignments: Vec<AzureRoleAssignmentFile>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 /// How the Azure endpoint treats Entra ID bearer tokens (docs/security.md, "Azure Queue Storage").
@@ -130,6 +132,8 @@ struct KubemqFile {
     max_delay_seconds: Option<i32>,
     max_receive_count: Option<i32>,
     max_inflight: Option<u32>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 /// An Azure account in force, its key decoded.
@@ -197,6 +201,8 @@ pub struct ServeArgs {
     /// console (/) [default: 127.0.0.1:9325]
     #[arg(long, env = "VEIL_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub listeners: crate::listeners::ListenerArgs,
 }
 
 /// The same settings as read from the TOML file.
@@ -216,10 +222,18 @@ struct FileConfig {
     azure: AzureFile,
     #[serde(default)]
     kubemq: KubemqFile,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    sqs_tls_cert: Option<PathBuf>,
+    sqs_tls_key: Option<PathBuf>,
+    admin_tls_cert: Option<PathBuf>,
+    admin_tls_key: Option<PathBuf>,
+    #[serde(default)]
+    limits: crate::listeners::LimitsFile,
 }
 
 /// The settings in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub data_dir: PathBuf,
     pub sqs_listen: SocketAddr,
@@ -242,6 +256,8 @@ pub struct Settings {
     pub kubemq_auth_tokens: Vec<String>,
     pub kubemq_settings: veil_kubemq::Settings,
     pub admin_listen: SocketAddr,
+    /// TLS and limits of each listener.
+    pub listeners: crate::listeners::ListenerSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -284,7 +300,10 @@ impl Settings {
 
     /// Each setting from the flags (or environment), else the config file, else its default.
     fn merge(args: ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        let listeners =
+            crate::listeners::ListenerSettings::resolve(args.listeners, listener_file(&file))?;
         Ok(Settings {
+            listeners,
             data_dir: args
                 .data_dir
                 .or(file.data_dir)
@@ -361,6 +380,23 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+}
+
+/// The TLS and limits keys of the config file's tables, gathered for `listeners`.
+fn listener_file(file: &FileConfig) -> crate::listeners::ListenerFile {
+    use crate::listeners::TlsFile;
+    let tls = |cert: &Option<PathBuf>, key: &Option<PathBuf>| TlsFile {
+        tls_cert: cert.clone(),
+        tls_key: key.clone(),
+    };
+    crate::listeners::ListenerFile {
+        shared: tls(&file.tls_cert, &file.tls_key),
+        sqs: tls(&file.sqs_tls_cert, &file.sqs_tls_key),
+        azure: tls(&file.azure.tls_cert, &file.azure.tls_key),
+        kubemq: tls(&file.kubemq.tls_cert, &file.kubemq.tls_key),
+        admin: tls(&file.admin_tls_cert, &file.admin_tls_key),
+        limits: file.limits.clone(),
     }
 }
 

@@ -4,13 +4,12 @@
 
 mod cli;
 mod config;
+mod listeners;
 
-use std::future::IntoFuture;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use veil_core::{Engine, ReceiptKey, SystemClock};
@@ -49,6 +48,9 @@ enum Command {
     /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure
     /// Queue Storage endpoint on --azure-listen and the KubeMQ queues endpoint (gRPC) on --kubemq-listen.
     Serve(ServeArgs),
+    /// Certificates for TLS: `veil cert dev` writes a development CA and server certificate.
+    #[command(subcommand)]
+    Cert(cli::cert::CertCommand),
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Client(command) => cli::run(cli.client, command),
+        Command::Cert(command) => cli::cert::run(command),
         Command::Serve(args) => {
             let settings = match Settings::resolve(args) {
                 Ok(settings) => settings,
@@ -115,24 +118,37 @@ enum ServeError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
-    #[error("server: {0}")]
-    Serve(std::io::Error),
     #[error("KubeMQ endpoint: {0}")]
     Kubemq(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] veil_http::TlsError),
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
     // One set of metrics for the whole server: every front-end and the store report into clones of it, and
     // the admin endpoint serves them.
     let telemetry = Telemetry::default();
+    // Every certificate is read before anything listens: a bad file stops the start, not a later handshake.
+    let mut certificates = listeners::Certificates::default();
+    let tls = TlsConfigs::load(&settings.listeners, &mut certificates)?;
+    certificates.reload_on_sighup();
     // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
-    let admin = Admin::start(settings.admin_listen, &telemetry).await?;
+    let admin = Admin::start(
+        settings.admin_listen,
+        tls.admin.clone(),
+        settings.listeners.admin.limits.clone(),
+        &telemetry,
+    )
+    .await?;
     let (store, engine) = open_engine(&settings, &telemetry)?;
     admin.engine_opened(&engine);
     let sweeper = spawn_sweeper(engine.clone());
     let mover = spawn_move_task_driver(engine.clone());
     let sampler = admin.series.spawn_sampler(engine.clone());
-    let sqs_app = veil_sqs::router(engine.clone(), sqs_config(&settings, &telemetry));
+    let sqs_app = veil_sqs::router(
+        engine.clone(),
+        sqs_config(&settings, &telemetry, tls.sqs.is_some()),
+    );
     let azure_app = veil_azure::router(engine.clone(), azure_config(&settings, &telemetry));
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
@@ -142,26 +158,38 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     admin.readiness.set(veil_admin::Phase::Ready);
 
     let stopped = stop_on_signal(engine.clone(), admin.readiness.clone());
-    let (sqs_served, azure_served, kubemq_served) = tokio::join!(
-        // With the peer address: the audit log's `client` and the delivery history's consumer.
-        axum::serve(
-            sqs_listener.tap_io(no_delay),
-            sqs_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(until_stopped(stopped.clone()))
-        .into_future(),
-        // With the peer address, which a SAS's `sip` is checked against.
-        axum::serve(
-            azure_listener.tap_io(no_delay),
-            azure_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(until_stopped(stopped.clone()))
-        .into_future(),
+    let limits = &settings.listeners;
+    let (_, _, kubemq_served) = tokio::join!(
+        // Requests carry the peer address (the audit log's `client`, the delivery history's consumer) and
+        // veil_http::ConnectionInfo (whether the connection is TLS).
+        veil_http::serve(
+            veil_http::Listener {
+                name: "sqs",
+                tcp: sqs_listener,
+                tls: tls.sqs.clone(),
+                limits: limits.sqs.limits.clone(),
+                throttled: Arc::new(veil_sqs::throttled),
+            },
+            sqs_app,
+            until_stopped(stopped.clone()),
+        ),
+        // The peer address is what a SAS's `sip` is checked against.
+        veil_http::serve(
+            veil_http::Listener {
+                name: "azure",
+                tcp: azure_listener,
+                tls: tls.azure.clone(),
+                limits: limits.azure.limits.clone(),
+                throttled: Arc::new(veil_azure::throttled),
+            },
+            azure_app,
+            until_stopped(stopped.clone()),
+        ),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
         veil_kubemq::serve(
             engine.clone(),
-            kubemq_config(&settings, &telemetry),
+            kubemq_config(&settings, &telemetry, tls.kubemq.clone()),
             kubemq_listener,
             stopped
         ),
@@ -175,7 +203,6 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     drop(engine);
     store.close();
     tracing::info!("store closed; bye");
-    sqs_served.and(azure_served).map_err(ServeError::Serve)?;
     kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
 }
 
@@ -187,11 +214,16 @@ struct Admin {
     series: veil_admin::Series,
     /// Tells the admin server to stop accepting and finish its requests.
     stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
+    served: tokio::task::JoinHandle<()>,
 }
 
 impl Admin {
-    async fn start(addr: std::net::SocketAddr, telemetry: &Telemetry) -> Result<Self, ServeError> {
+    async fn start(
+        addr: std::net::SocketAddr,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        limits: veil_http::Limits,
+        telemetry: &Telemetry,
+    ) -> Result<Self, ServeError> {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
         let mut registry = veil_admin::Registry::default();
         telemetry.register(&mut registry);
@@ -204,15 +236,22 @@ impl Admin {
             series.clone(),
         );
         let listener = bind(addr).await?;
-        tracing::info!(%addr, "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
+        tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(
-            axum::serve(listener.tap_io(no_delay), veil_admin::router(state))
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .into_future(),
-        );
+        let listener = veil_http::Listener {
+            name: "admin",
+            tcp: listener,
+            tls,
+            limits,
+            throttled: Arc::new(admin_throttled),
+        };
+        let served = tokio::spawn(veil_http::serve(
+            listener,
+            veil_admin::router(state),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Ok(Self {
             engine,
             readiness,
@@ -229,10 +268,8 @@ impl Admin {
 
     async fn stop(self) {
         let _ = self.stop.send(());
-        match self.served.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "admin endpoint failed"),
-            Err(error) => tracing::warn!(%error, "admin endpoint task failed"),
+        if let Err(error) = self.served.await {
+            tracing::warn!(%error, "admin endpoint task failed");
         }
     }
 }
@@ -297,8 +334,44 @@ fn spawn_move_task_driver(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-fn sqs_config(settings: &Settings, telemetry: &Telemetry) -> veil_sqs::SqsConfig {
+/// The rustls configuration of each listener that serves TLS (docs/security.md "TLS").
+struct TlsConfigs {
+    sqs: Option<Arc<rustls::ServerConfig>>,
+    azure: Option<Arc<rustls::ServerConfig>>,
+    kubemq: Option<Arc<rustls::ServerConfig>>,
+    admin: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl TlsConfigs {
+    fn load(
+        listeners: &listeners::ListenerSettings,
+        certificates: &mut listeners::Certificates,
+    ) -> Result<Self, veil_http::TlsError> {
+        use veil_http::tls::{ALPN_GRPC, ALPN_HTTP};
+        Ok(Self {
+            sqs: certificates.server_config(&listeners.sqs.tls, ALPN_HTTP)?,
+            azure: certificates.server_config(&listeners.azure.tls, ALPN_HTTP)?,
+            kubemq: certificates.server_config(&listeners.kubemq.tls, ALPN_GRPC)?,
+            admin: certificates.server_config(&listeners.admin.tls, ALPN_HTTP)?,
+        })
+    }
+}
+
+/// The admin API's answer to a connection over its rate limit: 429 with the API's error body.
+fn admin_throttled(_headers: &axum::http::HeaderMap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        axum::Json(serde_json::json!({
+            "error": {"code": "Throttled", "message": "request rate limit of the connection exceeded"}
+        })),
+    )
+        .into_response()
+}
+
+fn sqs_config(settings: &Settings, telemetry: &Telemetry, tls: bool) -> veil_sqs::SqsConfig {
     veil_sqs::SqsConfig {
+        url_scheme: if tls { "https" } else { "http" },
         account_id: settings.sqs_account_id.clone(),
         inflight_max_default: settings.inflight_max,
         telemetry: telemetry.clone(),
@@ -335,8 +408,14 @@ fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::Azure
     }
 }
 
-fn kubemq_config(settings: &Settings, telemetry: &Telemetry) -> veil_kubemq::KubemqConfig {
+fn kubemq_config(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> veil_kubemq::KubemqConfig {
     veil_kubemq::KubemqConfig {
+        tls,
+        limits: settings.listeners.kubemq.limits.clone(),
         settings: settings.kubemq_settings.clone(),
         auth_tokens: settings.kubemq_auth_tokens.clone(),
         telemetry: telemetry.clone(),
@@ -383,14 +462,6 @@ fn stop_on_signal(
 async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
     // An error means the sender is gone, which only happens after it sent `true`.
     let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-/// Responses go out as soon as they are written: a request/response protocol gains nothing from Nagle's
-/// algorithm, and a response spanning several segments would otherwise wait on the client's delayed ACK.
-fn no_delay(stream: &mut tokio::net::TcpStream) {
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::warn!(%error, "cannot set TCP_NODELAY on a connection");
-    }
 }
 
 async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {

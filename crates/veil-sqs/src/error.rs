@@ -7,6 +7,9 @@ use std::fmt;
 
 use crate::api::Protocol;
 
+/// AWS's words for a throttled request (the `RequestThrottled` shape's documentation).
+pub const REQUEST_THROTTLED: &str = "The request was denied due to request throttling.";
+
 /// AWS's words for a queue that does not exist, per protocol (see [`SqsError::message_in`]).
 pub const QUEUE_DOES_NOT_EXIST_JSON: &str = "The specified queue does not exist.";
 pub const QUEUE_DOES_NOT_EXIST_QUERY: &str =
@@ -43,6 +46,10 @@ pub enum ErrorCode {
     InternalError,
     /// A message move task, or a queue one names by ARN, that does not exist (HTTP 404).
     ResourceNotFound,
+    /// A connection over its request-rate limit (docs/security.md "Limits against abuse"). botocore's model
+    /// has the shape without a Query override, so the Query code is the shape name; botocore retries it as
+    /// a throttling error.
+    RequestThrottled,
 }
 
 impl ErrorCode {
@@ -72,6 +79,7 @@ impl ErrorCode {
             Self::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
             Self::InternalError => "InternalError",
             Self::ResourceNotFound => "ResourceNotFoundException",
+            Self::RequestThrottled => "RequestThrottled",
         }
     }
 
@@ -102,6 +110,7 @@ impl ErrorCode {
             Self::UnsupportedOperation => "com.amazonaws.sqs#UnsupportedOperation",
             Self::InternalError => "com.amazonaws.sqs#InternalError",
             Self::ResourceNotFound => "com.amazonaws.sqs#ResourceNotFoundException",
+            Self::RequestThrottled => "com.amazonaws.sqs#RequestThrottled",
         }
     }
 

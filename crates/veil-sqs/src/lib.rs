@@ -18,4 +18,4 @@ pub mod service;
 pub mod validate;
 
 pub use error::{ErrorCode, SqsError};
-pub use service::{router, SqsConfig};
+pub use service::{router, throttled, SqsConfig};

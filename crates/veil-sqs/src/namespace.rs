@@ -89,9 +89,16 @@ impl NamespaceMap {
         )
     }
 
-    pub fn queue_url(&self, key: &QueueKey, host: &str, fallback_region: &str) -> String {
+    /// `scheme` is `https` when the listener serves TLS (docs/security.md "TLS").
+    pub fn queue_url(
+        &self,
+        key: &QueueKey,
+        scheme: &str,
+        host: &str,
+        fallback_region: &str,
+    ) -> String {
         let place = self.account_region(&key.namespace, fallback_region);
-        format!("http://{host}/{}/{}", place.account, key.name)
+        format!("{scheme}://{host}/{}/{}", place.account, key.name)
     }
 
     /// The queue an ARN names: `arn:aws:sqs:<region>:<account>:<name>`.

@@ -79,11 +79,6 @@ pub struct AzureConfig {
     pub delegation_secret: Option<Vec<u8>>,
 }
 
-/// Request extension the listener adds to a request that came over TLS. A SAS with `spr=https` needs it;
-/// its absence means plain HTTP.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OverTls;
-
 impl Default for AzureConfig {
     fn default() -> Self {
         Self {
@@ -246,7 +241,11 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip());
     let (parts, body) = request.into_parts();
-    let https = parts.extensions.get::<OverTls>().is_some();
+    // veil-http's listeners say whether the connection is TLS; a request without it came over plain HTTP.
+    let https = parts
+        .extensions
+        .get::<veil_http::ConnectionInfo>()
+        .is_some_and(|info| info.tls);
     let location = codec::locate(header_str(&parts.headers, "host"), parts.uri.path());
     let mut kind = None;
     let served = service.serve(&parts, body, &location, (now, peer, https), &mut kind);
@@ -271,6 +270,25 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         started.elapsed(),
     );
     into_response(with_common_headers(reply, &parts, &request_id, now))
+}
+
+/// The answer to a request over its connection's rate limit (docs/security.md "Limits against abuse"): 503
+/// `ServerBusy`, Azure's throttling error, which the SDKs retry with back-off. veil-http's serve loop calls
+/// it before the request reaches the router, so it sees only the headers.
+pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
+    use veil_core::Clock;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let now = veil_core::SystemClock.now();
+    let error = AzureError::new(ErrorCode::ServerBusy);
+    let version = header_str(headers, "x-ms-version").unwrap_or(limits::SERVICE_VERSION_DEFAULT);
+    let mut reply = codec::encode_error(&error, &request_id, &iso8601(now))
+        .with_header("x-ms-request-id", request_id)
+        .with_header("x-ms-version", version)
+        .with_header("date", rfc1123(now));
+    if let Some(client_id) = header_str(headers, "x-ms-client-request-id") {
+        reply = reply.with_header("x-ms-client-request-id", client_id);
+    }
+    into_response(reply)
 }
 
 /// `x-ms-request-id`, `x-ms-version` (the request's, else Veil's), `Date` and the echoed

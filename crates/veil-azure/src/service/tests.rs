@@ -1644,7 +1644,13 @@ async fn a_user_delegation_sas_signed_with_an_issued_key_works_and_spr_https_nee
         .header("x-ms-version", "2026-04-06")
         .body(Body::from(message_body("over tls")))
         .unwrap();
-    over_tls.extensions_mut().insert(OverTls);
+    over_tls
+        .extensions_mut()
+        .insert(veil_http::ConnectionInfo::new(
+            "127.0.0.1:1".parse().unwrap(),
+            true,
+            &veil_http::Limits::default(),
+        ));
     assert_eq!(h.call(over_tls).await.status, StatusCode::CREATED);
 }
 

@@ -394,7 +394,7 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    let peer = request.remote_addr();
+    let peer = crate::peer_addr(&request);
     tokio::spawn(serve(inner.clone(), request.into_inner(), peer, tx));
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
@@ -468,7 +468,7 @@ impl Kubemq for KubemqService {
         request: Request<pb::ReceiveQueueMessagesRequest>,
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
         let started = Instant::now();
-        let peer = request.remote_addr();
+        let peer = crate::peer_addr(&request);
         let response = self
             .inner
             .receive_queue_messages(request.into_inner(), peer)
@@ -529,8 +529,7 @@ impl Kubemq for KubemqService {
 
 /// The caller's address for the audit log, "" when tonic does not know it (a test calling the service).
 fn peer_of<T>(request: &Request<T>) -> String {
-    request
-        .remote_addr()
+    crate::peer_addr(request)
         .map(|addr| addr.ip().to_string())
         .unwrap_or_default()
 }

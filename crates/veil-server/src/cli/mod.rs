@@ -2,6 +2,7 @@
 //! This module holds the global flags, the subcommand tree, the queue argument (`name` or `namespace/name`),
 //! the error type and its exit codes, and the dispatch; each resource has its own module.
 
+pub mod cert;
 mod client;
 mod messages;
 mod output;

@@ -47,6 +47,8 @@ pub struct SqsConfig {
     pub inflight_max_default: u32,
     /// Where each request is counted (`veil_requests_total{protocol="sqs"}`); detached by default.
     pub telemetry: Telemetry,
+    /// The scheme of queue URLs: `https` when the listener serves TLS, else `http`.
+    pub url_scheme: &'static str,
 }
 
 impl Default for SqsConfig {
@@ -56,8 +58,19 @@ impl Default for SqsConfig {
             default_region: limits::DEFAULT_REGION.to_string(),
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
             telemetry: Telemetry::default(),
+            url_scheme: "http",
         }
     }
+}
+
+/// The answer to a request over its connection's rate limit (docs/security.md "Limits against abuse"):
+/// `RequestThrottled` in the request's protocol (JSON when it names an `X-Amz-Target`, else Query).
+/// veil-http's serve loop calls it before the request reaches the router, so it sees only the headers.
+pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
+    let protocol = codec::protocol_of(header_str(headers, "x-amz-target"));
+    let error = SqsError::new(ErrorCode::RequestThrottled, crate::error::REQUEST_THROTTLED);
+    let request_id = uuid::Uuid::new_v4().to_string();
+    into_response(codec::encode_error(protocol, &error, &request_id))
 }
 
 /// What every request handler shares; built once by [`router`].
@@ -453,7 +466,8 @@ impl Service {
     }
 
     fn url(&self, context: &RequestContext, key: &QueueKey) -> String {
-        self.names.queue_url(key, &context.host, &context.region)
+        self.names
+            .queue_url(key, self.config.url_scheme, &context.host, &context.region)
     }
 
     fn arn(&self, context: &RequestContext, key: &QueueKey) -> String {

@@ -1,0 +1,66 @@
+//! Limits of every listener against abuse (docs/security.md "Limits against abuse"), with their defaults.
+//! Each listener has its own [`Limits`]; `veil serve` builds them from the config file's `[limits]` table.
+
+use std::time::Duration;
+
+/// Connections one listener holds open at once; a connection beyond it is closed as soon as it is accepted.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+/// Bytes of one request's line and headers (HTTP/1 read buffer; HTTP/2 header list). 64 KiB: far above what
+/// the SDKs send, far below what lets a client make the server buffer much per connection.
+pub const MAX_HEADER_BYTES_DEFAULT: usize = 64 * 1024;
+/// The smallest header limit hyper accepts for its HTTP/1 read buffer.
+pub const MAX_HEADER_BYTES_MIN: usize = 8 * 1024;
+/// Headers in one HTTP/1 request (hyper's own default).
+pub const MAX_HEADERS_DEFAULT: usize = 100;
+/// Time for a client to send a whole request head, and (HTTP/1) for an idle keep-alive connection to start
+/// its next request: hyper runs the same timer from the end of one response to the end of the next head.
+pub const HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Longest pause between two pieces of a request body before the request fails.
+pub const BODY_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Time for a client to complete the TLS handshake after connecting.
+pub const TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Interval of HTTP/2 keep-alive pings, which close a connection whose peer stopped answering.
+pub const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 60_000;
+/// Requests per second per connection of the rate limit; 0 = no limit (the default: one client of a
+/// trusted network may legitimately send thousands of requests a second over one connection).
+pub const REQUEST_RATE_PER_S_DEFAULT: f64 = 0.0;
+/// Requests a connection may send at once above the rate, when the rate limit is on.
+pub const REQUEST_BURST_DEFAULT: u32 = 100;
+/// Accepted connections waiting for their TLS handshake or for the server to pick them up.
+pub const ACCEPT_QUEUE: usize = 128;
+/// Pause after a failed accept (e.g. out of file descriptors) before the next, so the loop does not spin.
+pub const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
+
+/// One listener's limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub tls_handshake_timeout: Duration,
+    /// `None`: no per-connection request-rate limit.
+    pub rate: Option<Rate>,
+}
+
+/// A token bucket's parameters: `per_second` requests on average, `burst` at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rate {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            max_header_bytes: MAX_HEADER_BYTES_DEFAULT,
+            max_headers: MAX_HEADERS_DEFAULT,
+            header_read_timeout: Duration::from_millis(HEADER_READ_TIMEOUT_MS_DEFAULT),
+            body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
+            tls_handshake_timeout: Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT),
+            rate: None,
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The serve loop of the HTTP listeners (SQS, Azure, admin): hyper's HTTP/1 and HTTP/2 server over the
+//! connections of [`crate::conn::accept`], with the header and body limits and timeouts, the per-connection
+//! request-rate limit answered by the protocol's own throttling response, and a graceful stop (stop
+//! accepting, finish the requests in flight).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Request};
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tokio::time::Sleep;
+use tower_service::Service;
+
+use crate::conn::{accept, ConnectionInfo};
+use crate::limits::{Limits, HTTP2_KEEPALIVE_INTERVAL_MS};
+
+/// The answer to a request over its connection's rate limit, in the protocol's own words (SQS
+/// `RequestThrottled`, Azure `ServerBusy`); it sees the request's headers to pick the protocol's dialect.
+pub type Throttled = Arc<dyn Fn(&HeaderMap) -> Response + Send + Sync>;
+
+/// One HTTP listener.
+pub struct Listener {
+    /// Labels the listener's log lines.
+    pub name: &'static str,
+    pub tcp: TcpListener,
+    /// With a configuration the listener serves TLS only.
+    pub tls: Option<Arc<ServerConfig>>,
+    pub limits: Limits,
+    pub throttled: Throttled,
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for the requests
+/// in flight. Requests carry `ConnectInfo<SocketAddr>` and [`ConnectionInfo`] in their extensions.
+pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Output = ()>) {
+    let Listener {
+        name,
+        tcp,
+        tls,
+        limits,
+        throttled,
+    } = listener;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes)
+        .max_headers(limits.max_headers);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .keep_alive_interval(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS));
+    let builder = Arc::new(builder);
+    let body_timeout = limits.body_read_timeout;
+    let mut connections = accept(name, tcp, tls, limits);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let conn = tokio::select! {
+            conn = connections.recv() => match conn {
+                Some(conn) => conn,
+                None => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let info = conn.info().clone();
+        let service = RequestService {
+            router: router.clone(),
+            info,
+            throttled: throttled.clone(),
+            body_timeout,
+        };
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let connection = builder.serve_connection(TokioIo::new(conn), service);
+            if let Err(error) = watcher.watch(connection).await {
+                tracing::debug!(listener = name, %error, "connection ended with an error");
+            }
+        });
+    }
+    // Stop accepting: the accept loop ends with the receiver.
+    drop(connections);
+    graceful.shutdown().await;
+}
+
+/// hyper's service of one connection: admits the request past the rate limit, tags it with the connection,
+/// bounds its body's pauses and hands it to the router.
+#[derive(Clone)]
+struct RequestService {
+    router: Router,
+    info: ConnectionInfo,
+    throttled: Throttled,
+    body_timeout: Duration,
+}
+
+impl hyper::service::Service<Request<Incoming>> for RequestService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        if !self.info.admit() {
+            let response = (self.throttled)(request.headers());
+            return Box::pin(std::future::ready(Ok(response)));
+        }
+        let mut request = request.map(|body| Body::new(TimedBody::new(body, self.body_timeout)));
+        request.extensions_mut().insert(ConnectInfo(self.info.peer));
+        request.extensions_mut().insert(self.info.clone());
+        let mut router = self.router.clone();
+        // A Router is always ready: no poll_ready needed before call.
+        Box::pin(async move { router.call(request).await })
+    }
+}
+
+/// The client paused sending a request body longer than the body read timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stalled longer than the body read timeout")]
+pub struct BodyTimeout;
+
+/// A request body that fails when no piece of it arrives for `timeout` while it is being read.
+struct TimedBody {
+    inner: Incoming,
+    timeout: Duration,
+    /// Running while the reader waits for the next piece.
+    waiting: Option<Pin<Box<Sleep>>>,
+}
+
+impl TimedBody {
+    fn new(inner: Incoming, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            waiting: None,
+        }
+    }
+}
+
+impl HttpBody for TimedBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.waiting = None;
+                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let timeout = this.timeout;
+                let waiting = this
+                    .waiting
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                match waiting.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
