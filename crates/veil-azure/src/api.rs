@@ -42,6 +42,13 @@ pub enum Operation {
         xml: String,
     },
     GetServiceStats,
+    /// Get User Delegation Key: a key for signing user delegation SAS, for the bearer token's principal.
+    /// Times as the client wrote them (ISO 8601 UTC); `start` defaults to now.
+    GetUserDelegationKey {
+        start: Option<String>,
+        expiry: String,
+        delegated_user_tid: Option<String>,
+    },
     /// CORS preflight (`OPTIONS`), answered from the account's CORS rules without authentication.
     Preflight {
         origin: String,
@@ -131,6 +138,7 @@ pub enum OperationKind {
     GetServiceProperties,
     SetServiceProperties,
     GetServiceStats,
+    GetUserDelegationKey,
     Preflight,
     CreateQueue,
     DeleteQueue,
@@ -155,6 +163,7 @@ impl OperationKind {
             Self::GetServiceProperties => "GetServiceProperties",
             Self::SetServiceProperties => "SetServiceProperties",
             Self::GetServiceStats => "GetServiceStats",
+            Self::GetUserDelegationKey => "GetUserDelegationKey",
             Self::Preflight => "Preflight",
             Self::CreateQueue => "CreateQueue",
             Self::DeleteQueue => "DeleteQueue",
@@ -232,10 +241,25 @@ pub enum Output {
         pop_receipt: String,
         time_next_visible: Millis,
     },
+    UserDelegationKey(UserDelegationKey),
     Preflight {
         allow_origin: String,
         allow_methods: String,
         allow_headers: String,
         max_age_s: u64,
     },
+}
+
+/// A user delegation key as Get User Delegation Key answers it: the principal and window it was issued for,
+/// and its value (base64), which signs user delegation SAS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserDelegationKey {
+    pub signed_oid: String,
+    pub signed_tid: String,
+    pub signed_start: String,
+    pub signed_expiry: String,
+    pub signed_service: String,
+    pub signed_version: String,
+    pub signed_delegated_user_tid: Option<String>,
+    pub value: String,
 }

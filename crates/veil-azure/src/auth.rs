@@ -46,6 +46,8 @@ pub enum Credentials {
         signature: String,
     },
     Sas(Box<Sas>),
+    /// `Bearer <token>`: an Entra ID (OAuth) access token, verified by [`crate::entra`].
+    Bearer(String),
     Anonymous,
 }
 
@@ -69,13 +71,34 @@ pub struct Sas {
     pub protocol: Option<String>,
     pub identifier: Option<String>,
     pub encryption_scope: Option<String>,
+    /// The user delegation key's fields (`skoid`, `sktid`, `skt`, `ske`, `sks`, `skv`, `skdutid`) and the
+    /// delegated user (`sduoid`): present only in a user delegation SAS.
+    pub key: Option<SignedKey>,
+    pub delegated_user_oid: Option<String>,
     pub signature: String,
+}
+
+/// The user delegation key a user delegation SAS names: the fields Get User Delegation Key answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SignedKey {
+    pub oid: String,
+    pub tid: String,
+    pub start: String,
+    pub expiry: String,
+    pub service: String,
+    pub version: String,
+    pub delegated_user_tid: Option<String>,
 }
 
 impl Sas {
     /// An account SAS names the services it covers; a queue (service) SAS does not.
     pub fn is_account_sas(&self) -> bool {
         self.services.is_some()
+    }
+
+    /// A user delegation SAS is signed with a user delegation key, which it names (`skoid`…).
+    pub fn is_user_delegation(&self) -> bool {
+        self.key.is_some()
     }
 }
 
@@ -96,13 +119,16 @@ pub fn credentials(headers: &HeaderMap, query: &Query) -> AzureResult<Credential
             .to_str()
             .map_err(|_| AzureError::authentication("The Authorization header is not ASCII."))?;
         let value = value.trim();
+        if let Some(token) = value.strip_prefix("Bearer ") {
+            return Ok(Credentials::Bearer(token.trim().to_string()));
+        }
         let (scheme, rest) = if let Some(rest) = value.strip_prefix("SharedKeyLite ") {
             (KeyScheme::SharedKeyLite, rest)
         } else if let Some(rest) = value.strip_prefix("SharedKey ") {
             (KeyScheme::SharedKey, rest)
         } else {
             return Err(AzureError::authentication(format!(
-                "Authorization scheme of '{value}' is not supported; Veil verifies SharedKey, SharedKeyLite and SAS."
+                "Authorization scheme of '{value}' is not supported; Veil verifies SharedKey, SharedKeyLite, Bearer and SAS."
             )));
         };
         let Some((account, signature)) = rest.trim().split_once(':') else {
@@ -123,6 +149,27 @@ pub fn credentials(headers: &HeaderMap, query: &Query) -> AzureResult<Credential
     let version = field("sv").ok_or_else(|| {
         AzureError::authentication("Signature fields not well formed: sv is required.")
     })?;
+    let key = match field("skoid") {
+        None => None,
+        Some(oid) => {
+            let required = |name: &str| {
+                field(name).ok_or_else(|| {
+                    AzureError::authentication(format!(
+                        "Signature fields not well formed: {name} is required in a user delegation SAS."
+                    ))
+                })
+            };
+            Some(SignedKey {
+                oid,
+                tid: required("sktid")?,
+                start: required("skt")?,
+                expiry: required("ske")?,
+                service: required("sks")?,
+                version: required("skv")?,
+                delegated_user_tid: field("skdutid"),
+            })
+        }
+    };
     Ok(Credentials::Sas(Box::new(Sas {
         version,
         services: field("ss"),
@@ -134,6 +181,8 @@ pub fn credentials(headers: &HeaderMap, query: &Query) -> AzureResult<Credential
         protocol: field("spr"),
         identifier: field("si"),
         encryption_scope: field("ses"),
+        key,
+        delegated_user_oid: field("sduoid"),
         signature: signature.to_string(),
     })))
 }
@@ -351,6 +400,34 @@ pub fn queue_sas_string_to_sign(account: &str, queue: &str, sas: &Sas) -> String
     )
 }
 
+/// The string-to-sign of a user delegation SAS for `queue` (Azure's "Create a user delegation SAS", as the
+/// queue service signs it from version 2025-07-05): the service SAS lines with the key's fields and the
+/// delegated user in place of the stored access policy.
+pub fn user_delegation_sas_string_to_sign(
+    account: &str,
+    queue: &str,
+    sas: &Sas,
+    key: &SignedKey,
+) -> String {
+    format!(
+        "{}\n{}\n{}\n/queue/{account}/{queue}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+        line(&sas.permissions),
+        line(&sas.start),
+        line(&sas.expiry),
+        key.oid,
+        key.tid,
+        key.start,
+        key.expiry,
+        key.service,
+        key.version,
+        line(&key.delegated_user_tid),
+        line(&sas.delegated_user_oid),
+        line(&sas.ip),
+        line(&sas.protocol),
+        sas.version
+    )
+}
+
 /// What an operation needs from a SAS: the account SAS resource type (`s` service, `c` container = queue,
 /// `o` object = message), the account SAS permissions any one of which suffices, and the queue SAS
 /// permissions (`None`: a queue SAS cannot do it).
@@ -370,6 +447,8 @@ fn need(kind: OperationKind) -> Need {
     match kind {
         K::ListQueues => n('s', "l", None),
         K::GetServiceProperties | K::GetServiceStats => n('s', "r", None),
+        // Only a bearer token may ask for a user delegation key; the service refuses a SAS before this.
+        K::GetUserDelegationKey => n('s', "", None),
         K::SetServiceProperties => n('s', "w", None),
         K::Preflight => n('s', "rwdlacup", Some("raup")),
         K::CreateQueue => n('c', "cw", None),
@@ -406,6 +485,8 @@ pub struct SasScope<'a> {
     pub peer: Option<IpAddr>,
     /// The stored access policy the SAS's `si` names, looked up by the caller in the queue's ACL.
     pub policy: Option<&'a SignedIdentifier>,
+    /// Whether the request came over TLS: a SAS with `spr=https` is refused over plain HTTP.
+    pub https: bool,
 }
 
 /// A SAS whose signature, time window and protocol were verified: what it allows, checked per operation
@@ -421,7 +502,14 @@ pub struct SasGrant {
 /// Verifies a SAS's signature first (so a forged SAS learns nothing else), then its time window (a stored
 /// access policy supplies what the SAS leaves out) and protocol.
 pub fn verify_sas(sas: &Sas, key: &[u8], scope: &SasScope<'_>) -> AzureResult<SasGrant> {
-    let expected = if sas.is_account_sas() {
+    let expected = if let Some(signed_key) = &sas.key {
+        let Some(queue) = scope.queue else {
+            return Err(AzureError::authentication(
+                "A user delegation SAS authorizes operations on its queue only.",
+            ));
+        };
+        user_delegation_sas_string_to_sign(scope.account, queue, sas, signed_key)
+    } else if sas.is_account_sas() {
         account_sas_string_to_sign(scope.account, sas)
     } else {
         let Some(queue) = scope.queue else {
@@ -447,19 +535,33 @@ pub fn verify_sas(sas: &Sas, key: &[u8], scope: &SasScope<'_>) -> AzureResult<Sa
     if let Some(allowed) = &sas.ip {
         check_source_ip(allowed, scope.peer)?;
     }
-    if sas
-        .protocol
-        .as_deref()
-        .is_some_and(|p| !p.split(',').any(|p| p == "http"))
-    {
-        return Err(AzureError::new(ErrorCode::AuthorizationProtocolMismatch));
-    }
+    check_protocol(sas.protocol.as_deref(), scope.https)?;
     Ok(SasGrant {
         account_sas: sas.is_account_sas(),
         services: line(&sas.services).to_string(),
         resource_types: line(&sas.resource_types).to_string(),
         permissions: from_policy(&sas.permissions, |p| &p.permission).unwrap_or_default(),
     })
+}
+
+/// `spr`: `https` or `https,http`. A SAS that allows only https is refused over plain HTTP (403
+/// AuthorizationProtocolMismatch); one that names neither protocol is not well formed.
+fn check_protocol(protocol: Option<&str>, https: bool) -> AzureResult<()> {
+    let Some(protocol) = protocol else {
+        return Ok(());
+    };
+    let allowed: Vec<&str> = protocol.split(',').map(str::trim).collect();
+    if allowed.iter().any(|p| *p != "http" && *p != "https") {
+        return Err(AzureError::authentication(format!(
+            "Signature fields not well formed: spr={protocol} must be https or https,http."
+        )));
+    }
+    let over = if https { "https" } else { "http" };
+    if allowed.contains(&over) {
+        Ok(())
+    } else {
+        Err(AzureError::new(ErrorCode::AuthorizationProtocolMismatch))
+    }
 }
 
 /// Azure's detail for a SAS used outside its window: `Signature not valid in the specified time frame:

@@ -25,6 +25,7 @@ pub enum ErrorCode {
     InvalidHeaderValue,
     UnsupportedHttpVerb,
     NoAuthenticationInformation,
+    InvalidAuthenticationInfo,
     AuthenticationFailed,
     AuthorizationPermissionMismatch,
     AuthorizationResourceTypeMismatch,
@@ -55,6 +56,7 @@ impl ErrorCode {
             Self::InvalidHeaderValue => "InvalidHeaderValue",
             Self::UnsupportedHttpVerb => "UnsupportedHttpVerb",
             Self::NoAuthenticationInformation => "NoAuthenticationInformation",
+            Self::InvalidAuthenticationInfo => "InvalidAuthenticationInfo",
             Self::AuthenticationFailed => "AuthenticationFailed",
             Self::AuthorizationPermissionMismatch => "AuthorizationPermissionMismatch",
             Self::AuthorizationResourceTypeMismatch => "AuthorizationResourceTypeMismatch",
@@ -73,7 +75,7 @@ impl ErrorCode {
             Self::QueueAlreadyExists => 409,
             Self::RequestBodyTooLarge => 413,
             Self::UnsupportedHttpVerb => 405,
-            Self::NoAuthenticationInformation => 401,
+            Self::NoAuthenticationInformation | Self::InvalidAuthenticationInfo => 401,
             Self::AuthenticationFailed
             | Self::AuthorizationPermissionMismatch
             | Self::AuthorizationResourceTypeMismatch
@@ -120,6 +122,9 @@ impl ErrorCode {
             Self::NoAuthenticationInformation => {
                 "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
             }
+            Self::InvalidAuthenticationInfo => {
+                "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
+            }
             Self::AuthenticationFailed => {
                 "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
             }
@@ -155,6 +160,8 @@ pub struct AzureError {
     pub code: ErrorCode,
     pub message: String,
     pub details: Vec<(&'static str, String)>,
+    /// Extra response headers (`WWW-Authenticate` of a refused bearer token).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl AzureError {
@@ -163,6 +170,7 @@ impl AzureError {
             code,
             message: code.default_message().to_string(),
             details: Vec::new(),
+            headers: Vec::new(),
         }
     }
 
@@ -171,11 +179,17 @@ impl AzureError {
             code,
             message: message.into(),
             details: Vec::new(),
+            headers: Vec::new(),
         }
     }
 
     pub fn detail(mut self, name: &'static str, value: impl fmt::Display) -> Self {
         self.details.push((name, value.to_string()));
+        self
+    }
+
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
         self
     }
 

@@ -11,6 +11,8 @@
 pub mod api;
 pub mod auth;
 pub mod codec;
+pub mod delegation;
+pub mod entra;
 pub mod error;
 pub mod limits;
 pub mod pop_receipt;

@@ -57,3 +57,17 @@ pub const SECONDARY_SUFFIX: &str = "-secondary";
 /// The service version Veil answers with when the request names none (the az CLI's pinned one is older;
 /// any well-formed version is accepted).
 pub const SERVICE_VERSION_DEFAULT: &str = "2026-04-06";
+/// Bearer tokens (Entra ID) are accepted from this service version on (Azure's "Authorize with Microsoft
+/// Entra ID": OAuth for queues needs `x-ms-version` 2017-11-09 or later).
+pub const BEARER_VERSION_MIN: &str = "2017-11-09";
+/// How far a token's `exp` and `nbf` may be off the server's clock, as Entra ID's validators allow (five
+/// minutes).
+pub const TOKEN_CLOCK_SKEW_MS: Millis = 300 * SECOND_MS;
+/// Get User Delegation Key: a key is valid at most seven days from the request (Azure rejects a longer one).
+pub const USER_DELEGATION_KEY_LIFETIME_MS_MAX: Millis = 7 * DAY_MS;
+/// The `signedservice` of a queue user delegation key.
+pub const USER_DELEGATION_SERVICE: &str = "q";
+/// Where `WWW-Authenticate` sends a client whose token failed when the config names no tenant.
+pub const ENTRA_TENANT_DEFAULT: &str = "common";
+/// The resource a storage token is requested for, named in `WWW-Authenticate`.
+pub const STORAGE_RESOURCE_ID: &str = "https://storage.azure.com";

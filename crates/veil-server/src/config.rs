@@ -71,8 +71,48 @@ struct AzureFile {
     max_dequeue_count: Option<u32>,
     #[serde(default)]
     accounts: Vec<AzureAccountFile>,
+    entra: Option<AzureEntraFile>,
+    #[serde(default)]
+    role_assignments: Vec<AzureRoleAssignmentFile>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+}
+
+/// How the Azure endpoint treats Entra ID bearer tokens (docs/security.md, "Azure Queue Storage").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AzureEntraMode {
+    /// Refuse bearer tokens.
+    #[default]
+    Off,
+    /// Accept any well-formed, unexpired token as a Contributor (local development only).
+    Dev,
+    /// Verify tokens against the JWKS file, issuers and audiences.
+    Verify,
+}
+
+/// The `[azure.entra]` table.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct AzureEntraFile {
+    mode: Option<AzureEntraMode>,
+    jwks_file: Option<PathBuf>,
+    #[serde(default)]
+    issuers: Vec<String>,
+    #[serde(default)]
+    audiences: Vec<String>,
+    tenant: Option<String>,
+}
+
+/// One `[[azure.role_assignments]]`: a principal (object id or application id) holds a storage queue data
+/// role on the queues matching `queues` of the accounts matching `account` (both `*` by default).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct AzureRoleAssignmentFile {
+    principal: String,
+    role: String,
+    account: Option<String>,
+    queues: Option<String>,
 }
 
 /// The `[kubemq]` table of the config file: the listener, the accepted auth tokens and KubeMQ's server
@@ -151,6 +191,11 @@ pub struct ServeArgs {
     /// times moves it to <queue>-poison instead; 0 turns it off [default: 0]
     #[arg(long, env = "VEIL_AZURE_MAX_DEQUEUE_COUNT")]
     pub azure_max_dequeue_count: Option<u32>,
+    /// Entra ID bearer tokens: off refuses them, dev accepts any well-formed token as a Contributor (local
+    /// development only), verify checks them against [azure.entra] jwks_file, issuers and audiences
+    /// [default: off]
+    #[arg(long, env = "VEIL_AZURE_ENTRA", value_enum)]
+    pub azure_entra: Option<AzureEntraMode>,
     /// Address of the KubeMQ queues endpoint (gRPC) [default: 127.0.0.1:50000]
     #[arg(long, env = "VEIL_KUBEMQ_LISTEN")]
     pub kubemq_listen: Option<SocketAddr>,
@@ -206,6 +251,8 @@ pub struct Settings {
     pub azure_max_dequeue_count: u32,
     /// Accounts of the config file; `devstoreaccount1` is added by the front-end unless listed here.
     pub azure_accounts: Vec<AzureAccountSetting>,
+    /// Bearer tokens: mode, keys, issuers, audiences and role assignments.
+    pub azure_entra: veil_azure::entra::EntraConfig,
     pub kubemq_listen: SocketAddr,
     /// Empty: no authentication on the KubeMQ endpoint.
     pub kubemq_auth_tokens: Vec<String>,
@@ -291,6 +338,11 @@ impl Settings {
                 .azure_max_dequeue_count
                 .or(file.azure.max_dequeue_count)
                 .unwrap_or(0),
+            azure_entra: azure_entra(
+                args.azure_entra,
+                file.azure.entra.unwrap_or_default(),
+                file.azure.role_assignments,
+            )?,
             azure_accounts: azure_accounts(file.azure.accounts)?,
             kubemq_listen: listen_addr(
                 args.kubemq_listen.or(file.kubemq.listen),
@@ -358,6 +410,63 @@ fn listen_addr(given: Option<SocketAddr>, default: &str) -> Result<SocketAddr, C
             .parse()
             .map_err(|e| ConfigError::Invalid(format!("{e}"))),
     }
+}
+
+/// The bearer-token settings: the mode (flag > file), the JWKS file read and parsed, the role names checked.
+fn azure_entra(
+    flag: Option<AzureEntraMode>,
+    file: AzureEntraFile,
+    assignments: Vec<AzureRoleAssignmentFile>,
+) -> Result<veil_azure::entra::EntraConfig, ConfigError> {
+    use veil_azure::entra::{EntraConfig, EntraMode, Role, RoleAssignment};
+    let mode = match flag.or(file.mode).unwrap_or_default() {
+        AzureEntraMode::Off => EntraMode::Off,
+        AzureEntraMode::Dev => EntraMode::Dev,
+        AzureEntraMode::Verify => EntraMode::Verify,
+    };
+    let keys = match &file.jwks_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            EntraConfig::parse_jwks(&text).map_err(|e| {
+                ConfigError::Invalid(format!("azure entra jwks_file {}: {e}", path.display()))
+            })?
+        }
+        None if mode == EntraMode::Verify => {
+            return Err(ConfigError::Invalid(
+                "azure entra mode verify needs [azure.entra] jwks_file".into(),
+            ))
+        }
+        None => Vec::new(),
+    };
+    let role_assignments = assignments
+        .into_iter()
+        .map(|a| {
+            let role = Role::parse(&a.role).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "azure role_assignments: unknown role {:?} (one of {})",
+                    a.role,
+                    Role::ALL.map(Role::name).join(", ")
+                ))
+            })?;
+            Ok(RoleAssignment {
+                principal: a.principal,
+                role,
+                account: veil_core::Pattern::new(a.account.unwrap_or_else(|| "*".into())),
+                queues: veil_core::Pattern::new(a.queues.unwrap_or_else(|| "*".into())),
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    Ok(EntraConfig {
+        mode,
+        keys,
+        issuers: file.issuers,
+        audiences: file.audiences,
+        tenant: file.tenant,
+        role_assignments,
+    })
 }
 
 /// The config file's Azure accounts with their keys decoded.
@@ -510,6 +619,51 @@ mod tests {
         assert_eq!(settings.kubemq_listen.to_string(), KUBEMQ_LISTEN_DEFAULT);
         assert!(settings.kubemq_auth_tokens.is_empty());
         assert_eq!(settings.kubemq_settings.default_visibility_s, 60);
+    }
+
+    #[test]
+    fn azure_entra_reads_the_jwks_file_role_assignments_and_refuses_unknown_roles() {
+        use veil_azure::entra::{EntraMode, Role};
+        let dir = tempfile::tempdir().unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(
+            &jwks,
+            r#"{"keys":[{"kty":"RSA","kid":"k1","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}]}"#,
+        )
+        .unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[azure.entra]\nmode = \"verify\"\njwks_file = {:?}\naudiences = [\"https://storage.azure.com\"]\n\
+                 [[azure.role_assignments]]\nprincipal = \"oid-1\"\nrole = \"Storage Queue Data Reader\"\nqueues = \"orders-*\"\n",
+                jwks.display().to_string()
+            ),
+        )
+        .unwrap();
+        let args = |path: &Path, flag| ServeArgs {
+            config: Some(path.to_path_buf()),
+            azure_entra: flag,
+            ..ServeArgs::default()
+        };
+        let entra = Settings::resolve(args(&path, None)).unwrap().azure_entra;
+        assert_eq!(entra.mode, EntraMode::Verify);
+        assert_eq!(entra.keys.len(), 1);
+        assert_eq!(entra.role_assignments[0].role, Role::Reader);
+        assert_eq!(entra.role_assignments[0].account.as_str(), "*");
+        let dev = Settings::resolve(args(&path, Some(AzureEntraMode::Dev))).unwrap();
+        assert_eq!(dev.azure_entra.mode, EntraMode::Dev, "the flag wins");
+
+        let unknown = dir.path().join("unknown.toml");
+        std::fs::write(
+            &unknown,
+            "[[azure.role_assignments]]\nprincipal = \"x\"\nrole = \"Owner\"\n",
+        )
+        .unwrap();
+        assert!(Settings::resolve(args(&unknown, None)).is_err());
+        let no_keys = dir.path().join("nokeys.toml");
+        std::fs::write(&no_keys, "[azure.entra]\nmode = \"verify\"\n").unwrap();
+        assert!(Settings::resolve(args(&no_keys, None)).is_err());
     }
 
     #[test]

@@ -43,6 +43,8 @@ struct Cli {
     command: Command,
 }
 
+// One Command is parsed per process and moved once: the size of `serve`'s many flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure
@@ -399,6 +401,12 @@ fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::Azure
         inflight_max_default: settings.inflight_max,
         data_dir: Some(settings.data_dir.clone()),
         telemetry: telemetry.clone(),
+        entra: settings.azure_entra.clone(),
+        // The engine opened first, so the data directory's secret exists; user delegation keys derive from
+        // it and so survive restarts.
+        delegation_secret: veil_store::load_or_create_secret(&settings.data_dir, rand::random)
+            .ok()
+            .map(|secret| secret.to_vec()),
     }
 }
 
@@ -430,6 +438,9 @@ fn log_listening(settings: &Settings) {
     );
     if settings.azure_auth == AzureAuthMode::Off {
         tracing::warn!("Azure authentication is OFF: any request is accepted");
+    }
+    if settings.azure_entra.mode == veil_azure::entra::EntraMode::Dev {
+        tracing::warn!("Azure Entra ID tokens in DEV mode: any well-formed token is a Contributor");
     }
 }
 

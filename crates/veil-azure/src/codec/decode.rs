@@ -44,9 +44,11 @@ fn service_route(method: &str, query: &Query) -> AzureResult<OperationKind> {
         ("GET", Some("service"), Some("properties")) => Ok(OperationKind::GetServiceProperties),
         ("PUT", Some("service"), Some("properties")) => Ok(OperationKind::SetServiceProperties),
         ("GET", Some("service"), Some("stats")) => Ok(OperationKind::GetServiceStats),
-        (_, Some("service"), Some("properties" | "stats")) | (_, _, Some("list")) => {
-            Err(unsupported_verb(method))
+        ("POST", Some("service"), Some("userdelegationkey")) => {
+            Ok(OperationKind::GetUserDelegationKey)
         }
+        (_, Some("service"), Some("properties" | "stats" | "userdelegationkey"))
+        | (_, _, Some("list")) => Err(unsupported_verb(method)),
         _ => Err(AzureError::new(ErrorCode::InvalidQueryParameterValue)
             .detail("QueryParameterName", "comp")
             .detail("QueryParameterValue", comp.unwrap_or_default())
@@ -111,6 +113,7 @@ pub fn decode_operation(
         K::GetServiceProperties => Ok(Operation::GetServiceProperties),
         K::SetServiceProperties => set_service_properties(parts.body),
         K::GetServiceStats => Ok(Operation::GetServiceStats),
+        K::GetUserDelegationKey => key_info(parts.body),
         K::Preflight => preflight(parts.headers),
         K::CreateQueue
         | K::DeleteQueue
@@ -168,6 +171,27 @@ fn set_service_properties(body: &[u8]) -> AzureResult<Operation> {
     properties::validate(&doc)?;
     Ok(Operation::SetServiceProperties {
         xml: String::from_utf8_lossy(body).into_owned(),
+    })
+}
+
+/// A `<KeyInfo>` body: `Expiry` required, `Start` and `DelegatedUserTid` optional (the times are checked
+/// by the service, which knows the clock).
+fn key_info(body: &[u8]) -> AzureResult<Operation> {
+    let doc = xml::parse(body).map_err(|e| invalid_xml(e.0))?;
+    if doc.name != "KeyInfo" {
+        return Err(invalid_xml("the root element must be KeyInfo"));
+    }
+    let text = |name: &str| {
+        doc.child_text(name)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
+    let expiry = text("Expiry").ok_or_else(|| invalid_xml("KeyInfo must hold an Expiry"))?;
+    Ok(Operation::GetUserDelegationKey {
+        start: text("Start"),
+        expiry,
+        delegated_user_tid: text("DelegatedUserTid"),
     })
 }
 

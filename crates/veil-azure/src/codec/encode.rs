@@ -35,6 +35,7 @@ pub fn encode_output(output: &Output) -> HttpReply {
         } => HttpReply::new(204, Vec::new())
             .with_header("x-ms-popreceipt", pop_receipt.clone())
             .with_header("x-ms-time-next-visible", rfc1123(*time_next_visible)),
+        Output::UserDelegationKey(key) => xml_reply(200, write_user_delegation_key(key)),
         Output::Preflight {
             allow_origin,
             allow_methods,
@@ -58,7 +59,29 @@ pub fn encode_error(error: &AzureError, request_id: &str, now_iso: &str) -> Http
         xml.leaf(name, value);
     }
     xml.close("Error");
-    xml_reply(error.code.status(), xml.finish()).with_header("x-ms-error-code", error.code.as_str())
+    let mut reply = xml_reply(error.code.status(), xml.finish())
+        .with_header("x-ms-error-code", error.code.as_str());
+    for (name, value) in &error.headers {
+        reply = reply.with_header(*name, value.clone());
+    }
+    reply
+}
+
+fn write_user_delegation_key(key: &UserDelegationKey) -> String {
+    let mut out = xml::writer();
+    out.open("UserDelegationKey");
+    out.leaf("SignedOid", &key.signed_oid);
+    out.leaf("SignedTid", &key.signed_tid);
+    out.leaf("SignedStart", &key.signed_start);
+    out.leaf("SignedExpiry", &key.signed_expiry);
+    out.leaf("SignedService", &key.signed_service);
+    out.leaf("SignedVersion", &key.signed_version);
+    if let Some(tid) = &key.signed_delegated_user_tid {
+        out.leaf("SignedDelegatedUserTid", tid);
+    }
+    out.leaf("Value", &key.value);
+    out.close("UserDelegationKey");
+    out.finish()
 }
 
 fn write_stats(last_sync_time: veil_core::Millis) -> String {

@@ -655,6 +655,7 @@ fn verify(
         now,
         peer: None,
         policy,
+        https: false,
     };
     auth::verify_sas(sas, &dev_key(), &scope)?.authorize(kind)
 }

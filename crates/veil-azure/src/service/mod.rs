@@ -25,7 +25,7 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use veil_core::{Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
+use veil_core::{Access, Engine, EngineError, Millis, Permission, QueueKey, DEFAULT_NAMESPACE};
 use veil_http::{header_str, into_response, HttpReply};
 use veil_telemetry::audit::{self, AuditEvent};
 use veil_telemetry::{Code, Protocol, Telemetry};
@@ -34,6 +34,7 @@ use crate::api::{Operation, OperationKind, SignedIdentifier};
 use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
 use crate::codec::query::Query;
 use crate::codec::{self, HttpRequestParts, Location};
+use crate::entra::{self, EntraConfig, Principal};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
 use crate::time::{iso8601, rfc1123};
@@ -71,6 +72,11 @@ pub struct AzureConfig {
     pub data_dir: Option<PathBuf>,
     /// Where each request is counted (`veil_requests_total{protocol="azure"}`); detached by default.
     pub telemetry: Telemetry,
+    /// Bearer tokens (Entra ID): off unless configured.
+    pub entra: EntraConfig,
+    /// The server's secret, from which user delegation keys are derived (the data directory's, so keys
+    /// survive restarts); `None` draws one for the process.
+    pub delegation_secret: Option<Vec<u8>>,
 }
 
 impl Default for AzureConfig {
@@ -82,6 +88,8 @@ impl Default for AzureConfig {
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
             data_dir: None,
             telemetry: Telemetry::default(),
+            entra: EntraConfig::default(),
+            delegation_secret: None,
         }
     }
 }
@@ -100,6 +108,8 @@ struct Service {
     config: AzureConfig,
     accounts: HashMap<String, AzureAccount>,
     properties: properties::PropertiesStore,
+    /// Derives user delegation keys.
+    secret: Vec<u8>,
 }
 
 /// The Azure Queue Storage service: every method and path goes to one handler.
@@ -110,11 +120,17 @@ pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
         accounts.insert(account.name.clone(), account.clone());
     }
     let properties = properties::PropertiesStore::open(config.data_dir.as_deref());
+    let secret = config.delegation_secret.clone().unwrap_or_else(|| {
+        let mut bytes = uuid::Uuid::new_v4().as_bytes().to_vec();
+        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+        bytes
+    });
     let service = Arc::new(Service {
         engine,
         config,
         accounts,
         properties,
+        secret,
     });
     Router::new().fallback(handle).with_state(service)
 }
@@ -130,11 +146,88 @@ struct Ctx {
     now: Millis,
     /// The caller's address when the server is served with connect info, for the delivery history.
     peer: Option<SocketAddr>,
+    /// What a bearer token or user delegation SAS may do (a listing shows only what it sees); `None` for the
+    /// account key, an account-key SAS and verification off, which see the whole account.
+    access: Option<Access>,
+    /// The bearer token's principal, for Get User Delegation Key.
+    principal: Option<Principal>,
+    /// The request came over TLS (the listing's endpoint says https).
+    https: bool,
+    /// The request's `x-ms-version` (Veil's when absent): a user delegation key's signed version.
+    version: String,
 }
 
 impl Ctx {
     fn key(&self, queue: &str) -> QueueKey {
         QueueKey::new(self.namespace.clone(), queue)
+    }
+
+    /// Whether a listing shows `queue`: any permission on it.
+    fn sees(&self, queue: &str) -> bool {
+        self.access
+            .as_ref()
+            .is_none_or(|access| access.sees(&self.key(queue)))
+    }
+}
+
+/// Who a request was authenticated as.
+enum Authorized {
+    /// The account key, or verification off: the account's owner.
+    Owner,
+    /// A SAS signed with the account key: its own per-operation rules.
+    Sas(SasGrant),
+    /// A bearer token: its principal's roles.
+    Token(Principal, Access),
+    /// A user delegation SAS: its rules, and its delegating principal's roles.
+    DelegatedSas(SasGrant, Access),
+}
+
+/// The permission each operation needs (docs/security.md's table); `None` for a preflight (no credentials)
+/// and Get User Delegation Key (any verified token).
+fn permission(kind: OperationKind) -> Option<Permission> {
+    use OperationKind as K;
+    match kind {
+        K::PutMessage => Some(Permission::Send),
+        K::GetMessages => Some(Permission::Receive),
+        K::DeleteMessage | K::UpdateMessage => Some(Permission::Delete),
+        K::PeekMessages
+        | K::GetMetadata
+        | K::GetAcl
+        | K::ListQueues
+        | K::GetServiceProperties
+        | K::GetServiceStats => Some(Permission::Peek),
+        K::CreateQueue
+        | K::DeleteQueue
+        | K::SetMetadata
+        | K::SetAcl
+        | K::ClearMessages
+        | K::SetServiceProperties => Some(Permission::Admin),
+        K::Preflight | K::GetUserDelegationKey => None,
+    }
+}
+
+/// Checks a role-based access for `kind`: on the queue the path names, or — for an operation on the
+/// account — on any queue of its namespace (a listing then shows only what it sees).
+fn check_access(
+    access: &Access,
+    kind: OperationKind,
+    namespace: &str,
+    queue: Option<&str>,
+) -> AzureResult<()> {
+    let Some(needed) = permission(kind) else {
+        return Ok(());
+    };
+    let allowed = match queue {
+        Some(queue) => access.allows(&QueueKey::new(namespace, queue), needed),
+        None => access
+            .grants
+            .iter()
+            .any(|grant| grant.namespace.matches(namespace) && grant.permissions.contains(needed)),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))
     }
 }
 
@@ -148,9 +241,14 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip());
     let (parts, body) = request.into_parts();
+    // veil-http's listeners say whether the connection is TLS; a request without it came over plain HTTP.
+    let https = parts
+        .extensions
+        .get::<veil_http::ConnectionInfo>()
+        .is_some_and(|info| info.tls);
     let location = codec::locate(header_str(&parts.headers, "host"), parts.uri.path());
     let mut kind = None;
-    let served = service.serve(&parts, body, &location, now, peer, &mut kind);
+    let served = service.serve(&parts, body, &location, (now, peer, https), &mut kind);
     let reply = match served.await {
         Ok(reply) => reply,
         Err(error) => {
@@ -237,8 +335,7 @@ impl Service {
         parts: &Parts,
         body: Body,
         location: &AzureResult<Location>,
-        now: Millis,
-        peer: Option<IpAddr>,
+        (now, peer, https): (Millis, Option<IpAddr>, bool),
         named: &mut Option<OperationKind>,
     ) -> AzureResult<HttpReply> {
         let body = axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX)
@@ -254,8 +351,8 @@ impl Service {
         // authentication for the metrics' label; a routing error still answers only after authentication.
         let routed = codec::route(parts.method.as_str(), location, &query);
         *named = routed.as_ref().ok().copied();
-        let grant = self
-            .authenticate(parts, location, &query, now, peer)
+        let authorized = self
+            .authenticate(parts, location, &query, (now, peer, https))
             .inspect_err(|error| {
                 let client = peer.map(|ip| ip.to_string()).unwrap_or_default();
                 audit::record(&AuditEvent {
@@ -269,20 +366,29 @@ impl Service {
                 });
             })?;
         let kind = routed?;
-        if let Some(grant) = &grant {
-            grant.authorize(kind)?;
-        }
+        let namespace = self.namespace(location.primary_account());
+        let (access, principal) = self.authorize(authorized, kind, &namespace, location)?;
         let operation = self.decode(kind, parts, location, &query, &body)?;
+        let identity = access.as_ref().map_or_else(
+            || location.primary_account().to_string(),
+            |a| a.identity.clone(),
+        );
         let ctx = Ctx {
             account: location.primary_account().to_string(),
             named_account: location.account.clone(),
-            namespace: self.namespace(location.primary_account()),
+            namespace,
             host: host.unwrap_or("127.0.0.1").to_string(),
             now,
             peer: parts
                 .extensions
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|info| info.0),
+            access,
+            principal,
+            https,
+            version: header_str(&parts.headers, "x-ms-version")
+                .unwrap_or(limits::SERVICE_VERSION_DEFAULT)
+                .to_string(),
         };
         let audited = audited_queue(&operation);
         let result = self.execute(&ctx, operation).await;
@@ -293,7 +399,7 @@ impl Service {
                 protocol: Protocol::Azure,
                 namespace: &ctx.namespace,
                 queue: &queue,
-                identity: &ctx.account,
+                identity: &identity,
                 client: &client,
                 outcome: result
                     .as_ref()
@@ -318,19 +424,53 @@ impl Service {
         codec::decode_operation(kind, &request_parts, location, query)
     }
 
-    /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. `Ok(Some)`
-    /// is a verified SAS whose permissions the caller checks once the operation is named; preflight
+    /// Checks what an authenticated request may do once its operation is named: a SAS by its own rules, a
+    /// token or a user delegation SAS by its principal's roles (docs/security.md). Answers the access that
+    /// limits a listing and the token's principal.
+    fn authorize(
+        &self,
+        authorized: Authorized,
+        kind: OperationKind,
+        namespace: &str,
+        location: &Location,
+    ) -> AzureResult<(Option<Access>, Option<Principal>)> {
+        if kind == OperationKind::GetUserDelegationKey
+            && !matches!(authorized, Authorized::Token(..))
+        {
+            return Err(AzureError::authentication(
+                "Only authentication scheme Bearer is supported for Get User Delegation Key.",
+            ));
+        }
+        match authorized {
+            Authorized::Owner => Ok((None, None)),
+            Authorized::Sas(grant) => {
+                grant.authorize(kind)?;
+                Ok((None, None))
+            }
+            Authorized::Token(principal, access) => {
+                check_access(&access, kind, namespace, location.queue())?;
+                Ok((Some(access), Some(principal)))
+            }
+            Authorized::DelegatedSas(grant, access) => {
+                grant.authorize(kind)?;
+                check_access(&access, kind, namespace, location.queue())?;
+                Ok((Some(access), None))
+            }
+        }
+    }
+
+    /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. A SAS
+    /// or a token is checked against the operation once it is named ([`Self::authorize`]); preflight
     /// (`OPTIONS`) and verification off need nothing.
     fn authenticate(
         &self,
         parts: &Parts,
         location: &Location,
         query: &Query,
-        now: Millis,
-        peer: Option<IpAddr>,
-    ) -> AzureResult<Option<SasGrant>> {
+        (now, peer, https): (Millis, Option<IpAddr>, bool),
+    ) -> AzureResult<Authorized> {
         if parts.method.as_str().eq_ignore_ascii_case("OPTIONS") || !self.config.verify_auth {
-            return Ok(None);
+            return Ok(Authorized::Owner);
         }
         let account = location.primary_account();
         match auth::credentials(&parts.headers, query)? {
@@ -352,21 +492,100 @@ impl Service {
                 };
                 let key = self.key(account)?;
                 auth::verify_shared_key(&signed, account, key, &signature, scheme)?;
-                Ok(None)
+                Ok(Authorized::Owner)
             }
-            Credentials::Sas(sas) => self.verify_sas(&sas, location, now, peer).map(Some),
+            Credentials::Sas(sas) => self.verify_sas(&sas, location, (now, peer, https)),
+            Credentials::Bearer(token) => self.verify_bearer(parts, &token, account, now, https),
             Credentials::Anonymous => Err(AzureError::new(ErrorCode::NoAuthenticationInformation)),
         }
+    }
+
+    /// A bearer token: needs `x-ms-version` 2017-11-09 or later, then a token that verifies (401
+    /// InvalidAuthenticationInfo with `WWW-Authenticate` otherwise, as Azure answers).
+    fn verify_bearer(
+        &self,
+        parts: &Parts,
+        token: &str,
+        account: &str,
+        now: Millis,
+        _https: bool,
+    ) -> AzureResult<Authorized> {
+        let version = header_str(&parts.headers, "x-ms-version").unwrap_or("");
+        if version < limits::BEARER_VERSION_MIN {
+            return Err(AzureError::authentication(
+                "Authentication scheme Bearer is not supported in this version.",
+            ));
+        }
+        let principal = entra::verify_token(&self.config.entra, token, now).map_err(|refused| {
+            let tenant = self
+                .config
+                .entra
+                .tenant
+                .as_deref()
+                .unwrap_or(limits::ENTRA_TENANT_DEFAULT);
+            AzureError::new(ErrorCode::InvalidAuthenticationInfo)
+                .detail("AuthenticationErrorDetail", refused.0)
+                .header(
+                    "www-authenticate",
+                    format!(
+                        "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={}",
+                        limits::STORAGE_RESOURCE_ID
+                    ),
+                )
+        })?;
+        let access = entra::access(
+            &self.config.entra,
+            &principal,
+            account,
+            &self.namespace(account),
+        );
+        Ok(Authorized::Token(principal, access))
     }
 
     fn verify_sas(
         &self,
         sas: &Sas,
         location: &Location,
-        now: Millis,
-        peer: Option<IpAddr>,
-    ) -> AzureResult<SasGrant> {
+        (now, peer, https): (Millis, Option<IpAddr>, bool),
+    ) -> AzureResult<Authorized> {
         let account = location.primary_account();
+        if let Some(signed_key) = &sas.key {
+            if sas.identifier.is_some() || sas.is_account_sas() {
+                return Err(AzureError::authentication(
+                    "Signature fields not well formed: a user delegation SAS is a queue SAS without si.",
+                ));
+            }
+            if sas.delegated_user_oid.is_some() {
+                return Err(AzureError::authentication(
+                    "Veil does not support a user delegation SAS for a delegated user (sduoid).",
+                ));
+            }
+            let key = crate::delegation::verify_key(&self.secret, account, signed_key, now)?;
+            let scope = SasScope {
+                account,
+                queue: location.queue(),
+                now,
+                peer,
+                policy: None,
+                https,
+            };
+            let grant = auth::verify_sas(sas, &key, &scope)?;
+            // The SAS can do no more than the principal who delegated it.
+            let delegator = Principal {
+                oid: signed_key.oid.clone(),
+                tid: signed_key.tid.clone(),
+                app_id: None,
+                token_roles: Vec::new(),
+                dev: self.config.entra.mode == entra::EntraMode::Dev,
+            };
+            let access = entra::access(
+                &self.config.entra,
+                &delegator,
+                account,
+                &self.namespace(account),
+            );
+            return Ok(Authorized::DelegatedSas(grant, access));
+        }
         let policy = match (&sas.identifier, location.queue()) {
             (Some(id), Some(queue)) => Some(self.stored_policy(account, queue, id)?),
             (Some(_), None) => {
@@ -382,8 +601,9 @@ impl Service {
             now,
             peer,
             policy: policy.as_ref(),
+            https,
         };
-        auth::verify_sas(sas, self.key(account)?, &scope)
+        auth::verify_sas(sas, self.key(account)?, &scope).map(Authorized::Sas)
     }
 
     fn stored_policy(&self, account: &str, queue: &str, id: &str) -> AzureResult<SignedIdentifier> {
@@ -421,6 +641,33 @@ impl Service {
             })
     }
 
+    /// Get User Delegation Key for the bearer token's principal (the only credential [`Self::authorize`]
+    /// lets through).
+    fn user_delegation_key(
+        &self,
+        ctx: &Ctx,
+        start: Option<String>,
+        expiry: String,
+        delegated_user_tid: Option<String>,
+    ) -> AzureResult<crate::api::Output> {
+        let Some(principal) = &ctx.principal else {
+            return Err(AzureError::authentication(
+                "Only authentication scheme Bearer is supported for Get User Delegation Key.",
+            ));
+        };
+        let request = crate::delegation::KeyRequest {
+            account: &ctx.account,
+            oid: &principal.oid,
+            tid: &principal.tid,
+            start: start.as_deref(),
+            expiry: &expiry,
+            delegated_user_tid: delegated_user_tid.as_deref(),
+            version: &ctx.version,
+            now: ctx.now,
+        };
+        crate::delegation::issue(&self.secret, &request).map(crate::api::Output::UserDelegationKey)
+    }
+
     /// Dispatches an operation to its handler.
     async fn execute(&self, ctx: &Ctx, operation: Operation) -> AzureResult<crate::api::Output> {
         match operation {
@@ -433,6 +680,11 @@ impl Service {
             Operation::GetServiceProperties => Ok(self.get_service_properties(ctx)),
             Operation::SetServiceProperties { xml } => self.set_service_properties(ctx, &xml),
             Operation::GetServiceStats => Ok(self.service_stats(ctx)),
+            Operation::GetUserDelegationKey {
+                start,
+                expiry,
+                delegated_user_tid,
+            } => self.user_delegation_key(ctx, start, expiry, delegated_user_tid),
             Operation::Preflight {
                 origin,
                 method,

@@ -71,6 +71,8 @@ impl Service {
             .into_iter()
             // Queues made by other protocols whose names Azure cannot address are not shown.
             .filter(|info| codec::validate_queue_name(&info.key.name).is_ok())
+            // A token sees only the queues it holds some permission on (docs/security.md).
+            .filter(|info| ctx.sees(&info.key.name))
             .filter(|info| after.as_deref().is_none_or(|a| info.key.name.as_str() >= a));
         let queues: Vec<QueueItem> = matching
             .by_ref()
@@ -84,7 +86,12 @@ impl Service {
             .next()
             .map(|info| format!("/{}/{}", ctx.account, info.key.name));
         Output::QueueList(QueueList {
-            service_endpoint: format!("http://{}/{}/", ctx.host, ctx.named_account),
+            service_endpoint: format!(
+                "{}://{}/{}/",
+                if ctx.https { "https" } else { "http" },
+                ctx.host,
+                ctx.named_account
+            ),
             prefix,
             marker,
             max_results,

@@ -1410,3 +1410,262 @@ async fn clear_delete_and_metadata_changes_are_audited() {
         ]
     );
 }
+
+/// A token signed with a throwaway HMAC key: development mode never checks the signature.
+fn dev_token(oid: &str, exp_s: u64) -> String {
+    #[derive(serde::Serialize)]
+    struct Claims<'a> {
+        oid: &'a str,
+        tid: &'a str,
+        exp: u64,
+    }
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &Claims {
+            oid,
+            tid: "tenant",
+            exp: exp_s,
+        },
+        &jsonwebtoken::EncodingKey::from_secret(b"anything"),
+    )
+    .unwrap()
+}
+
+fn entra_harness(mode: entra::EntraMode) -> Harness {
+    harness_with(AzureConfig {
+        entra: EntraConfig {
+            mode,
+            ..EntraConfig::default()
+        },
+        delegation_secret: Some(b"test secret".to_vec()),
+        ..AzureConfig::default()
+    })
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_401_with_www_authenticate_when_entra_is_off() {
+    let h = entra_harness(entra::EntraMode::Off);
+    let bearer = format!("Bearer {}", dev_token("me", START_MS / 1000 + 3600));
+    let reply = h
+        .send_with("PUT", "/orders", "", &[("authorization", &bearer)])
+        .await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.body);
+    assert_eq!(reply.error_code(), "InvalidAuthenticationInfo");
+    assert_eq!(
+        reply.header("www-authenticate"),
+        "Bearer authorization_uri=https://login.microsoftonline.com/common/oauth2/authorize resource_id=https://storage.azure.com"
+    );
+}
+
+#[tokio::test]
+async fn dev_mode_takes_any_unexpired_token_as_a_contributor_and_refuses_an_expired_one() {
+    let h = entra_harness(entra::EntraMode::Dev);
+    let bearer = format!("Bearer {}", dev_token("me", START_MS / 1000 + 3600));
+    let created = h
+        .send_with("PUT", "/orders", "", &[("authorization", &bearer)])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    // Past Entra ID's five minutes of skew.
+    let expired = format!("Bearer {}", dev_token("me", START_MS / 1000 - 301));
+    let reply = h
+        .send_with("PUT", "/orders", "", &[("authorization", &expired)])
+        .await;
+    assert_eq!(reply.error_code(), "InvalidAuthenticationInfo");
+}
+
+#[tokio::test]
+async fn a_bearer_token_needs_service_version_2017_11_09() {
+    let h = entra_harness(entra::EntraMode::Dev);
+    let bearer = format!("Bearer {}", dev_token("me", START_MS / 1000 + 3600));
+    let request = Request::builder()
+        .method("PUT")
+        .uri(format!("{ACCOUNT}/orders"))
+        .header("host", "127.0.0.1:10001")
+        .header("x-ms-version", "2017-07-29")
+        .header("authorization", bearer)
+        .body(Body::empty())
+        .unwrap();
+    let reply = h.call(request).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(reply.error_code(), "AuthenticationFailed");
+}
+
+#[test]
+fn roles_map_onto_permissions_on_the_queues_their_assignment_covers() {
+    use veil_core::Pattern;
+    let assign = |principal: &str, role| entra::RoleAssignment {
+        principal: principal.into(),
+        role,
+        account: Pattern::new("devstoreaccount1"),
+        queues: Pattern::new("orders-*"),
+    };
+    let config = EntraConfig {
+        mode: entra::EntraMode::Verify,
+        role_assignments: vec![
+            assign("reader", entra::Role::Reader),
+            assign("processor", entra::Role::MessageProcessor),
+        ],
+        ..EntraConfig::default()
+    };
+    let principal = |oid: &str, token_roles| Principal {
+        oid: oid.into(),
+        tid: String::new(),
+        app_id: None,
+        token_roles,
+        dev: false,
+    };
+    let key = QueueKey::new(DEFAULT_NAMESPACE, "orders-1");
+    let other = QueueKey::new(DEFAULT_NAMESPACE, "billing");
+    let reader = entra::access(
+        &config,
+        &principal("reader", vec![]),
+        "devstoreaccount1",
+        DEFAULT_NAMESPACE,
+    );
+    assert!(reader.allows(&key, Permission::Peek));
+    assert!(!reader.allows(&key, Permission::Send));
+    assert!(!reader.sees(&other));
+    let processor = entra::access(
+        &config,
+        &principal("processor", vec![]),
+        "devstoreaccount1",
+        DEFAULT_NAMESPACE,
+    );
+    for p in [Permission::Receive, Permission::Delete, Permission::Peek] {
+        assert!(processor.allows(&key, p), "{p}");
+    }
+    assert!(!processor.allows(&key, Permission::Admin));
+    let elsewhere = entra::access(
+        &config,
+        &principal("reader", vec![]),
+        "otheraccount",
+        "azure:otheraccount",
+    );
+    assert!(elsewhere.grants.is_empty());
+    let claimed = entra::access(
+        &config,
+        &principal("nobody", vec![entra::Role::MessageSender]),
+        "devstoreaccount1",
+        DEFAULT_NAMESPACE,
+    );
+    assert!(claimed.allows(&other, Permission::Send));
+    assert!(!claimed.allows(&other, Permission::Peek));
+}
+
+/// A user delegation SAS token for `queue`, signed with `value` (base64), the key's fields as issued.
+fn delegation_sas(key: &Element, queue: &str, permissions: &str, protocol: Option<&str>) -> String {
+    let field = |name: &str| key.child_text(name).unwrap_or_default().to_string();
+    let signed_key = auth::SignedKey {
+        oid: field("SignedOid"),
+        tid: field("SignedTid"),
+        start: field("SignedStart"),
+        expiry: field("SignedExpiry"),
+        service: field("SignedService"),
+        version: field("SignedVersion"),
+        delegated_user_tid: None,
+    };
+    let sas = auth::Sas {
+        version: "2026-04-06".into(),
+        permissions: Some(permissions.into()),
+        expiry: Some(signed_key.expiry.clone()),
+        protocol: protocol.map(str::to_string),
+        key: Some(signed_key.clone()),
+        ..auth::Sas::default()
+    };
+    let value = auth::decode_key(&field("Value")).unwrap();
+    let signature = auth::sign(
+        &value,
+        &auth::user_delegation_sas_string_to_sign("devstoreaccount1", queue, &sas, &signed_key),
+    );
+    let enc = |v: &str| {
+        percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let mut token = format!(
+        "sv=2026-04-06&sp={permissions}&se={}&skoid={}&sktid={}&skt={}&ske={}&sks={}&skv={}&sig={}",
+        enc(&signed_key.expiry),
+        enc(&signed_key.oid),
+        enc(&signed_key.tid),
+        enc(&signed_key.start),
+        enc(&signed_key.expiry),
+        signed_key.service,
+        signed_key.version,
+        enc(&signature)
+    );
+    if let Some(protocol) = protocol {
+        token.push_str(&format!("&spr={protocol}"));
+    }
+    token
+}
+
+#[tokio::test]
+async fn a_user_delegation_sas_signed_with_an_issued_key_works_and_spr_https_needs_tls() {
+    let h = entra_harness(entra::EntraMode::Dev);
+    let bearer = format!("Bearer {}", dev_token("me", START_MS / 1000 + 3600));
+    let auth_header = [("authorization", bearer.as_str())];
+    h.send_with("PUT", "/orders", "", &auth_header).await;
+    let key_info = "<KeyInfo><Start>2023-11-14T22:13:20Z</Start><Expiry>2023-11-15T22:13:20Z</Expiry></KeyInfo>";
+    let key = h
+        .send_with(
+            "POST",
+            "?restype=service&comp=userdelegationkey",
+            key_info,
+            &auth_header,
+        )
+        .await;
+    assert_eq!(key.status, StatusCode::OK, "{}", key.body);
+    let key = key.xml();
+    assert_eq!(key.child_text("SignedOid"), Some("me"));
+    let sas = delegation_sas(&key, "orders", "a", None);
+    let put = h
+        .send(
+            "POST",
+            &format!("/orders/messages?{sas}"),
+            &message_body("delegated"),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.body);
+    let peek = h
+        .send("GET", &format!("/orders/messages?peekonly=true&{sas}"), "")
+        .await;
+    assert_eq!(peek.error_code(), "AuthorizationPermissionMismatch");
+    let https_only = delegation_sas(&key, "orders", "a", Some("https"));
+    let plain = h
+        .send(
+            "POST",
+            &format!("/orders/messages?{https_only}"),
+            &message_body("x"),
+        )
+        .await;
+    assert_eq!(plain.error_code(), "AuthorizationProtocolMismatch");
+    let mut over_tls = Request::builder()
+        .method("POST")
+        .uri(format!("{ACCOUNT}/orders/messages?{https_only}"))
+        .header("host", "127.0.0.1:10001")
+        .header("x-ms-version", "2026-04-06")
+        .body(Body::from(message_body("over tls")))
+        .unwrap();
+    over_tls
+        .extensions_mut()
+        .insert(veil_http::ConnectionInfo::new(
+            "127.0.0.1:1".parse().unwrap(),
+            true,
+            &veil_http::Limits::default(),
+        ));
+    assert_eq!(h.call(over_tls).await.status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn get_user_delegation_key_needs_a_bearer_token() {
+    let h = entra_harness(entra::EntraMode::Dev);
+    let key = auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap();
+    let reply = h
+        .call(signed_request(
+            "POST",
+            "/devstoreaccount1?restype=service&comp=userdelegationkey",
+            &key,
+            "<KeyInfo><Expiry>2023-11-15T22:13:20Z</Expiry></KeyInfo>",
+        ))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    assert_eq!(reply.error_code(), "AuthenticationFailed");
+}
