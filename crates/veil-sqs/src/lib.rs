@@ -15,6 +15,8 @@ pub mod limits;
 pub mod md5;
 pub mod namespace;
 pub mod service;
+pub mod sigv4;
+pub mod policy;
 pub mod validate;
 
 pub use error::{ErrorCode, SqsError};
