@@ -50,6 +50,44 @@ pub enum AzureAuthMode {
     Off,
 }
 
+/// Whether the SQS endpoint verifies SigV4 signatures and checks permissions (docs/security.md, "SQS").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SqsAuthMode {
+    /// Verify every request against the configured credentials (AWS's behaviour).
+    #[default]
+    On,
+    /// Accept any request, signed or not, with every permission: for local development only.
+    Off,
+}
+
+/// An SQS credential of the config file (`[[sqs.credentials]]`).
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SqsCredentialFile {
+    pub access_key: String,
+    pub secret_key: String,
+    pub account_id: String,
+    pub session_token: Option<String>,
+    /// Absent: the account's owner (every permission on the account's queues).
+    pub grants: Option<Vec<veil_core::GrantSpec>>,
+}
+
+/// The `[sqs]` table of the config file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct SqsFile {
+    auth: Option<SqsAuthMode>,
+    /// The development credential `test`/`test` → the default account; on unless set to false.
+    dev_credential: Option<bool>,
+    #[serde(default)]
+    credentials: Vec<SqsCredentialFile>,
+}
+
+/// The development credential every SQS emulator accepts (docs/security.md, "SQS").
+pub const SQS_DEV_ACCESS_KEY: &str = "test";
+pub const SQS_DEV_SECRET_KEY: &str = "test";
+
 /// An Azure storage account of the config file (`[[azure.accounts]]`).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -104,8 +142,9 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, log_format, store_cache_mib, admin_listen, and an [azure] table with listen, auth, max_dequeue_count and
-    /// [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
+    /// durability, log_level, log_format, store_cache_mib, admin_listen, an [sqs] table with auth, dev_credential and
+    /// [[sqs.credentials]] access_key/secret_key/account_id/session_token/grants, and an [azure] table with listen, auth,
+    /// max_dequeue_count and [[azure.accounts]] name/key/namespace). Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded store and the receipt secret [default: ./veil-data]
@@ -134,6 +173,10 @@ pub struct ServeArgs {
     /// Memory for the store's page cache, in MiB [default: 64]
     #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
     pub store_cache_mib: Option<usize>,
+    /// on: verify SigV4 signatures and check each credential's permissions; off: accept any request
+    /// (local development only) [default: on]
+    #[arg(long, env = "VEIL_SQS_AUTH", value_enum)]
+    pub sqs_auth: Option<SqsAuthMode>,
     /// Address of the Azure Queue Storage endpoint (path style: /<account>/<queue>) [default: 127.0.0.1:10001]
     #[arg(long, env = "VEIL_AZURE_LISTEN")]
     pub azure_listen: Option<SocketAddr>,
@@ -171,6 +214,8 @@ struct FileConfig {
     azure: AzureFile,
     #[serde(default)]
     kubemq: KubemqFile,
+    #[serde(default)]
+    sqs: SqsFile,
 }
 
 /// The settings in force.
@@ -195,6 +240,9 @@ pub struct Settings {
     pub kubemq_auth_tokens: Vec<String>,
     pub kubemq_settings: veil_kubemq::Settings,
     pub admin_listen: SocketAddr,
+    pub sqs_auth: SqsAuthMode,
+    /// The credentials in force: the config file's, and the development one unless turned off.
+    pub sqs_credentials: Vec<veil_sqs::SqsCredential>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -237,16 +285,17 @@ impl Settings {
 
     /// Each setting from the flags (or environment), else the config file, else its default.
     fn merge(args: ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        let sqs_account_id = args
+            .sqs_account_id
+            .or(file.sqs_account_id)
+            .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into());
         Ok(Settings {
             data_dir: args
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(|| DATA_DIR_DEFAULT.into()),
             sqs_listen: listen_addr(args.sqs_listen.or(file.sqs_listen), SQS_LISTEN_DEFAULT)?,
-            sqs_account_id: args
-                .sqs_account_id
-                .or(file.sqs_account_id)
-                .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into()),
+            sqs_account_id: sqs_account_id.clone(),
             inflight_max: args
                 .inflight_max
                 .or(file.inflight_max)
@@ -281,6 +330,8 @@ impl Settings {
                 args.admin_listen.or(file.admin_listen),
                 ADMIN_LISTEN_DEFAULT,
             )?,
+            sqs_auth: args.sqs_auth.or(file.sqs.auth).unwrap_or_default(),
+            sqs_credentials: sqs_credentials(&file.sqs, &sqs_account_id)?,
         })
     }
 
@@ -310,6 +361,52 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// The `[[sqs.credentials]]`, each checked, and the development credential `test`/`test` → the default
+/// account unless `dev_credential = false` or a listed credential uses the key `test`.
+fn sqs_credentials(
+    file: &SqsFile,
+    default_account: &str,
+) -> Result<Vec<veil_sqs::SqsCredential>, ConfigError> {
+    let mut credentials: Vec<veil_sqs::SqsCredential> = file
+        .credentials
+        .iter()
+        .map(|c| veil_sqs::SqsCredential {
+            access_key: c.access_key.clone(),
+            secret_key: c.secret_key.clone(),
+            account_id: c.account_id.clone(),
+            session_token: c.session_token.clone(),
+            grants: c.grants.clone(),
+        })
+        .collect();
+    let listed = credentials
+        .iter()
+        .any(|c| c.access_key == SQS_DEV_ACCESS_KEY);
+    if file.dev_credential.unwrap_or(true) && !listed {
+        credentials.push(veil_sqs::SqsCredential {
+            access_key: SQS_DEV_ACCESS_KEY.into(),
+            secret_key: SQS_DEV_SECRET_KEY.into(),
+            account_id: default_account.into(),
+            session_token: None,
+            grants: None,
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    for credential in &credentials {
+        if !seen.insert(credential.access_key.as_str()) {
+            return Err(ConfigError::Invalid(
+                veil_sqs::CredentialError::Duplicate {
+                    access_key: credential.access_key.clone(),
+                }
+                .to_string(),
+            ));
+        }
+        credential
+            .validate()
+            .map_err(|error| ConfigError::Invalid(error.to_string()))?;
+    }
+    Ok(credentials)
 }
 
 /// The address given, else the built-in default.

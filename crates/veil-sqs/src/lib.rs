@@ -20,4 +20,4 @@ pub mod policy;
 pub mod validate;
 
 pub use error::{ErrorCode, SqsError};
-pub use service::{router, SqsConfig};
+pub use service::{router, CredentialError, SqsAuth, SqsConfig, SqsCredential};
