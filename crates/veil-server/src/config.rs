@@ -571,6 +571,63 @@ mod tests {
         assert_eq!(settings.kubemq_settings.default_visibility_s, 60);
     }
 
+    fn resolve_text(text: &str) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(&path, text).unwrap();
+        Settings::resolve(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+    }
+
+    #[test]
+    fn sqs_auth_is_on_with_the_dev_credential_by_default() {
+        let settings = Settings::resolve(ServeArgs::default()).unwrap();
+        assert_eq!(settings.sqs_auth, SqsAuthMode::On);
+        let keys: Vec<(&str, &str, &str)> = settings
+            .sqs_credentials
+            .iter()
+            .map(|c| {
+                (
+                    c.access_key.as_str(),
+                    c.secret_key.as_str(),
+                    c.account_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(keys, [("test", "test", "000000000000")]);
+    }
+
+    #[test]
+    fn sqs_credentials_come_from_the_sqs_table_and_the_dev_credential_can_be_turned_off() {
+        let settings = resolve_text(
+            "[sqs]\nauth = \"off\"\ndev_credential = false\n[[sqs.credentials]]\naccess_key = \"AK\"\n\
+             secret_key = \"s\"\naccount_id = \"111111111111\"\nsession_token = \"t\"\n\
+             grants = [{ queues = \"orders-*\", permissions = [\"send\"] }]\n",
+        )
+        .unwrap();
+        assert_eq!(settings.sqs_auth, SqsAuthMode::Off);
+        assert_eq!(settings.sqs_credentials.len(), 1);
+        let credential = &settings.sqs_credentials[0];
+        assert_eq!(credential.session_token.as_deref(), Some("t"));
+        assert_eq!(credential.grants.as_ref().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn bad_sqs_credentials_are_rejected() {
+        for (text, expected) in [
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"12\"\n", "12 digits"),
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"111111111111\"\ngrants = [{ permissions = [\"write\"] }]\n", "unknown permission"),
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"111111111111\"\n[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"t\"\naccount_id = \"111111111111\"\n", "listed twice"),
+        ] {
+            match resolve_text(text) {
+                Err(ConfigError::Invalid(message)) => assert!(message.contains(expected), "{message}"),
+                other => panic!("expected {expected:?}, got {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn azure_accounts_and_poison_default_come_from_the_azure_table() {
         let dir = tempfile::tempdir().unwrap();

@@ -14,9 +14,9 @@ pub mod fifo;
 pub mod limits;
 pub mod md5;
 pub mod namespace;
+pub mod policy;
 pub mod service;
 pub mod sigv4;
-pub mod policy;
 pub mod validate;
 
 pub use error::{ErrorCode, SqsError};

@@ -191,7 +191,10 @@ mod tests {
         let doc = policy(
             r#"{"Sid":"l","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::111111111111:root"},"Action":"SQS:SendMessage","Resource":"arn:aws:sqs:us-east-1:000000000000:orders"}"#,
         );
-        assert_eq!(evaluate(&doc, &request("111111111111", "SendMessage")), Decision::Allow);
+        assert_eq!(
+            evaluate(&doc, &request("111111111111", "SendMessage")),
+            Decision::Allow
+        );
         assert_eq!(
             evaluate(&doc, &request("111111111111", "ReceiveMessage")),
             Decision::NotApplicable
@@ -204,7 +207,12 @@ mod tests {
 
     #[test]
     fn actions_match_case_insensitively_with_wildcards_and_lists() {
-        for action in [r#""*""#, r#""sqs:*""#, r#""sqs:Send*""#, r#"["sqs:ReceiveMessage","SQS:sendmessage"]"#] {
+        for action in [
+            r#""*""#,
+            r#""sqs:*""#,
+            r#""sqs:Send*""#,
+            r#"["sqs:ReceiveMessage","SQS:sendmessage"]"#,
+        ] {
             let doc = policy(&format!(
                 r#"{{"Effect":"Allow","Principal":"*","Action":{action},"Resource":"*"}}"#
             ));
@@ -239,8 +247,13 @@ mod tests {
                 "{principal}"
             );
         }
-        let doc = policy(r#"{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"sqs:*"}"#);
-        assert_eq!(evaluate(&doc, &request("111111111111", "SendMessage")), Decision::NotApplicable);
+        let doc = policy(
+            r#"{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"sqs:*"}"#,
+        );
+        assert_eq!(
+            evaluate(&doc, &request("111111111111", "SendMessage")),
+            Decision::NotApplicable
+        );
     }
 
     #[test]
@@ -248,8 +261,14 @@ mod tests {
         let doc = policy(
             r#"{"Effect":"Allow","Principal":"*","Action":"sqs:*"},{"Effect":"Deny","Principal":{"AWS":"111111111111"},"Action":"sqs:SendMessage","Resource":"arn:aws:sqs:*:*:orders"}"#,
         );
-        assert_eq!(evaluate(&doc, &request("111111111111", "SendMessage")), Decision::Deny);
-        assert_eq!(evaluate(&doc, &request("111111111111", "ReceiveMessage")), Decision::Allow);
+        assert_eq!(
+            evaluate(&doc, &request("111111111111", "SendMessage")),
+            Decision::Deny
+        );
+        assert_eq!(
+            evaluate(&doc, &request("111111111111", "ReceiveMessage")),
+            Decision::Allow
+        );
     }
 
     #[test]
@@ -257,7 +276,10 @@ mod tests {
         let doc = policy(
             r#"{"Effect":"Allow","Principal":"*","Action":"sqs:*","Resource":"arn:aws:sqs:us-east-1:000000000000:invoices"}"#,
         );
-        assert_eq!(evaluate(&doc, &request("1", "SendMessage")), Decision::NotApplicable);
+        assert_eq!(
+            evaluate(&doc, &request("1", "SendMessage")),
+            Decision::NotApplicable
+        );
     }
 
     #[test]
@@ -288,8 +310,14 @@ mod tests {
                 "{statement}"
             );
         }
-        assert_eq!(evaluate("not json", &request("1", "SendMessage")), Decision::NotApplicable);
+        assert_eq!(
+            evaluate("not json", &request("1", "SendMessage")),
+            Decision::NotApplicable
+        );
         let single = r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"*"}}"#;
-        assert_eq!(evaluate(single, &request("1", "SendMessage")), Decision::Allow);
+        assert_eq!(
+            evaluate(single, &request("1", "SendMessage")),
+            Decision::Allow
+        );
     }
 }

@@ -139,7 +139,9 @@ fn parse_header(authorization: &str, headers: &HeaderMap) -> Result<Claim, SigV4
         ("SignedHeaders", signed_headers.is_some()),
     ] {
         if !present {
-            missing.push_str(&format!("Authorization header requires '{part}' parameter. "));
+            missing.push_str(&format!(
+                "Authorization header requires '{part}' parameter. "
+            ));
         }
     }
     if timestamp.is_none() {
@@ -435,7 +437,9 @@ fn collapse_whitespace(value: &str) -> String {
 fn uri_encode(bytes: &[u8], keep_slash: bool) -> String {
     let mut out = String::with_capacity(bytes.len());
     for &b in bytes {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') || (keep_slash && b == b'/')
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'_' | b'.' | b'~')
+            || (keep_slash && b == b'/')
         {
             out.push(b as char);
         } else {
@@ -530,7 +534,11 @@ fn amz_to_millis(text: &str) -> Option<Millis> {
     };
     let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
     let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
     {
         return None;
     }

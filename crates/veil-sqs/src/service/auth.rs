@@ -79,11 +79,10 @@ impl SqsCredential {
             });
         }
         for spec in self.grants.iter().flatten() {
-            spec.to_grant("")
-                .map_err(|source| CredentialError::Grant {
-                    access_key: self.access_key.clone(),
-                    source,
-                })?;
+            spec.to_grant("").map_err(|source| CredentialError::Grant {
+                access_key: self.access_key.clone(),
+                source,
+            })?;
         }
         Ok(())
     }
@@ -203,7 +202,9 @@ impl Service {
             .ok_or_else(invalid_token)?;
         let token_ok = match (&credential.session_token, &claim.security_token) {
             (None, None) => true,
-            (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
+            (Some(expected), Some(given)) => {
+                bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+            }
             _ => false,
         };
         if !token_ok {
@@ -353,9 +354,9 @@ fn cross_account(action: &str) -> bool {
 /// The queue URL an action names, for the actions that name one.
 fn target_of(action: &Action) -> Option<&QueueTarget> {
     Some(match action {
-        Action::DeleteQueue(target) | Action::PurgeQueue(target) | Action::ListQueueTags(target) => {
-            target
-        }
+        Action::DeleteQueue(target)
+        | Action::PurgeQueue(target)
+        | Action::ListQueueTags(target) => target,
         Action::GetQueueAttributes(input) => &input.target,
         Action::SetQueueAttributes(input) => &input.target,
         Action::SendMessage(input) => &input.target,

@@ -23,10 +23,10 @@ use std::time::Instant;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::HeaderMap;
-use veil_core::Access;
 use axum::response::Response;
 use axum::Router;
 use veil_core::limits::SECOND_MS;
+use veil_core::Access;
 use veil_core::{Consumer, Engine, EngineError, QueueKey};
 
 use crate::api::{Action, ActionName, Output, QueueTarget};

@@ -36,7 +36,10 @@ fn empty_hash() -> String {
 
 #[test]
 fn test_suite_get_vanilla() {
-    let h = headers(&[("host", "example.amazonaws.com"), ("x-amz-date", SUITE_DATE)]);
+    let h = headers(&[
+        ("host", "example.amazonaws.com"),
+        ("x-amz-date", SUITE_DATE),
+    ]);
     let request = SignedRequest {
         method: "GET",
         path: "/",
@@ -53,7 +56,10 @@ fn test_suite_get_vanilla() {
 
 #[test]
 fn test_suite_get_vanilla_query_order_key_case() {
-    let h = headers(&[("host", "example.amazonaws.com"), ("x-amz-date", SUITE_DATE)]);
+    let h = headers(&[
+        ("host", "example.amazonaws.com"),
+        ("x-amz-date", SUITE_DATE),
+    ]);
     let request = SignedRequest {
         method: "GET",
         path: "/",
@@ -72,7 +78,10 @@ fn test_suite_get_vanilla_query_order_key_case() {
 fn signing_guide_iam_list_users_example() {
     let h = headers(&[
         ("host", "iam.amazonaws.com"),
-        ("content-type", "application/x-www-form-urlencoded; charset=utf-8"),
+        (
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        ),
         ("x-amz-date", SUITE_DATE),
     ]);
     let request = SignedRequest {
@@ -82,7 +91,11 @@ fn signing_guide_iam_list_users_example() {
         headers: &h,
         body: b"",
     };
-    let c = claim("iam", &["content-type", "host", "x-amz-date"], Carrier::Header);
+    let c = claim(
+        "iam",
+        &["content-type", "host", "x-amz-date"],
+        Carrier::Header,
+    );
     assert_eq!(
         signature_of(&request, &c, SECRET, &empty_hash()),
         "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
@@ -93,7 +106,10 @@ fn signing_guide_iam_list_users_example() {
 fn canonical_uri_and_query_encode_as_the_sdks_do() {
     assert_eq!(canonical_uri(""), "/");
     assert_eq!(canonical_uri("/a/./b/../c/"), "/a/c/");
-    assert_eq!(canonical_uri("/000000000000/q%20x"), "/000000000000/q%2520x");
+    assert_eq!(
+        canonical_uri("/000000000000/q%20x"),
+        "/000000000000/q%2520x"
+    );
     assert_eq!(
         canonical_query("b=2&a=%7e+x&a=1&X-Amz-Signature=s", true),
         "a=1&a=~%2Bx&b=2"
@@ -122,7 +138,11 @@ fn signed_sqs(body: &'static [u8], at: &str) -> (HeaderMap, String) {
         ("x-amz-date", at),
         ("content-type", "application/x-amz-json-1.0"),
     ]);
-    let mut c = claim("sqs", &["content-type", "host", "x-amz-date"], Carrier::Header);
+    let mut c = claim(
+        "sqs",
+        &["content-type", "host", "x-amz-date"],
+        Carrier::Header,
+    );
     c.timestamp = at.into();
     c.scope_date = at[..8].into();
     let request = SignedRequest {
@@ -137,7 +157,10 @@ fn signed_sqs(body: &'static [u8], at: &str) -> (HeaderMap, String) {
         "AWS4-HMAC-SHA256 Credential=test/{}/us-east-1/sqs/aws4_request, SignedHeaders=content-type;host;x-amz-date, Signature={signature}",
         &at[..8]
     );
-    h.insert("authorization", HeaderValue::from_str(&authorization).unwrap());
+    h.insert(
+        "authorization",
+        HeaderValue::from_str(&authorization).unwrap(),
+    );
     (h, signature)
 }
 
@@ -159,7 +182,10 @@ fn a_signed_request_verifies_and_names_its_key_and_region() {
     let now = amz_to_millis(SUITE_DATE).unwrap();
     let (h, _) = signed_sqs(b"{}", SUITE_DATE);
     let claim = check(&h, b"{}", "test", now).unwrap();
-    assert_eq!((claim.access_key.as_str(), claim.region.as_str()), ("test", "us-east-1"));
+    assert_eq!(
+        (claim.access_key.as_str(), claim.region.as_str()),
+        ("test", "us-east-1")
+    );
 }
 
 #[test]
@@ -201,7 +227,10 @@ fn missing_and_malformed_signatures_are_told_apart() {
     assert_eq!(check(&none, b"", "test", 0), Err(SigV4Error::Missing));
     let h = headers(&[
         ("host", "x"),
-        ("authorization", "AWS4-HMAC-SHA256 Credential=test/20150830/us-east-1/sqs/aws4_request"),
+        (
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=test/20150830/us-east-1/sqs/aws4_request",
+        ),
     ]);
     match check(&h, b"", "test", 0) {
         Err(SigV4Error::Incomplete(message)) => {
@@ -210,7 +239,10 @@ fn missing_and_malformed_signatures_are_told_apart() {
         other => panic!("{other:?}"),
     }
     let basic = headers(&[("authorization", "Basic dGVzdDp0ZXN0")]);
-    assert!(matches!(check(&basic, b"", "test", 0), Err(SigV4Error::Incomplete(_))));
+    assert!(matches!(
+        check(&basic, b"", "test", 0),
+        Err(SigV4Error::Incomplete(_))
+    ));
 }
 
 #[test]
