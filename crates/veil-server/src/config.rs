@@ -50,6 +50,44 @@ pub enum AzureAuthMode {
     Off,
 }
 
+/// Whether the SQS endpoint verifies SigV4 signatures and checks permissions (docs/security.md, "SQS").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SqsAuthMode {
+    /// Verify every request against the configured credentials (AWS's behaviour).
+    #[default]
+    On,
+    /// Accept any request, signed or not, with every permission: for local development only.
+    Off,
+}
+
+/// An SQS credential of the config file (`[[sqs.credentials]]`).
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SqsCredentialFile {
+    pub access_key: String,
+    pub secret_key: String,
+    pub account_id: String,
+    pub session_token: Option<String>,
+    /// Absent: the account's owner (every permission on the account's queues).
+    pub grants: Option<Vec<veil_core::GrantSpec>>,
+}
+
+/// The `[sqs]` table of the config file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct SqsFile {
+    auth: Option<SqsAuthMode>,
+    /// The development credential `test`/`test` → the default account; on unless set to false.
+    dev_credential: Option<bool>,
+    #[serde(default)]
+    credentials: Vec<SqsCredentialFile>,
+}
+
+/// The development credential every SQS emulator accepts (docs/security.md, "SQS").
+pub const SQS_DEV_ACCESS_KEY: &str = "test";
+pub const SQS_DEV_SECRET_KEY: &str = "test";
+
 /// An Azure storage account of the config file (`[[azure.accounts]]`).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -149,9 +187,10 @@ pub struct AzureAccountSetting {
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
     /// durability, log_level, log_format, store_cache_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
-    /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [azure] table with listen, auth,
-    /// max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace). Flags and
-    /// environment variables override it.
+    /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [sqs] table with auth, dev_credential
+    /// and [[sqs.credentials]] access_key/secret_key/account_id/session_token/grants, and an [azure] table
+    /// with listen, auth, max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace).
+    /// Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded store and the receipt secret [default: ./veil-data]
@@ -180,6 +219,10 @@ pub struct ServeArgs {
     /// Memory for the store's page cache, in MiB [default: 64]
     #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
     pub store_cache_mib: Option<usize>,
+    /// on: verify SigV4 signatures and check each credential's permissions; off: accept any request
+    /// (local development only) [default: on]
+    #[arg(long, env = "VEIL_SQS_AUTH", value_enum)]
+    pub sqs_auth: Option<SqsAuthMode>,
     /// Address of the Azure Queue Storage endpoint (path style: /<account>/<queue>) [default: 127.0.0.1:10001]
     #[arg(long, env = "VEIL_AZURE_LISTEN")]
     pub azure_listen: Option<SocketAddr>,
@@ -232,6 +275,8 @@ struct FileConfig {
     admin_tls_key: Option<PathBuf>,
     #[serde(default)]
     limits: crate::listeners::LimitsFile,
+    #[serde(default)]
+    sqs: SqsFile,
 }
 
 /// The settings in force.
@@ -260,6 +305,9 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// TLS and limits of each listener.
     pub listeners: crate::listeners::ListenerSettings,
+    pub sqs_auth: SqsAuthMode,
+    /// The credentials in force: the config file's, and the development one unless turned off.
+    pub sqs_credentials: Vec<veil_sqs::SqsCredential>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -304,6 +352,10 @@ impl Settings {
     fn merge(args: ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
         let listeners =
             crate::listeners::ListenerSettings::resolve(args.listeners, listener_file(&file))?;
+        let sqs_account_id = args
+            .sqs_account_id
+            .or(file.sqs_account_id)
+            .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into());
         Ok(Settings {
             listeners,
             data_dir: args
@@ -311,10 +363,7 @@ impl Settings {
                 .or(file.data_dir)
                 .unwrap_or_else(|| DATA_DIR_DEFAULT.into()),
             sqs_listen: listen_addr(args.sqs_listen.or(file.sqs_listen), SQS_LISTEN_DEFAULT)?,
-            sqs_account_id: args
-                .sqs_account_id
-                .or(file.sqs_account_id)
-                .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into()),
+            sqs_account_id: sqs_account_id.clone(),
             inflight_max: args
                 .inflight_max
                 .or(file.inflight_max)
@@ -354,6 +403,8 @@ impl Settings {
                 args.admin_listen.or(file.admin_listen),
                 ADMIN_LISTEN_DEFAULT,
             )?,
+            sqs_auth: args.sqs_auth.or(file.sqs.auth).unwrap_or_default(),
+            sqs_credentials: sqs_credentials(&file.sqs, &sqs_account_id)?,
         })
     }
 
@@ -400,6 +451,52 @@ fn listener_file(file: &FileConfig) -> crate::listeners::ListenerFile {
         admin: tls(&file.admin_tls_cert, &file.admin_tls_key),
         limits: file.limits.clone(),
     }
+}
+
+/// The `[[sqs.credentials]]`, each checked, and the development credential `test`/`test` → the default
+/// account unless `dev_credential = false` or a listed credential uses the key `test`.
+fn sqs_credentials(
+    file: &SqsFile,
+    default_account: &str,
+) -> Result<Vec<veil_sqs::SqsCredential>, ConfigError> {
+    let mut credentials: Vec<veil_sqs::SqsCredential> = file
+        .credentials
+        .iter()
+        .map(|c| veil_sqs::SqsCredential {
+            access_key: c.access_key.clone(),
+            secret_key: c.secret_key.clone(),
+            account_id: c.account_id.clone(),
+            session_token: c.session_token.clone(),
+            grants: c.grants.clone(),
+        })
+        .collect();
+    let listed = credentials
+        .iter()
+        .any(|c| c.access_key == SQS_DEV_ACCESS_KEY);
+    if file.dev_credential.unwrap_or(true) && !listed {
+        credentials.push(veil_sqs::SqsCredential {
+            access_key: SQS_DEV_ACCESS_KEY.into(),
+            secret_key: SQS_DEV_SECRET_KEY.into(),
+            account_id: default_account.into(),
+            session_token: None,
+            grants: None,
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    for credential in &credentials {
+        if !seen.insert(credential.access_key.as_str()) {
+            return Err(ConfigError::Invalid(
+                veil_sqs::CredentialError::Duplicate {
+                    access_key: credential.access_key.clone(),
+                }
+                .to_string(),
+            ));
+        }
+        credential
+            .validate()
+            .map_err(|error| ConfigError::Invalid(error.to_string()))?;
+    }
+    Ok(credentials)
 }
 
 /// The address given, else the built-in default.
@@ -619,6 +716,63 @@ mod tests {
         assert_eq!(settings.kubemq_listen.to_string(), KUBEMQ_LISTEN_DEFAULT);
         assert!(settings.kubemq_auth_tokens.is_empty());
         assert_eq!(settings.kubemq_settings.default_visibility_s, 60);
+    }
+
+    fn resolve_text(text: &str) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(&path, text).unwrap();
+        Settings::resolve(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+    }
+
+    #[test]
+    fn sqs_auth_is_on_with_the_dev_credential_by_default() {
+        let settings = Settings::resolve(ServeArgs::default()).unwrap();
+        assert_eq!(settings.sqs_auth, SqsAuthMode::On);
+        let keys: Vec<(&str, &str, &str)> = settings
+            .sqs_credentials
+            .iter()
+            .map(|c| {
+                (
+                    c.access_key.as_str(),
+                    c.secret_key.as_str(),
+                    c.account_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(keys, [("test", "test", "000000000000")]);
+    }
+
+    #[test]
+    fn sqs_credentials_come_from_the_sqs_table_and_the_dev_credential_can_be_turned_off() {
+        let settings = resolve_text(
+            "[sqs]\nauth = \"off\"\ndev_credential = false\n[[sqs.credentials]]\naccess_key = \"AK\"\n\
+             secret_key = \"s\"\naccount_id = \"111111111111\"\nsession_token = \"t\"\n\
+             grants = [{ queues = \"orders-*\", permissions = [\"send\"] }]\n",
+        )
+        .unwrap();
+        assert_eq!(settings.sqs_auth, SqsAuthMode::Off);
+        assert_eq!(settings.sqs_credentials.len(), 1);
+        let credential = &settings.sqs_credentials[0];
+        assert_eq!(credential.session_token.as_deref(), Some("t"));
+        assert_eq!(credential.grants.as_ref().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn bad_sqs_credentials_are_rejected() {
+        for (text, expected) in [
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"12\"\n", "12 digits"),
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"111111111111\"\ngrants = [{ permissions = [\"write\"] }]\n", "unknown permission"),
+            ("[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"s\"\naccount_id = \"111111111111\"\n[[sqs.credentials]]\naccess_key = \"AK\"\nsecret_key = \"t\"\naccount_id = \"111111111111\"\n", "listed twice"),
+        ] {
+            match resolve_text(text) {
+                Err(ConfigError::Invalid(message)) => assert!(message.contains(expected), "{message}"),
+                other => panic!("expected {expected:?}, got {other:?}"),
+            }
+        }
     }
 
     #[test]

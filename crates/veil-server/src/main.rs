@@ -377,6 +377,10 @@ fn sqs_config(settings: &Settings, telemetry: &Telemetry, tls: bool) -> veil_sqs
         account_id: settings.sqs_account_id.clone(),
         inflight_max_default: settings.inflight_max,
         telemetry: telemetry.clone(),
+        auth: veil_sqs::SqsAuth {
+            enabled: settings.sqs_auth == config::SqsAuthMode::On,
+            credentials: settings.sqs_credentials.clone(),
+        },
         ..veil_sqs::SqsConfig::default()
     }
 }
@@ -430,7 +434,15 @@ fn log_listening(settings: &Settings) {
         auth = !settings.kubemq_auth_tokens.is_empty(),
         "KubeMQ queues endpoint (gRPC) listening"
     );
-    tracing::info!(addr = %settings.sqs_listen, "SQS endpoint listening");
+    tracing::info!(
+        addr = %settings.sqs_listen,
+        auth = ?settings.sqs_auth,
+        credentials = settings.sqs_credentials.len(),
+        "SQS endpoint listening"
+    );
+    if settings.sqs_auth == config::SqsAuthMode::Off {
+        tracing::warn!("SQS authentication is OFF: any request is accepted with every permission");
+    }
     tracing::info!(
         addr = %settings.azure_listen,
         auth = ?settings.azure_auth,

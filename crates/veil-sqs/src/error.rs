@@ -50,6 +50,19 @@ pub enum ErrorCode {
     /// has the shape without a Query override, so the Query code is the shape name; botocore retries it as
     /// a throttling error.
     RequestThrottled,
+    /// SigV4 (docs/security.md, "SQS"): an access key Veil does not know, or a session token that is not
+    /// the credential's (403).
+    InvalidClientTokenId,
+    /// A signature that does not match, a scope for another service, or a date more than 15 minutes off (403).
+    SignatureDoesNotMatch,
+    /// An `Authorization` header or presigned query that cannot be read (400).
+    IncompleteSignature,
+    /// No signature at all (403).
+    MissingAuthenticationToken,
+    /// A presigned URL past its `X-Amz-Expires` (400).
+    RequestExpired,
+    /// A caller without the permission, and no queue policy that allows it (403).
+    AccessDenied,
 }
 
 impl ErrorCode {
@@ -80,6 +93,12 @@ impl ErrorCode {
             Self::InternalError => "InternalError",
             Self::ResourceNotFound => "ResourceNotFoundException",
             Self::RequestThrottled => "RequestThrottled",
+            Self::InvalidClientTokenId => "InvalidClientTokenId",
+            Self::SignatureDoesNotMatch => "SignatureDoesNotMatch",
+            Self::IncompleteSignature => "IncompleteSignature",
+            Self::MissingAuthenticationToken => "MissingAuthenticationToken",
+            Self::RequestExpired => "RequestExpired",
+            Self::AccessDenied => "AccessDenied",
         }
     }
 
@@ -111,6 +130,16 @@ impl ErrorCode {
             Self::InternalError => "com.amazonaws.sqs#InternalError",
             Self::ResourceNotFound => "com.amazonaws.sqs#ResourceNotFoundException",
             Self::RequestThrottled => "com.amazonaws.sqs#RequestThrottled",
+            // Authentication and authorization are the service framework's, not SQS's model's: their
+            // `__type`s are coral's, and SDKs take SQS's code from the `x-amzn-query-error` header.
+            Self::InvalidClientTokenId => "com.amazon.coral.service#UnrecognizedClientException",
+            Self::SignatureDoesNotMatch => "com.amazon.coral.service#InvalidSignatureException",
+            Self::IncompleteSignature => "com.amazon.coral.service#IncompleteSignatureException",
+            Self::MissingAuthenticationToken => {
+                "com.amazon.coral.service#MissingAuthenticationTokenException"
+            }
+            Self::RequestExpired => "com.amazon.coral.service#RequestExpired",
+            Self::AccessDenied => "com.amazon.coral.service#AccessDeniedException",
         }
     }
 
@@ -129,13 +158,20 @@ impl ErrorCode {
     }
 
     /// HTTP status: SQS answers 400 for client errors (QueueDoesNotExist included), 403 for the limits
-    /// OverLimit and PurgeQueueInProgress (as the SQS API reference and recordings of AWS show), 404 for a
+    /// OverLimit and PurgeQueueInProgress (as the SQS API reference and recordings of AWS show) and for a
+    /// refused credential, signature or permission (AWS's common errors; IncompleteSignature and
+    /// RequestExpired are 400 there), 404 for a
     /// move task's missing resource (recorded from AWS in LocalStack's `test_sqs_move_task` snapshots), and
     /// 500 for its own.
     pub fn status(self) -> u16 {
         match self {
             Self::InternalError => 500,
-            Self::OverLimit | Self::PurgeQueueInProgress => 403,
+            Self::OverLimit
+            | Self::PurgeQueueInProgress
+            | Self::InvalidClientTokenId
+            | Self::SignatureDoesNotMatch
+            | Self::MissingAuthenticationToken
+            | Self::AccessDenied => 403,
             Self::ResourceNotFound => 404,
             _ => 400,
         }

@@ -14,8 +14,11 @@ pub mod fifo;
 pub mod limits;
 pub mod md5;
 pub mod namespace;
+pub mod policy;
 pub mod service;
+pub mod sigv4;
 pub mod validate;
 
 pub use error::{ErrorCode, SqsError};
-pub use service::{router, throttled, SqsConfig};
+
+pub use service::{router, throttled, CredentialError, SqsAuth, SqsConfig, SqsCredential};

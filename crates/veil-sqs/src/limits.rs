@@ -69,3 +69,9 @@ pub const MOVE_TASK_LIST_RESULTS_DEFAULT: i64 = 1;
 pub const FIFO_INFLIGHT_MESSAGES_MAX: u32 = 20_000;
 pub const FIFO_DEDUP_INTERVAL_MS: Millis = 5 * 60 * SECOND_MS;
 pub const FIFO_ID_CHARS_MAX: usize = 128;
+/// SigV4 (docs/security.md, "SQS"): a signed request may be dated up to 15 minutes from the server's clock
+/// either way (AWS's skew), a presigned URL may be valid for at most 7 days (`X-Amz-Expires`, AWS's maximum),
+/// and a signature may cover at most this many headers (a bound on the work of one canonical request).
+pub const SIGV4_CLOCK_SKEW_MS_MAX: Millis = 15 * 60 * SECOND_MS;
+pub const SIGV4_PRESIGNED_EXPIRES_S_MAX: u64 = 604_800;
+pub const SIGV4_SIGNED_HEADERS_MAX: usize = 64;

@@ -1,6 +1,6 @@
 //! Where an SQS request lands (docs/semantics.md §7): the region and access key from the SigV4 `Authorization` header, the
 //! account from the queue URL, and from those the engine namespace. Also the two ways SQS names a queue to
-//! clients, URLs and ARNs, in both directions. Signatures are not verified here (a later issue).
+//! clients, URLs and ARNs, in both directions. Signatures are verified elsewhere (`sigv4.rs`, `service/auth.rs`).
 
 use veil_core::{QueueKey, DEFAULT_NAMESPACE};
 
@@ -46,6 +46,11 @@ pub struct NamespaceMap {
 }
 
 const SQS_NAMESPACE_PREFIX: &str = "sqs:";
+
+/// The pattern of every namespace of one account, in any region: `sqs:<account>:*`.
+pub fn account_namespaces(account: &str) -> String {
+    format!("{SQS_NAMESPACE_PREFIX}{account}:*")
+}
 
 impl NamespaceMap {
     /// The default account in the default region shares Veil's default namespace with the other protocols;

@@ -5,4 +5,5 @@ pub mod kubemq;
 pub mod nats;
 pub mod rabbitmq;
 pub mod redis;
+pub mod sigv4;
 pub mod sqs;

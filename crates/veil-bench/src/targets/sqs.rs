@@ -18,14 +18,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
+use super::sigv4;
 use crate::run::body::decode_body;
 use crate::target::{Delivery, Target, TargetError, TargetResult};
 
-/// A fixed SigV4-shaped header: Veil does not verify signatures yet and moto accepts any, but both read the
-/// region from the credential scope, so it must parse.
-const AUTHORIZATION_VALUE: &str =
-    "AWS4-HMAC-SHA256 Credential=test/20240101/us-east-1/sqs/aws4_request, \
-                                   SignedHeaders=host, Signature=0";
 const CONTENT_TYPE_VALUE: &str = "application/x-amz-json-1.0";
 /// Time allowed beyond a request's long-poll wait before it counts as failed (a hung server must not hang
 /// the benchmark).
@@ -330,13 +326,22 @@ impl SqsTarget {
 
     /// POSTs one action and returns the reply body of a 200, or the SQS error as a [`TargetError`].
     async fn call(&self, action: &str, body: Vec<u8>, timeout: Duration) -> TargetResult<Bytes> {
+        let target = format!("AmazonSQS.{action}");
+        // Signed as an SDK signs (Veil verifies SigV4 unless started with `--sqs-auth off`).
+        let signature = sigv4::sign(
+            self.host.to_str().unwrap_or_default(),
+            CONTENT_TYPE_VALUE,
+            &target,
+            &body,
+        );
         let request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
             .header(HOST, self.host.clone())
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
+            .header("x-amz-target", target)
             .header(CONTENT_TYPE, CONTENT_TYPE_VALUE)
-            .header(AUTHORIZATION, AUTHORIZATION_VALUE)
+            .header("x-amz-date", signature.amz_date)
+            .header(AUTHORIZATION, signature.authorization)
             .body(Full::new(Bytes::from(body)))
             .map_err(|error| {
                 fail(

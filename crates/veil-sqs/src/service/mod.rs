@@ -3,10 +3,13 @@
 //! calls the engine, the only place that decides visibility (ARCHITECTURE.md) — and encodes the answer in the
 //! protocol the request used. Each request gets a fresh uuid as its request id.
 //!
-//! This file holds what every action shares: routing, the request context, the authentication hook, the
-//! mapping of `EngineError` to `SqsError` and the dispatch. The handlers live by resource: [`queues`],
-//! [`tags`], [`messages`], [`batch`], [`permissions`] and [`move_tasks`].
+//! This file holds what every action shares: routing, the request context, the mapping of `EngineError` to
+//! `SqsError` and the dispatch. Authentication and authorization live in [`auth`] (docs/security.md, "SQS");
+//! the handlers live by resource: [`queues`], [`tags`], [`messages`], [`batch`], [`permissions`] and
+//! [`move_tasks`].
 
+mod auth;
+pub use auth::{CredentialError, SqsAuth, SqsCredential};
 mod batch;
 mod messages;
 mod move_tasks;
@@ -23,6 +26,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Router;
 use veil_core::limits::SECOND_MS;
+use veil_core::Access;
 use veil_core::{Consumer, Engine, EngineError, QueueKey};
 
 use crate::api::{Action, ActionName, Output, QueueTarget};
@@ -49,6 +53,9 @@ pub struct SqsConfig {
     pub telemetry: Telemetry,
     /// The scheme of queue URLs: `https` when the listener serves TLS, else `http`.
     pub url_scheme: &'static str,
+    /// SigV4 verification and the credentials (docs/security.md, "SQS"); off by default here, on in
+    /// `veil serve`.
+    pub auth: SqsAuth,
 }
 
 impl Default for SqsConfig {
@@ -59,6 +66,7 @@ impl Default for SqsConfig {
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
             telemetry: Telemetry::default(),
             url_scheme: "http",
+            auth: SqsAuth::default(),
         }
     }
 }
@@ -79,6 +87,8 @@ struct Service {
     config: SqsConfig,
     /// Derived from `config` once, so that each request does not rebuild it.
     names: NamespaceMap,
+    /// `config.auth.credentials` by access key.
+    credentials: auth::CredentialMap,
 }
 
 /// The SQS service: every method and path goes to one handler.
@@ -87,23 +97,17 @@ pub fn router(engine: Arc<Engine>, config: SqsConfig) -> Router {
         default_account: config.account_id.clone(),
         default_region: config.default_region.clone(),
     };
+    let credentials = auth::credential_map(&config.auth);
     let service = Arc::new(Service {
         engine,
         config,
         names,
+        credentials,
     });
     Router::new()
         .fallback(handle)
         .with_state(service)
         .layer(DefaultBodyLimit::max(limits::HTTP_BODY_BYTES_MAX))
-}
-
-/// Who sent a request, as far as its credential tells.
-struct Caller {
-    /// The SigV4 access key, when the request carries an `Authorization` header.
-    access_key: Option<String>,
-    /// The region of the credential scope, else the configured default region.
-    region: String,
 }
 
 /// Who is asking and where: everything about a request that is not its action.
@@ -119,6 +123,12 @@ struct RequestContext {
     sender_id: String,
     /// Who receives, for the engine's delivery history: the caller's address and access key.
     consumer: Consumer,
+    /// What the caller may do (unrestricted with authentication off).
+    access: Access,
+    /// The credential's account; `None` with authentication off.
+    caller_account: Option<String>,
+    /// How AccessDenied names the caller.
+    principal_arn: String,
 }
 
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
@@ -148,7 +158,7 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
             return into_response(codec::encode_error(protocol, &error, &request_id));
         }
     };
-    let caller = match service.authenticate(&parts.headers) {
+    let caller = match service.authenticate(&parts, &body) {
         Ok(caller) => caller,
         Err(error) => {
             let operation = operation_of(target, parts.uri.query(), &body);
@@ -181,7 +191,10 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         Ok(request) => {
             let action = request.action.name();
             let audited = service.audited(&context, &request.action);
-            let result = service.dispatch(&context, request.action).await;
+            let result = match service.authorize(&context, &request.action) {
+                Ok(()) => service.dispatch(&context, request.action).await,
+                Err(error) => Err(error),
+            };
             if let Some(key) = audited {
                 let outcome = match &result {
                     Ok(_) => audit::OK,
@@ -351,36 +364,22 @@ impl Service {
         Some(self.queue_key(context, target).ok())
     }
 
-    /// The authentication hook. SigV4 signature verification plugs in here (and will need the body's
-    /// digest as well); until then every request is admitted and only its credential scope is read: the
-    /// access key and the region, which selects the namespace (`namespace.rs`).
-    fn authenticate(&self, headers: &HeaderMap) -> SqsResult<Caller> {
-        let credential =
-            header_str(headers, "authorization").and_then(namespace::parse_authorization);
-        Ok(match credential {
-            Some(credential) => Caller {
-                access_key: Some(credential.access_key),
-                region: credential.region,
-            },
-            None => Caller {
-                access_key: None,
-                region: self.config.default_region.clone(),
-            },
-        })
-    }
-
     fn context(
         &self,
-        caller: Caller,
+        caller: auth::Caller,
         headers: &HeaderMap,
         path: &str,
         address: Option<std::net::SocketAddr>,
     ) -> RequestContext {
         let path_queue = namespace::parse_queue_path(path);
-        let account = path_queue
-            .as_ref()
-            .and_then(|address| address.account.clone())
-            .unwrap_or_else(|| self.config.account_id.clone());
+        // A signed caller acts in its own account; without authentication the path's account, else the
+        // default one.
+        let account = caller.account.clone().unwrap_or_else(|| {
+            path_queue
+                .as_ref()
+                .and_then(|address| address.account.clone())
+                .unwrap_or_else(|| self.config.account_id.clone())
+        });
         RequestContext {
             host: header_str(headers, "host")
                 .unwrap_or("localhost")
@@ -390,6 +389,9 @@ impl Service {
             sender_id: caller.access_key.unwrap_or_else(|| account.clone()),
             account,
             path_queue,
+            access: caller.access,
+            caller_account: caller.account,
+            principal_arn: caller.principal_arn,
         }
     }
 
@@ -448,9 +450,7 @@ impl Service {
                 .clone()
                 .ok_or_else(|| SqsError::missing("QueueUrl"))?,
         };
-        let account = address
-            .account
-            .unwrap_or_else(|| self.config.account_id.clone());
+        let account = address.account.unwrap_or_else(|| context.account.clone());
         Ok(QueueKey::new(
             self.namespace(context, &account),
             address.name,

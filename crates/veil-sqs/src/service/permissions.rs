@@ -1,7 +1,7 @@
 //! The permission actions, AddPermission and RemovePermission. Each edits the queue's access policy — the
 //! `Policy` attribute, kept in the queue's protocol settings under `sqs.Policy` ([`POLICY_SETTING`]) — one
-//! statement per label, so that GetQueueAttributes shows the document SQS would have written. Veil keeps and
-//! returns the policy but does not enforce it (docs/semantics.md §SQS).
+//! statement per label, so that GetQueueAttributes shows the document SQS would have written. The policy decides
+//! what other accounts may do (`service/auth.rs`, `policy.rs`; docs/security.md, "SQS").
 //!
 //! The edit runs inside the engine's `update_queue_config`: it is durable before the answer, and two concurrent
 //! edits of one queue's policy see each other, so neither loses the other's statement and a label cannot be

@@ -96,6 +96,8 @@ impl Service {
             .list_queues(&namespace, &prefix)
             .into_iter()
             .map(|info| info.key)
+            // Only the queues the caller holds some permission on (docs/security.md).
+            .filter(|key| context.access.sees(key))
             .collect();
         let (page, next_token) = paginate(
             keys,

@@ -1,0 +1,579 @@
+//! AWS Signature Version 4, verified (docs/security.md, "SQS"). Pure: it reads the request's method, raw path
+//! and query, headers and body, and the time the caller passes in; it never reads a clock.
+//!
+//! Two steps, because the secret is looked up between them: [`parse`] reads what the request claims (the
+//! `Authorization` header, or the `X-Amz-*` parameters of a presigned query string) and [`verify`] rebuilds
+//! the canonical request by AWS's rules, derives the signing key (`AWS4<secret>` → date → region → service →
+//! `aws4_request`), compares the signatures in constant time and checks the time: 15 minutes of clock skew
+//! either way for a signed header, the `X-Amz-Expires` window for a presigned URL.
+//!
+//! The canonical request, as the SDKs build it for every service but S3: the method; the path with its dot
+//! segments removed and percent-encoded once more (so an encoded `%2F` is `%252F`); the query's parameters
+//! decoded, re-encoded with only unreserved characters left bare, sorted by name then value (a presigned
+//! request's own `X-Amz-Signature` left out); each signed header's values, trimmed, inner whitespace collapsed
+//! and joined by commas; the signed header names; and the payload hash — the hex SHA-256 of the body, or the
+//! value of `x-amz-content-sha256` when the client sent `UNSIGNED-PAYLOAD` there.
+
+use axum::http::HeaderMap;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use veil_core::Millis;
+
+use crate::limits::{
+    SIGV4_CLOCK_SKEW_MS_MAX, SIGV4_PRESIGNED_EXPIRES_S_MAX, SIGV4_SIGNED_HEADERS_MAX,
+};
+
+pub const ALGORITHM: &str = "AWS4-HMAC-SHA256";
+/// The last part of every credential scope.
+const SCOPE_TERMINATOR: &str = "aws4_request";
+/// The service name SQS signs with.
+pub const SERVICE: &str = "sqs";
+pub const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
+
+/// The parts of a request the signature covers.
+pub struct SignedRequest<'a> {
+    pub method: &'a str,
+    /// The path as sent, still percent-encoded.
+    pub path: &'a str,
+    /// The query as sent (without `?`), still percent-encoded.
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// How the request carries its signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carrier {
+    /// The `Authorization` header.
+    Header,
+    /// A presigned URL's query string, valid this many seconds after its `X-Amz-Date`.
+    Query { expires_s: u64 },
+}
+
+/// What a request claims about its signature, before any secret is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub access_key: String,
+    /// `YYYYMMDD` of the credential scope.
+    pub scope_date: String,
+    pub region: String,
+    pub service: String,
+    /// Lower-case header names, as listed (`SignedHeaders`).
+    pub signed_headers: Vec<String>,
+    /// Hex, as sent.
+    pub signature: String,
+    /// `YYYYMMDDTHHMMSSZ`: `X-Amz-Date`, else the `Date` header converted.
+    pub timestamp: String,
+    /// `X-Amz-Security-Token`, from the header or the query.
+    pub security_token: Option<String>,
+    pub carrier: Carrier,
+}
+
+/// Why a request's signature is refused; the service renders each as AWS's error (docs/security.md).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SigV4Error {
+    /// Neither an `Authorization` header nor a presigned query string.
+    #[error("missing authentication")]
+    Missing,
+    /// A signature that cannot be read; the message is AWS's.
+    #[error("incomplete signature: {0}")]
+    Incomplete(String),
+    /// Well formed but wrong: the signature, the scope or the time; the message is AWS's.
+    #[error("signature does not match: {0}")]
+    Mismatch(String),
+    /// A presigned URL past its `X-Amz-Expires`.
+    #[error("presigned request expired")]
+    Expired,
+}
+
+/// AWS's text for a signature that does not match.
+pub const MISMATCH_MESSAGE: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// Reads the signature a request claims: the `Authorization` header when there is one, else the presigned
+/// query string's `X-Amz-*` parameters.
+pub fn parse(request: &SignedRequest<'_>) -> Result<Claim, SigV4Error> {
+    if let Some(authorization) = header(request.headers, "authorization") {
+        return parse_header(authorization, request.headers);
+    }
+    let params = query_params(request.query.unwrap_or(""));
+    if params.iter().any(|(name, _)| name == "X-Amz-Algorithm") {
+        return parse_presigned(&params);
+    }
+    Err(SigV4Error::Missing)
+}
+
+fn parse_header(authorization: &str, headers: &HeaderMap) -> Result<Claim, SigV4Error> {
+    let Some(rest) = authorization.trim().strip_prefix(ALGORITHM) else {
+        return Err(SigV4Error::Incomplete(format!(
+            "Unsupported Authorization Type. Authorization={authorization}"
+        )));
+    };
+    let mut credential = None;
+    let mut signed_headers = None;
+    let mut signature = None;
+    for part in rest.split(',') {
+        let Some((name, value)) = part.trim().split_once('=') else {
+            continue;
+        };
+        match name.trim() {
+            "Credential" => credential = Some(value.trim()),
+            "SignedHeaders" => signed_headers = Some(value.trim()),
+            "Signature" => signature = Some(value.trim()),
+            _ => {}
+        }
+    }
+    let timestamp = match header(headers, "x-amz-date") {
+        Some(date) => Some(date.trim().to_string()),
+        None => header(headers, "date").and_then(http_date_to_amz),
+    };
+    // AWS lists every missing part in one message, then quotes the header.
+    let mut missing = String::new();
+    for (part, present) in [
+        ("Credential", credential.is_some()),
+        ("Signature", signature.is_some()),
+        ("SignedHeaders", signed_headers.is_some()),
+    ] {
+        if !present {
+            missing.push_str(&format!(
+                "Authorization header requires '{part}' parameter. "
+            ));
+        }
+    }
+    if timestamp.is_none() {
+        missing.push_str(
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header. ",
+        );
+    }
+    if !missing.is_empty() {
+        return Err(SigV4Error::Incomplete(format!(
+            "{missing}Authorization={authorization}"
+        )));
+    }
+    let (Some(credential), Some(signed_headers), Some(signature), Some(timestamp)) =
+        (credential, signed_headers, signature, timestamp)
+    else {
+        return Err(SigV4Error::Incomplete(format!(
+            "Authorization={authorization}"
+        )));
+    };
+    let scope = parse_scope(credential)?;
+    Ok(Claim {
+        access_key: scope.0,
+        scope_date: scope.1,
+        region: scope.2,
+        service: scope.3,
+        signed_headers: parse_signed_headers(signed_headers)?,
+        signature: signature.to_string(),
+        timestamp,
+        security_token: header(headers, "x-amz-security-token").map(str::to_string),
+        carrier: Carrier::Header,
+    })
+}
+
+fn parse_presigned(params: &[(String, String)]) -> Result<Claim, SigV4Error> {
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let required = |name: &str| {
+        get(name).ok_or_else(|| {
+            SigV4Error::Incomplete(format!(
+                "AWS query-string parameters must include '{name}'. Re-examine the query-string parameters."
+            ))
+        })
+    };
+    let algorithm = required("X-Amz-Algorithm")?;
+    if algorithm != ALGORITHM {
+        return Err(SigV4Error::Incomplete(format!(
+            "X-Amz-Algorithm only supports \"{ALGORITHM}\""
+        )));
+    }
+    let credential = required("X-Amz-Credential")?;
+    let signature = required("X-Amz-Signature")?;
+    let signed_headers = required("X-Amz-SignedHeaders")?;
+    let timestamp = required("X-Amz-Date")?;
+    let expires = required("X-Amz-Expires")?;
+    let expires_s = expires
+        .parse::<u64>()
+        .ok()
+        .filter(|s| *s <= SIGV4_PRESIGNED_EXPIRES_S_MAX)
+        .ok_or_else(|| {
+            SigV4Error::Incomplete(format!(
+                "X-Amz-Expires must be a number of seconds from 0 to {SIGV4_PRESIGNED_EXPIRES_S_MAX}"
+            ))
+        })?;
+    let scope = parse_scope(credential)?;
+    Ok(Claim {
+        access_key: scope.0,
+        scope_date: scope.1,
+        region: scope.2,
+        service: scope.3,
+        signed_headers: parse_signed_headers(signed_headers)?,
+        signature: signature.to_string(),
+        timestamp: timestamp.to_string(),
+        security_token: get("X-Amz-Security-Token").map(str::to_string),
+        carrier: Carrier::Query { expires_s },
+    })
+}
+
+/// `AKID/20240101/us-east-1/sqs/aws4_request` → (key, date, region, service).
+fn parse_scope(credential: &str) -> Result<(String, String, String, String), SigV4Error> {
+    let parts: Vec<&str> = credential.split('/').collect();
+    match parts.as_slice() {
+        [key, date, region, service, terminator]
+            if !key.is_empty() && !region.is_empty() && date.len() == 8 =>
+        {
+            if *terminator != SCOPE_TERMINATOR {
+                return Err(SigV4Error::Mismatch(format!(
+                    "Credential should be scoped with a valid terminator: '{SCOPE_TERMINATOR}', not '{terminator}'."
+                )));
+            }
+            Ok((
+                key.to_string(),
+                date.to_string(),
+                region.to_string(),
+                service.to_string(),
+            ))
+        }
+        _ => Err(SigV4Error::Incomplete(format!(
+            "Credential should be scoped to a valid region, service and date. Credential={credential}"
+        ))),
+    }
+}
+
+fn parse_signed_headers(list: &str) -> Result<Vec<String>, SigV4Error> {
+    let names: Vec<String> = list
+        .split(';')
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect();
+    if names.is_empty() || names.len() > SIGV4_SIGNED_HEADERS_MAX {
+        return Err(SigV4Error::Incomplete(format!(
+            "SignedHeaders must list from 1 to {SIGV4_SIGNED_HEADERS_MAX} headers. SignedHeaders={list}"
+        )));
+    }
+    if !names.iter().any(|name| name == "host") {
+        return Err(SigV4Error::Incomplete(
+            "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.".into(),
+        ));
+    }
+    Ok(names)
+}
+
+/// Checks a claim against the secret it names, at `now` (Unix milliseconds, the engine's clock).
+pub fn verify(
+    request: &SignedRequest<'_>,
+    claim: &Claim,
+    secret: &str,
+    now: Millis,
+) -> Result<(), SigV4Error> {
+    if claim.service != SERVICE {
+        return Err(SigV4Error::Mismatch(format!(
+            "Credential should be scoped to correct service: '{SERVICE}'. "
+        )));
+    }
+    let signed_at = amz_to_millis(&claim.timestamp).ok_or_else(|| {
+        SigV4Error::Incomplete(format!(
+            "Date must be in ISO-8601 'basic format'. Got '{}'. See http://en.wikipedia.org/wiki/ISO_8601",
+            claim.timestamp
+        ))
+    })?;
+    if !claim.timestamp.starts_with(&claim.scope_date) {
+        return Err(SigV4Error::Mismatch(format!(
+            "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '{}' != '{}', from '{}'.",
+            claim.scope_date,
+            &claim.timestamp[..8],
+            claim.timestamp
+        )));
+    }
+    check_time(claim, signed_at, now)?;
+    let expected = match claim.carrier {
+        Carrier::Header => {
+            let payload = match header(request.headers, "x-amz-content-sha256") {
+                Some(UNSIGNED_PAYLOAD) => UNSIGNED_PAYLOAD.to_string(),
+                _ => hex::encode(Sha256::digest(request.body)),
+            };
+            vec![signature_of(request, claim, secret, &payload)]
+        }
+        // A presigned URL covers the body's hash as most SDKs presign, or `UNSIGNED-PAYLOAD` as the others.
+        Carrier::Query { .. } => vec![
+            signature_of(
+                request,
+                claim,
+                secret,
+                &hex::encode(Sha256::digest(request.body)),
+            ),
+            signature_of(request, claim, secret, UNSIGNED_PAYLOAD),
+        ],
+    };
+    let given = claim.signature.to_ascii_lowercase();
+    let matched = expected
+        .iter()
+        .fold(subtle::Choice::from(0), |any, candidate| {
+            any | candidate.as_bytes().ct_eq(given.as_bytes())
+        });
+    if bool::from(matched) {
+        Ok(())
+    } else {
+        Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
+    }
+}
+
+/// AWS's clock rules: a signed header may be 15 minutes off either way; a presigned URL may not be dated in
+/// the future beyond the same skew, and is good for `X-Amz-Expires` seconds after its date.
+fn check_time(claim: &Claim, signed_at: Millis, now: Millis) -> Result<(), SigV4Error> {
+    let skew_minutes = SIGV4_CLOCK_SKEW_MS_MAX / 60_000;
+    if signed_at > now.saturating_add(SIGV4_CLOCK_SKEW_MS_MAX) {
+        return Err(SigV4Error::Mismatch(format!(
+            "Signature not yet current: {} is still later than {} ({} + {skew_minutes} min.)",
+            claim.timestamp,
+            millis_to_amz(now + SIGV4_CLOCK_SKEW_MS_MAX),
+            millis_to_amz(now),
+        )));
+    }
+    match claim.carrier {
+        Carrier::Header => {
+            if signed_at.saturating_add(SIGV4_CLOCK_SKEW_MS_MAX) < now {
+                return Err(SigV4Error::Mismatch(format!(
+                    "Signature expired: {} is now earlier than {} ({} - {skew_minutes} min.)",
+                    claim.timestamp,
+                    millis_to_amz(now - SIGV4_CLOCK_SKEW_MS_MAX),
+                    millis_to_amz(now),
+                )));
+            }
+        }
+        Carrier::Query { expires_s } => {
+            if signed_at.saturating_add(expires_s.saturating_mul(1_000)) < now {
+                return Err(SigV4Error::Expired);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The signature the claim should carry, hex.
+pub fn signature_of(
+    request: &SignedRequest<'_>,
+    claim: &Claim,
+    secret: &str,
+    payload_hash: &str,
+) -> String {
+    let canonical = canonical_request(request, claim, payload_hash);
+    let to_sign = string_to_sign(claim, &canonical);
+    let key = signing_key(secret, &claim.scope_date, &claim.region, &claim.service);
+    hex::encode(hmac(&key, to_sign.as_bytes()))
+}
+
+pub fn canonical_request(request: &SignedRequest<'_>, claim: &Claim, payload_hash: &str) -> String {
+    let mut out = String::with_capacity(256 + request.path.len());
+    out.push_str(request.method);
+    out.push('\n');
+    out.push_str(&canonical_uri(request.path));
+    out.push('\n');
+    out.push_str(&canonical_query(
+        request.query.unwrap_or(""),
+        matches!(claim.carrier, Carrier::Query { .. }),
+    ));
+    out.push('\n');
+    for name in &claim.signed_headers {
+        out.push_str(name);
+        out.push(':');
+        let values: Vec<String> = request
+            .headers
+            .get_all(name.as_str())
+            .iter()
+            .map(|value| collapse_whitespace(&String::from_utf8_lossy(value.as_bytes())))
+            .collect();
+        out.push_str(&values.join(","));
+        out.push('\n');
+    }
+    out.push('\n');
+    out.push_str(&claim.signed_headers.join(";"));
+    out.push('\n');
+    out.push_str(payload_hash);
+    out
+}
+
+fn string_to_sign(claim: &Claim, canonical_request: &str) -> String {
+    format!(
+        "{ALGORITHM}\n{}\n{}/{}/{}/{SCOPE_TERMINATOR}\n{}",
+        claim.timestamp,
+        claim.scope_date,
+        claim.region,
+        claim.service,
+        hex::encode(Sha256::digest(canonical_request.as_bytes()))
+    )
+}
+
+pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> Vec<u8> {
+    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
+    let k_region = hmac(&k_date, region.as_bytes());
+    let k_service = hmac(&k_region, service.as_bytes());
+    hmac(&k_service, SCOPE_TERMINATOR.as_bytes())
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    // HMAC takes keys of any length, so `new_from_slice` cannot fail.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(mac) => mac,
+        Err(_) => return Vec::new(),
+    };
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn collapse_whitespace(value: &str) -> String {
+    value.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Percent-encodes every byte but the unreserved ones (`A-Z a-z 0-9 - _ . ~`), and `/` when `keep_slash`.
+fn uri_encode(bytes: &[u8], keep_slash: bool) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'_' | b'.' | b'~')
+            || (keep_slash && b == b'/')
+        {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The path with `.` and `..` segments removed (RFC 3986), then encoded once more, as the SDKs sign it for
+/// every service but S3. An empty path is `/`.
+fn canonical_uri(path: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    let trailing = path.ends_with('/') || path.ends_with("/.") || path.ends_with("/..");
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other),
+        }
+    }
+    let mut normalized = String::from("/");
+    normalized.push_str(&segments.join("/"));
+    if trailing && !segments.is_empty() {
+        normalized.push('/');
+    }
+    uri_encode(normalized.as_bytes(), true)
+}
+
+/// A query's parameters, percent-decoded (a `+` stays a `+`: SigV4 clients encode spaces as `%20`).
+fn query_params(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(name), percent_decode(value))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn canonical_query(query: &str, presigned: bool) -> String {
+    let mut pairs: Vec<(String, String)> = query_params(query)
+        .into_iter()
+        .filter(|(name, _)| !(presigned && name == "X-Amz-Signature"))
+        .map(|(name, value)| {
+            (
+                uri_encode(name.as_bytes(), false),
+                uri_encode(value.as_bytes(), false),
+            )
+        })
+        .collect();
+    pairs.sort();
+    pairs
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYYMMDDTHHMMSSZ` → Unix milliseconds.
+fn amz_to_millis(text: &str) -> Option<Millis> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 16 || bytes[8] != b'T' || bytes[15] != b'Z' {
+        return None;
+    }
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        if !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        part.parse().ok()
+    };
+    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
+    let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second;
+    u64::try_from(seconds).ok().map(|s| s * 1_000)
+}
+
+/// Unix milliseconds → `YYYYMMDDTHHMMSSZ` (Hinnant's `civil_from_days`).
+fn millis_to_amz(millis: Millis) -> String {
+    let seconds = (millis / 1_000) as i64;
+    let days = seconds.div_euclid(86_400);
+    let rem = seconds.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// An RFC 7231 `Date` header → `YYYYMMDDTHHMMSSZ`.
+fn http_date_to_amz(text: &str) -> Option<String> {
+    let time = httpdate::parse_http_date(text.trim()).ok()?;
+    let millis = time.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+    Some(millis_to_amz(Millis::try_from(millis).ok()?))
+}
+
+#[cfg(test)]
+mod tests;
