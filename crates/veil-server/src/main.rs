@@ -57,7 +57,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Client(command) => cli::run(cli.client, command),
-        Command::Serve(args) => {
+        Command::Serve(mut args) => {
+            args.admin_token = cli.client.admin_token.clone();
             let settings = match Settings::resolve(args) {
                 Ok(settings) => settings,
                 Err(error) => {
@@ -126,7 +127,12 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     // the admin endpoint serves them.
     let telemetry = Telemetry::default();
     // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
-    let admin = Admin::start(settings.admin_listen, &telemetry).await?;
+    let admin = Admin::start(
+        settings.admin_listen,
+        settings.admin_token.clone(),
+        &telemetry,
+    )
+    .await?;
     let (store, engine) = open_engine(&settings, &telemetry)?;
     admin.engine_opened(&engine);
     let sweeper = spawn_sweeper(engine.clone());
@@ -137,6 +143,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
     let kubemq_listener = bind(settings.kubemq_listen).await?;
+    let kubemq_config = kubemq_config(&settings, &telemetry)?;
     log_listening(&settings);
     // Every listener is bound and the store is open: ready for traffic.
     admin.readiness.set(veil_admin::Phase::Ready);
@@ -161,7 +168,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         // unacked messages before the store closes.
         veil_kubemq::serve(
             engine.clone(),
-            kubemq_config(&settings, &telemetry),
+            kubemq_config,
             kubemq_listener,
             stopped
         ),
@@ -191,7 +198,11 @@ struct Admin {
 }
 
 impl Admin {
-    async fn start(addr: std::net::SocketAddr, telemetry: &Telemetry) -> Result<Self, ServeError> {
+    async fn start(
+        addr: std::net::SocketAddr,
+        token: Option<String>,
+        telemetry: &Telemetry,
+    ) -> Result<Self, ServeError> {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
         let mut registry = veil_admin::Registry::default();
         telemetry.register(&mut registry);
@@ -202,7 +213,8 @@ impl Admin {
             registry,
             readiness.clone(),
             series.clone(),
-        );
+        )
+        .with_token(token);
         let listener = bind(addr).await?;
         tracing::info!(%addr, "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -329,18 +341,30 @@ fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::Azure
     }
 }
 
-fn kubemq_config(settings: &Settings, telemetry: &Telemetry) -> veil_kubemq::KubemqConfig {
-    veil_kubemq::KubemqConfig {
+/// The KubeMQ endpoint's configuration; its key and policy files were read once by `Settings::validate`, so
+/// a failure here means they changed since.
+fn kubemq_config(
+    settings: &Settings,
+    telemetry: &Telemetry,
+) -> Result<veil_kubemq::KubemqConfig, ServeError> {
+    let auth = config::kubemq_auth(&settings.kubemq_auth_tokens, &settings.kubemq_auth)
+        .map_err(|error| ServeError::Kubemq(error.to_string()))?;
+    Ok(veil_kubemq::KubemqConfig {
         settings: settings.kubemq_settings.clone(),
-        auth_tokens: settings.kubemq_auth_tokens.clone(),
+        auth,
         telemetry: telemetry.clone(),
-    }
+    })
 }
 
 fn log_listening(settings: &Settings) {
     tracing::info!(
         addr = %settings.kubemq_listen,
-        auth = !settings.kubemq_auth_tokens.is_empty(),
+        auth = !settings.kubemq_auth_tokens.is_empty()
+            || !settings.kubemq_auth.tokens.is_empty()
+            || settings.kubemq_auth.auth_jwt_signature_type.is_some(),
+        policy = settings.kubemq_auth.auth_policy.is_some()
+            || settings.kubemq_auth.auth_policy_file.is_some()
+            || !settings.kubemq_auth.rules.is_empty(),
         "KubeMQ queues endpoint (gRPC) listening"
     );
     tracing::info!(addr = %settings.sqs_listen, "SQS endpoint listening");
