@@ -136,7 +136,9 @@ impl Policy {
     /// Rules as KubeMQ validates them: non-empty, each with a client id and a channel that compile.
     pub fn from_specs(specs: &[RuleSpec]) -> Result<Policy, AuthConfigError> {
         if specs.is_empty() {
-            return Err(AuthConfigError::BadPolicy("empty access control list".into()));
+            return Err(AuthConfigError::BadPolicy(
+                "empty access control list".into(),
+            ));
         }
         let mut rules = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter().enumerate() {
@@ -147,7 +149,9 @@ impl Policy {
                     )));
                 }
                 Regex::new(pattern).map_err(|e| {
-                    AuthConfigError::BadPolicy(format!("rule {i}: invalid {what} regular expression: {e}"))
+                    AuthConfigError::BadPolicy(format!(
+                        "rule {i}: invalid {what} regular expression: {e}"
+                    ))
                 })
             };
             rules.push(Rule {
@@ -482,10 +486,7 @@ mod tests {
     #[test]
     fn missing_expired_immature_and_forged_tokens_are_refused_with_kubemq_texts() {
         let config = hs_config(WRITE_ORDERS);
-        assert_eq!(
-            config.authenticate(None).unwrap_err(),
-            TOKEN_NOT_SUPPLIED
-        );
+        assert_eq!(config.authenticate(None).unwrap_err(), TOKEN_NOT_SUPPLIED);
         let expired = token(serde_json::json!({"exp": now() - 10}), b"secret");
         assert_eq!(
             config.authenticate(Some(&expired)).unwrap_err(),
@@ -511,7 +512,9 @@ mod tests {
 
     #[test]
     fn a_client_id_claim_binds_the_token_to_that_client_id() {
-        let config = hs_config(r#"[{"ClientID":".*","Channel":".*","Queues":true,"Read":true,"Write":true}]"#);
+        let config = hs_config(
+            r#"[{"ClientID":".*","Channel":".*","Queues":true,"Read":true,"Write":true}]"#,
+        );
         let bound = token(serde_json::json!({"ClientID": "writer"}), b"secret");
         let caller = config.authenticate(Some(&bound)).unwrap();
         assert!(caller.allows("writer", "q", Permission::Send));

@@ -66,12 +66,8 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     let auth = Arc::new(config.auth);
-    let service = service::KubemqService::new(
-        engine,
-        config.settings,
-        shutdown.clone(),
-        config.telemetry,
-    );
+    let service =
+        service::KubemqService::new(engine, config.settings, shutdown.clone(), config.telemetry);
     let interceptor = move |request: Request<()>| authenticate(&auth, request);
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
@@ -133,12 +129,18 @@ mod tests {
     #[test]
     fn with_tokens_the_authorization_metadata_must_be_one_of_them_verbatim() {
         let auth = AuthConfig {
-            static_tokens: vec![StaticToken::unrestricted("t1"), StaticToken::unrestricted("t2")],
+            static_tokens: vec![
+                StaticToken::unrestricted("t1"),
+                StaticToken::unrestricted("t2"),
+            ],
             ..AuthConfig::default()
         };
         assert_eq!(verdict(&auth, Some("t2")), Ok(()));
         assert_eq!(verdict(&auth, None), Err(TOKEN_NOT_SUPPLIED.to_string()));
-        assert!(verdict(&auth, Some("Bearer t2")).is_err(), "no Bearer prefix");
+        assert!(
+            verdict(&auth, Some("Bearer t2")).is_err(),
+            "no Bearer prefix"
+        );
         assert!(verdict(&auth, Some("t3")).is_err());
     }
 }

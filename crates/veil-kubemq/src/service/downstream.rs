@@ -121,7 +121,13 @@ pub(super) async fn serve(
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         if request.request_type_data == T::Get as i32 {
             let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
-            let get = spawned_get(inner, state, cancelled.clone(), (request, peer, caller.clone()), tx);
+            let get = spawned_get(
+                inner,
+                state,
+                cancelled.clone(),
+                (request, peer, caller.clone()),
+                tx,
+            );
             gets.spawn(get);
             continue;
         }
@@ -168,8 +174,7 @@ async fn spawned_get(
         Ok(()) => inner.get(&state, cancelled, &request, peer).await,
         Err(error) => Err(error),
     };
-    let response = response
-        .unwrap_or_else(|error| downstream_error(&request, error));
+    let response = response.unwrap_or_else(|error| downstream_error(&request, error));
     inner.observe("QueuesDownstream.Get", response.is_error, started);
     // The client may be gone; its messages were then released by the stream's end.
     let _ = tx.send(Ok(response)).await;
@@ -289,10 +294,11 @@ impl Inner {
         if let Some((which, action)) = settlement(kind, &request.re_queue_channel) {
             let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
             let operation = downstream_operation(request.request_type_data);
-            let outcome = match self.may_settle(state, &request, action, (caller, operation, &client)) {
-                Ok(()) => self.settle(state, &request, which, action).await,
-                Err(error) => Err(error),
-            };
+            let outcome =
+                match self.may_settle(state, &request, action, (caller, operation, &client)) {
+                    Ok(()) => self.settle(state, &request, which, action).await,
+                    Err(error) => Err(error),
+                };
             return outcome.err().map(|error| downstream_error(&request, error));
         }
         let outcome = match kind {
@@ -328,7 +334,13 @@ impl Inner {
             self.authorize(caller, operation, who, Permission::Delete, client)?;
         }
         if let Settle::Requeue(target) = action {
-            self.authorize(caller, operation, (client_id, target), Permission::Send, client)?;
+            self.authorize(
+                caller,
+                operation,
+                (client_id, target),
+                Permission::Send,
+                client,
+            )?;
         }
         Ok(())
     }

@@ -463,7 +463,12 @@ where
 {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     let peer = request.remote_addr();
-    tokio::spawn(serve(inner.clone(), request.into_inner(), (peer, caller), tx));
+    tokio::spawn(serve(
+        inner.clone(),
+        request.into_inner(),
+        (peer, caller),
+        tx,
+    ));
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
@@ -601,7 +606,13 @@ impl Kubemq for KubemqService {
         let operation = "AckAllQueueMessages";
         if self
             .inner
-            .authorize(&caller, operation, (&client_id, &channel), Permission::Admin, &peer)
+            .authorize(
+                &caller,
+                operation,
+                (&client_id, &channel),
+                Permission::Admin,
+                &peer,
+            )
             .is_err()
         {
             return Err(self.refused(operation, started));
@@ -636,7 +647,12 @@ impl Kubemq for KubemqService {
         request: Request<Streaming<pb::QueuesDownstreamRequest>>,
     ) -> Result<Response<Self::QueuesDownstreamStream>, Status> {
         let caller = self.caller(&request, "QueuesDownstream")?;
-        Ok(spawn_stream(&self.inner, request, caller, downstream::serve))
+        Ok(spawn_stream(
+            &self.inner,
+            request,
+            caller,
+            downstream::serve,
+        ))
     }
 
     type QueuesUpstreamStream = Reply<pb::QueuesUpstreamResponse>;
@@ -646,7 +662,12 @@ impl Kubemq for KubemqService {
         request: Request<Streaming<pb::QueuesUpstreamRequest>>,
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
         let caller = self.caller(&request, "QueuesUpstream")?;
-        Ok(spawn_stream(&self.inner, request, caller, send::serve_upstream))
+        Ok(spawn_stream(
+            &self.inner,
+            request,
+            caller,
+            send::serve_upstream,
+        ))
     }
 }
 

@@ -46,8 +46,7 @@ pub(super) async fn serve(
             Ok(()) => inner.stream_request(&mut active, &request, peer).await,
             Err(error) => Err(error),
         };
-        let response = response
-            .unwrap_or_else(|error| stream_error(&request, error));
+        let response = response.unwrap_or_else(|error| stream_error(&request, error));
         // Counted per request of the stream, not per stream.
         inner.observe("StreamQueueMessage", response.is_error, started);
         if tx.send(Ok(response)).await.is_err() {
