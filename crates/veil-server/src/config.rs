@@ -156,9 +156,9 @@ pub fn kubemq_auth(
         (None, None) => None,
     };
     let jwt = match (key, &auth.auth_jwt_signature_type) {
-        (Some(key), Some(signature)) => {
-            Some(Arc::new(JwtVerifier::new(signature, &key).map_err(invalid)?))
-        }
+        (Some(key), Some(signature)) => Some(Arc::new(
+            JwtVerifier::new(signature, &key).map_err(invalid)?,
+        )),
         (None, None) => None,
         (Some(_), None) => {
             return Err(ConfigError::Invalid(
@@ -545,6 +545,47 @@ fn kubemq_settings(file: &KubemqFile) -> Result<veil_kubemq::Settings, ConfigErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_admin_endpoint_beyond_loopback_needs_a_token() {
+        let loopback: SocketAddr = "127.0.0.1:9325".parse().unwrap();
+        let everywhere: SocketAddr = "0.0.0.0:9325".parse().unwrap();
+        assert!(check_admin_exposure(loopback, None).is_ok());
+        assert!(check_admin_exposure(everywhere, Some("t")).is_ok());
+        let refused = check_admin_exposure(everywhere, None)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("--admin-token"), "{refused}");
+    }
+
+    #[test]
+    fn kubemq_jwt_and_rules_come_from_the_kubemq_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            "[kubemq]\nauth_jwt_key = \"s\"\nauth_jwt_signature_type = \"HS256\"\n\
+             [[kubemq.rules]]\nclient_id = \"a\"\nchannel = \"b\"\nqueues = true\nwrite = true\n\
+             [[kubemq.tokens]]\ntoken = \"t\"\ngrants = [{ queues = \"q*\", permissions = [\"send\"] }]\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        let auth = kubemq_auth(&settings.kubemq_auth_tokens, &settings.kubemq_auth).unwrap();
+        assert!(auth.jwt.is_some() && auth.policy.is_some());
+        assert_eq!(auth.static_tokens.len(), 1);
+        let bad = KubemqAuthSettings {
+            auth_jwt_key: Some("s".into()),
+            ..KubemqAuthSettings::default()
+        };
+        assert!(
+            kubemq_auth(&[], &bad).is_err(),
+            "a key without a signature type"
+        );
+    }
 
     #[test]
     fn kubemq_tokens_and_visibility_default_come_from_the_kubemq_table() {

@@ -166,12 +166,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         .into_future(),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
-        veil_kubemq::serve(
-            engine.clone(),
-            kubemq_config,
-            kubemq_listener,
-            stopped
-        ),
+        veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
     );
     sweeper.abort();
     mover.abort();
