@@ -287,3 +287,36 @@ def test_redrive_is_not_offered_for_an_ordinary_queue(page, sqs, queue_url, queu
     open_queue(page, queue_name)
     expect(page.get_by_test_id("message-row")).to_have_count(1)
     expect(page.get_by_test_id("redrive-open")).to_be_hidden()
+
+
+# ----- a server with an admin token -----
+
+
+def test_the_console_asks_for_the_admin_token_then_works(browser, make_server):
+    tokened = make_server(extra_args=["--admin-token", "console-token"])
+    name = f"behind-token-{int(time.time() * 1000)}"
+    made = requests.post(f"{tokened.admin_endpoint}/api/v1/queues", json={"name": name}, timeout=20,
+                         headers={"Authorization": "Bearer console-token"})
+    assert made.status_code in (200, 201), made.text
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 401 " not in m.text
+          else None)
+    requests_seen: list[str] = []
+    pg.on("request", lambda r: requests_seen.append(r.url))
+    try:
+        pg.goto(tokened.admin_endpoint + "/")
+        # The API refuses without the token: the page asks for it ...
+        expect(pg.get_by_test_id("token-dialog")).to_be_visible()
+        pg.get_by_test_id("token-input").fill("console-token")
+        pg.get_by_test_id("token-submit").click()
+        # ... then works with it, kept in this tab's sessionStorage and never put in a URL.
+        expect(pg.get_by_test_id("status")).to_contain_text("live")
+        expect(row(pg, name)).to_be_visible()
+        assert pg.evaluate("sessionStorage.getItem('veil-admin-token')") == "console-token"
+        assert not [u for u in requests_seen if "console-token" in u]
+    finally:
+        context.close()
+    assert not errors, f"the console logged errors: {errors}"

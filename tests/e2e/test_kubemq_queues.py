@@ -293,7 +293,7 @@ def test_a_wrong_token_is_refused(short_visibility_server):
         with pytest.raises(grpc.RpcError) as raised:
             client.send_queue_message_simple(QueueMessage(channel=channel_name("kmq-auth"), body=b"x"))
         assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert raised.value.details() == "invalid authorization token"
+        assert raised.value.details() == "Error 421: authentication verification failed, invalid token"
     finally:
         client.close()
 

@@ -64,13 +64,51 @@ class ApiError extends Error {
   }
 }
 
+// A server started with --admin-token answers 401 without it: the page then asks for the token once (one
+// dialog however many requests were refused), keeps it in sessionStorage (this tab only) and sends it as a
+// bearer header — never in a URL, where logs and history would keep it.
+const TOKEN_KEY = "veil-admin-token";
+let tokenAsked = null; // the pending dialog's promise, shared by every refused request
+
+function askToken(refused) {
+  if (!tokenAsked) {
+    tokenAsked = new Promise((resolve) => {
+      const dialog = $("token-dialog");
+      const form = $("token-form");
+      $("token-error").textContent = refused ? "the server refused this token" : "";
+      const submit = (event) => {
+        event.preventDefault();
+        const token = $("token-input").value.trim();
+        if (!token) return;
+        form.removeEventListener("submit", submit);
+        sessionStorage.setItem(TOKEN_KEY, token);
+        $("token-input").value = "";
+        dialog.close();
+        tokenAsked = null;
+        resolve(token);
+      };
+      form.addEventListener("submit", submit);
+      if (!dialog.open) dialog.showModal();
+    });
+  }
+  return tokenAsked;
+}
+
 async function api(path, { method = "GET", body } = {}) {
   const init = { method, headers: { Accept: "application/json" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  for (;;) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) init.headers.Authorization = `Bearer ${token}`;
+    response = await fetch(path, init);
+    if (response.status !== 401) break;
+    sessionStorage.removeItem(TOKEN_KEY);
+    await askToken(Boolean(token));
+  }
   const text = await response.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }

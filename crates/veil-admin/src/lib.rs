@@ -5,6 +5,7 @@
 //! no protocol's wire format.
 
 mod api;
+mod auth;
 mod console;
 mod health;
 pub mod limits;
@@ -33,6 +34,8 @@ pub struct AdminState {
     readiness: Readiness,
     /// The last hour of each queue's counts, for the console's charts.
     series: Series,
+    /// The bearer token every route but the probes and the console's files requires; `None`: open.
+    token: Option<Arc<str>>,
 }
 
 impl AdminState {
@@ -48,7 +51,14 @@ impl AdminState {
             registry: Arc::new(registry),
             readiness,
             series,
+            token: None,
         }
+    }
+
+    /// Requires `Authorization: Bearer <token>` on the API and `/metrics` (docs/security.md "Admin endpoint").
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token.filter(|t| !t.is_empty()).map(Arc::from);
+        self
     }
 
     fn engine(&self) -> Result<&Arc<Engine>, api::ApiError> {
@@ -58,10 +68,16 @@ impl AdminState {
 
 /// The admin endpoint's routes.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .merge(health::routes())
+    let guarded = Router::new()
         .merge(metrics::routes())
         .nest("/api/v1", api::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .merge(health::routes())
+        .merge(guarded)
         .merge(console::routes())
         .with_state(state)
 }

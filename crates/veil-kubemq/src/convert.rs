@@ -105,6 +105,9 @@ pub enum KubemqError {
     OverLimit { inflight: u64, limit: u32 },
     #[error("Error 400: visibility would end more than {max_s} seconds after the receive")]
     VisibilityPastLimit { max_s: u64 },
+    /// KubeMQ's refusal by its authorization policy (docs/security.md "KubeMQ").
+    #[error("Error 412: access denied to resource")]
+    AccessDenied,
     #[error("Error 500: {0}")]
     Internal(String),
 }

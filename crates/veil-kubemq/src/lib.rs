@@ -1,11 +1,13 @@
 //! veil-kubemq: KubeMQ's queues protocol over gRPC. `proto/kubemq.proto` is Veil's own description of the
 //! wire (package `kubemq`, service `kubemq`, KubeMQ's message names and field numbers), compiled at build time
 //! without a system protoc; [`convert`] is the pure layer (wire ↔ engine, KubeMQ's validation and in-band
-//! error texts); [`service`] is the thin tonic service over the engine; [`serve`] runs it with optional token
-//! authentication, optional TLS, the listener limits of veil-http (connections, TLS handshake timeout, a
-//! per-connection request-rate limit answered with `RESOURCE_EXHAUSTED`) and a graceful stop that tells open
-//! downstreams `CloseByServer`.
+//! error texts); [`auth`] is KubeMQ's authentication (static tokens, JWT) and authorization policy;
+//! [`service`] is the thin tonic service over the engine, which checks each request's channel; [`serve`]
+//! runs it with optional TLS, the listener limits of veil-http (connections, TLS handshake timeout, a
+//! per-connection request-rate limit answered with `RESOURCE_EXHAUSTED`) and a graceful stop that tells
+//! open downstreams `CloseByServer`.
 
+pub mod auth;
 pub mod convert;
 pub mod limits;
 pub mod service;
@@ -19,9 +21,9 @@ use tokio::sync::watch;
 use tonic::{Request, Status};
 use veil_core::Engine;
 use veil_http::{Conn, ConnectionInfo, Limits};
-use veil_telemetry::audit::{self, AuditEvent};
-use veil_telemetry::{Code, Protocol, Telemetry};
+use veil_telemetry::Telemetry;
 
+pub use auth::{AuthConfig, Caller};
 pub use convert::Settings;
 
 /// The generated protocol types and the server trait.
@@ -34,8 +36,8 @@ pub mod pb {
 #[derive(Clone, Debug, Default)]
 pub struct KubemqConfig {
     pub settings: Settings,
-    /// When non-empty, gRPC metadata `authorization` must equal one of these (no "Bearer" prefix).
-    pub auth_tokens: Vec<String>,
+    /// Static tokens, JWT verification and KubeMQ's authorization policy ([`auth`]); all off by default.
+    pub auth: AuthConfig,
     /// Where each RPC is counted (`veil_requests_total{protocol="kubemq"}`); detached by default.
     pub telemetry: Telemetry,
     /// With a configuration the endpoint serves TLS only (ALPN h2).
@@ -105,51 +107,22 @@ fn admit(request: &Request<()>) -> Result<(), Status> {
     }
 }
 
-/// Checks the `authorization` metadata against the configured tokens; a missing or wrong token is
-/// `Unauthenticated`, which the SDKs raise as their authentication error.
-pub fn check_token(tokens: &[String], presented: Option<&str>) -> Result<(), &'static str> {
-    if tokens.is_empty() {
-        return Ok(());
-    }
-    match presented {
-        None => Err("missing authorization token"),
-        Some(token) if tokens.iter().any(|t| t == token) => Ok(()),
-        Some(_) => Err("invalid authorization token"),
-    }
-}
+/// What authentication found for one request, carried to the handler in the request's extensions: the
+/// handler refuses it (with its operation's name in the metrics and the audit log), except Ping, which
+/// needs no token in KubeMQ.
+#[derive(Clone, Debug)]
+pub(crate) struct Verdict(pub(crate) Result<Caller, String>);
 
-/// tonic's interceptor signature fixes the error type to `Status`, however large. A rejected token is
-/// audited and counted; tonic's interceptor does not see the RPC's path, so its operation is `Unknown` and
-/// its code the gRPC status, `Unauthenticated`.
+/// tonic's interceptor signature fixes the error type to `Status`, however large. The interceptor does not
+/// know the RPC, so it only records the verdict (see [`Verdict`]).
 #[allow(clippy::result_large_err)]
-fn authenticate(
-    tokens: &[String],
-    telemetry: &Telemetry,
-    request: Request<()>,
-) -> Result<Request<()>, Status> {
+fn authenticate(auth: &AuthConfig, mut request: Request<()>) -> Result<Request<()>, Status> {
     let presented = request
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    if let Err(reason) = check_token(tokens, presented) {
-        let started = std::time::Instant::now();
-        let client = request
-            .remote_addr()
-            .map(|addr| addr.ip().to_string())
-            .unwrap_or_default();
-        audit::record(&AuditEvent {
-            action: "Authenticate",
-            protocol: Protocol::Kubemq,
-            namespace: "",
-            queue: "",
-            identity: "",
-            client: &client,
-            outcome: "Unauthenticated",
-        });
-        let code = Code::Error("Unauthenticated");
-        telemetry.observe_request(Protocol::Kubemq, "Unknown", code, started.elapsed());
-        return Err(Status::unauthenticated(reason));
-    }
+    let verdict = Verdict(auth.authenticate(presented));
+    request.extensions_mut().insert(verdict);
     Ok(request)
 }
 
@@ -162,14 +135,13 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
-    let tokens = Arc::new(config.auth_tokens);
+    let auth = Arc::new(config.auth);
     let limits = config.limits;
-    let telemetry = config.telemetry;
     let service =
-        service::KubemqService::new(engine, config.settings, shutdown.clone(), telemetry.clone());
+        service::KubemqService::new(engine, config.settings, shutdown.clone(), config.telemetry);
     let interceptor = move |request: Request<()>| {
         admit(&request)?;
-        authenticate(&tokens, &telemetry, request)
+        authenticate(&auth, request)
     };
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
@@ -206,54 +178,42 @@ pub fn listen_default() -> SocketAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::{authenticate, check_token};
+    use super::{authenticate, AuthConfig, Verdict};
+    use crate::auth::{StaticToken, TOKEN_NOT_SUPPLIED};
     use tonic::Request;
-    use veil_telemetry::{capture, Code, Protocol, Telemetry};
 
-    #[test]
-    fn a_rejected_token_is_audited_and_counted_as_unauthenticated() {
-        let telemetry = Telemetry::default();
-        let tokens = vec!["t1".to_string()];
-        let (captured, _guard) = capture::capture();
+    fn verdict(auth: &AuthConfig, token: Option<&str>) -> Result<(), String> {
         let mut request = Request::new(());
-        request
-            .metadata_mut()
-            .insert("authorization", "wrong".parse().expect("ascii"));
-        let refused = authenticate(&tokens, &telemetry, request);
-        assert_eq!(
-            refused.map(drop).map_err(|s| s.code()),
-            Err(tonic::Code::Unauthenticated)
-        );
-        let mut accepted = Request::new(());
-        accepted
-            .metadata_mut()
-            .insert("authorization", "t1".parse().expect("ascii"));
-        assert!(authenticate(&tokens, &telemetry, accepted).is_ok());
-        let code = Code::Error("Unauthenticated");
-        assert_eq!(
-            telemetry.request_count(Protocol::Kubemq, "Unknown", code),
-            1
-        );
-        let audit = captured.audit();
-        assert_eq!(audit.len(), 1, "only the rejection is audited: {audit:?}");
-        assert_eq!(audit[0].field("action"), "Authenticate");
-        assert_eq!(audit[0].field("outcome"), "Unauthenticated");
+        if let Some(token) = token {
+            request
+                .metadata_mut()
+                .insert("authorization", token.parse().expect("ascii"));
+        }
+        let request = authenticate(auth, request).expect("the interceptor never refuses");
+        let Verdict(verdict) = request.extensions().get::<Verdict>().cloned().expect("set");
+        verdict.map(drop)
     }
 
     #[test]
     fn without_tokens_every_request_is_accepted() {
-        assert_eq!(check_token(&[], None), Ok(()));
+        assert_eq!(verdict(&AuthConfig::default(), None), Ok(()));
     }
 
     #[test]
     fn with_tokens_the_authorization_metadata_must_be_one_of_them_verbatim() {
-        let tokens = vec!["t1".to_string(), "t2".to_string()];
-        assert_eq!(check_token(&tokens, Some("t2")), Ok(()));
-        assert!(check_token(&tokens, None).is_err());
+        let auth = AuthConfig {
+            static_tokens: vec![
+                StaticToken::unrestricted("t1"),
+                StaticToken::unrestricted("t2"),
+            ],
+            ..AuthConfig::default()
+        };
+        assert_eq!(verdict(&auth, Some("t2")), Ok(()));
+        assert_eq!(verdict(&auth, None), Err(TOKEN_NOT_SUPPLIED.to_string()));
         assert!(
-            check_token(&tokens, Some("Bearer t2")).is_err(),
+            verdict(&auth, Some("Bearer t2")).is_err(),
             "no Bearer prefix"
         );
-        assert!(check_token(&tokens, Some("t3")).is_err());
+        assert!(verdict(&auth, Some("t3")).is_err());
     }
 }

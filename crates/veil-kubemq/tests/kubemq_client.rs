@@ -72,7 +72,7 @@ impl Veil {
         let telemetry = veil_telemetry::Telemetry::default();
         let config = veil_kubemq::KubemqConfig {
             settings,
-            auth_tokens: Vec::new(),
+            auth: veil_kubemq::AuthConfig::default(),
             telemetry: telemetry.clone(),
             ..veil_kubemq::KubemqConfig::default()
         };

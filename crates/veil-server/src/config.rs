@@ -161,6 +161,15 @@ struct KubemqFile {
     listen: Option<SocketAddr>,
     #[serde(default)]
     auth_tokens: Vec<String>,
+    auth_jwt_key: Option<String>,
+    auth_jwt_key_file: Option<PathBuf>,
+    auth_jwt_signature_type: Option<String>,
+    auth_policy: Option<String>,
+    auth_policy_file: Option<PathBuf>,
+    #[serde(default)]
+    rules: Vec<veil_kubemq::auth::RuleSpec>,
+    #[serde(default)]
+    tokens: Vec<KubemqTokenFile>,
     default_visibility_seconds: Option<i32>,
     max_visibility_seconds: Option<i32>,
     default_wait_timeout_seconds: Option<i32>,
@@ -172,6 +181,94 @@ struct KubemqFile {
     max_inflight: Option<u32>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+}
+
+/// KubeMQ's JWT authentication and authorization policy, named after KubeMQ's own `authentication.jwtConfig`
+/// (`key`, `filePath`, `signatureType`) and `authorization` (`policyData`, `filePath`) settings, plus Veil's
+/// static tokens with grants (docs/security.md "KubeMQ").
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KubemqAuthSettings {
+    /// The JWT verification key inline: the HS* secret (KubeMQ's `jwtConfig.key`).
+    pub auth_jwt_key: Option<String>,
+    /// A file with the JWT verification key: the HS* secret or the RS*/ES* public key PEM (`jwtConfig.filePath`).
+    pub auth_jwt_key_file: Option<PathBuf>,
+    /// HS256, HS384, HS512, RS256, RS384, RS512, ES256 or ES384 (`jwtConfig.signatureType`).
+    pub auth_jwt_signature_type: Option<String>,
+    /// The authorization policy inline: KubeMQ's JSON array of rules (`authorization.policyData`).
+    pub auth_policy: Option<String>,
+    /// A file with the authorization policy, KubeMQ's JSON (`authorization.filePath`).
+    pub auth_policy_file: Option<PathBuf>,
+    /// The policy's rules written in TOML (`[[kubemq.rules]] client_id, channel, queues, read, write`).
+    pub rules: Vec<veil_kubemq::auth::RuleSpec>,
+    /// Static tokens limited to some grants (`[[kubemq.tokens]] token, grants`); `auth_tokens` are unrestricted.
+    pub tokens: Vec<KubemqTokenFile>,
+}
+
+/// A static KubeMQ token with grants.
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KubemqTokenFile {
+    pub token: String,
+    #[serde(default)]
+    pub grants: Vec<veil_core::access::GrantSpec>,
+}
+
+/// Builds the KubeMQ endpoint's authentication and authorization, reading the key and policy files.
+pub fn kubemq_auth(
+    tokens: &[String],
+    auth: &KubemqAuthSettings,
+) -> Result<veil_kubemq::AuthConfig, ConfigError> {
+    use std::sync::Arc;
+    use veil_kubemq::auth::{JwtVerifier, Policy, StaticToken};
+    let invalid = |e: veil_kubemq::auth::AuthConfigError| ConfigError::Invalid(e.to_string());
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })
+    };
+    let mut static_tokens: Vec<StaticToken> =
+        tokens.iter().map(StaticToken::unrestricted).collect();
+    for token in &auth.tokens {
+        static_tokens.push(StaticToken::with_grants(&token.token, &token.grants).map_err(invalid)?);
+    }
+    let key = match (&auth.auth_jwt_key, &auth.auth_jwt_key_file) {
+        (Some(key), _) => Some(key.as_bytes().to_vec()),
+        (None, Some(path)) => Some(read(path)?),
+        (None, None) => None,
+    };
+    let jwt = match (key, &auth.auth_jwt_signature_type) {
+        (Some(key), Some(signature)) => Some(Arc::new(
+            JwtVerifier::new(signature, &key).map_err(invalid)?,
+        )),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(ConfigError::Invalid(
+                "kubemq auth_jwt_signature_type is missing (HS256, RS256, ES256, ...)".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Invalid(
+                "kubemq auth_jwt_signature_type needs auth_jwt_key or auth_jwt_key_file".into(),
+            ))
+        }
+    };
+    let policy = match (&auth.auth_policy, &auth.auth_policy_file) {
+        (Some(text), _) => Some(Policy::from_json(text).map_err(invalid)?),
+        (None, Some(path)) => {
+            let text = String::from_utf8_lossy(&read(path)?).into_owned();
+            Some(Policy::from_json(&text).map_err(invalid)?)
+        }
+        (None, None) if !auth.rules.is_empty() => {
+            Some(Policy::from_specs(&auth.rules).map_err(invalid)?)
+        }
+        (None, None) => None,
+    };
+    Ok(veil_kubemq::AuthConfig {
+        static_tokens,
+        jwt,
+        policy: policy.map(Arc::new),
+    })
 }
 
 /// An Azure account in force, its key decoded.
@@ -248,6 +345,10 @@ pub struct ServeArgs {
     pub admin_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub listeners: crate::listeners::ListenerArgs,
+    /// The admin endpoint's bearer token: the global `--admin-token` / `VEIL_ADMIN_TOKEN` (one flag serves
+    /// both the server and the CLI), set by `main` before `resolve`.
+    #[arg(skip)]
+    pub admin_token: Option<String>,
 }
 
 /// The same settings as read from the TOML file.
@@ -263,6 +364,7 @@ struct FileConfig {
     log_format: Option<LogFormat>,
     store_cache_mib: Option<usize>,
     admin_listen: Option<SocketAddr>,
+    admin_token: Option<String>,
     #[serde(default)]
     azure: AzureFile,
     #[serde(default)]
@@ -299,8 +401,9 @@ pub struct Settings {
     /// Bearer tokens: mode, keys, issuers, audiences and role assignments.
     pub azure_entra: veil_azure::entra::EntraConfig,
     pub kubemq_listen: SocketAddr,
-    /// Empty: no authentication on the KubeMQ endpoint.
+    /// Empty, with no JWT key and no `[[kubemq.tokens]]`: no authentication on the KubeMQ endpoint.
     pub kubemq_auth_tokens: Vec<String>,
+    pub kubemq_auth: KubemqAuthSettings,
     pub kubemq_settings: veil_kubemq::Settings,
     pub admin_listen: SocketAddr,
     /// TLS and limits of each listener.
@@ -308,6 +411,8 @@ pub struct Settings {
     pub sqs_auth: SqsAuthMode,
     /// The credentials in force: the config file's, and the development one unless turned off.
     pub sqs_credentials: Vec<veil_sqs::SqsCredential>,
+    /// The admin endpoint's bearer token; `None` leaves it open (loopback only).
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -398,6 +503,15 @@ impl Settings {
                 KUBEMQ_LISTEN_DEFAULT,
             )?,
             kubemq_auth_tokens: file.kubemq.auth_tokens.clone(),
+            kubemq_auth: KubemqAuthSettings {
+                auth_jwt_key: file.kubemq.auth_jwt_key.clone(),
+                auth_jwt_key_file: file.kubemq.auth_jwt_key_file.clone(),
+                auth_jwt_signature_type: file.kubemq.auth_jwt_signature_type.clone(),
+                auth_policy: file.kubemq.auth_policy.clone(),
+                auth_policy_file: file.kubemq.auth_policy_file.clone(),
+                rules: file.kubemq.rules.clone(),
+                tokens: file.kubemq.tokens.clone(),
+            },
             kubemq_settings: kubemq_settings(&file.kubemq)?,
             admin_listen: listen_addr(
                 args.admin_listen.or(file.admin_listen),
@@ -405,6 +519,10 @@ impl Settings {
             )?,
             sqs_auth: args.sqs_auth.or(file.sqs.auth).unwrap_or_default(),
             sqs_credentials: sqs_credentials(&file.sqs, &sqs_account_id)?,
+            admin_token: args
+                .admin_token
+                .or(file.admin_token)
+                .filter(|token| !token.is_empty()),
         })
     }
 
@@ -432,6 +550,8 @@ impl Settings {
                 "inflight_max must be at least 1".into(),
             ));
         }
+        kubemq_auth(&self.kubemq_auth_tokens, &self.kubemq_auth)?;
+        check_admin_exposure(self.admin_listen, self.admin_token.as_deref())?;
         Ok(())
     }
 }
@@ -497,6 +617,17 @@ fn sqs_credentials(
             .map_err(|error| ConfigError::Invalid(error.to_string()))?;
     }
     Ok(credentials)
+}
+
+/// An admin endpoint reachable beyond loopback must require a token (docs/security.md "Admin endpoint").
+fn check_admin_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ConfigError> {
+    if listen.ip().is_loopback() || token.is_some() {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid(format!(
+        "the admin endpoint would listen on {listen}, beyond loopback, without a token: set --admin-token \
+         (VEIL_ADMIN_TOKEN, or admin_token in the config file), or listen on 127.0.0.1"
+    )))
 }
 
 /// The address given, else the built-in default.
@@ -658,6 +789,47 @@ fn kubemq_settings(file: &KubemqFile) -> Result<veil_kubemq::Settings, ConfigErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_admin_endpoint_beyond_loopback_needs_a_token() {
+        let loopback: SocketAddr = "127.0.0.1:9325".parse().unwrap();
+        let everywhere: SocketAddr = "0.0.0.0:9325".parse().unwrap();
+        assert!(check_admin_exposure(loopback, None).is_ok());
+        assert!(check_admin_exposure(everywhere, Some("t")).is_ok());
+        let refused = check_admin_exposure(everywhere, None)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("--admin-token"), "{refused}");
+    }
+
+    #[test]
+    fn kubemq_jwt_and_rules_come_from_the_kubemq_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(
+            &path,
+            "[kubemq]\nauth_jwt_key = \"s\"\nauth_jwt_signature_type = \"HS256\"\n\
+             [[kubemq.rules]]\nclient_id = \"a\"\nchannel = \"b\"\nqueues = true\nwrite = true\n\
+             [[kubemq.tokens]]\ntoken = \"t\"\ngrants = [{ queues = \"q*\", permissions = [\"send\"] }]\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        let auth = kubemq_auth(&settings.kubemq_auth_tokens, &settings.kubemq_auth).unwrap();
+        assert!(auth.jwt.is_some() && auth.policy.is_some());
+        assert_eq!(auth.static_tokens.len(), 1);
+        let bad = KubemqAuthSettings {
+            auth_jwt_key: Some("s".into()),
+            ..KubemqAuthSettings::default()
+        };
+        assert!(
+            kubemq_auth(&[], &bad).is_err(),
+            "a key without a signature type"
+        );
+    }
 
     #[test]
     fn kubemq_tokens_and_visibility_default_come_from_the_kubemq_table() {

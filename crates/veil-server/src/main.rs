@@ -62,7 +62,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Client(command) => cli::run(cli.client, command),
         Command::Cert(command) => cli::cert::run(command),
-        Command::Serve(args) => {
+        Command::Serve(mut args) => {
+            args.admin_token = cli.client.admin_token.clone();
             let settings = match Settings::resolve(*args) {
                 Ok(settings) => settings,
                 Err(error) => {
@@ -139,6 +140,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         settings.admin_listen,
         tls.admin.clone(),
         settings.listeners.admin.limits.clone(),
+        settings.admin_token.clone(),
         &telemetry,
     )
     .await?;
@@ -155,6 +157,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
     let kubemq_listener = bind(settings.kubemq_listen).await?;
+    let kubemq_config = kubemq_config(&settings, &telemetry, tls.kubemq.clone())?;
     log_listening(&settings);
     // Every listener is bound and the store is open: ready for traffic.
     admin.readiness.set(veil_admin::Phase::Ready);
@@ -189,12 +192,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         ),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
-        veil_kubemq::serve(
-            engine.clone(),
-            kubemq_config(&settings, &telemetry, tls.kubemq.clone()),
-            kubemq_listener,
-            stopped
-        ),
+        veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
     );
     sweeper.abort();
     mover.abort();
@@ -224,6 +222,7 @@ impl Admin {
         addr: std::net::SocketAddr,
         tls: Option<Arc<rustls::ServerConfig>>,
         limits: veil_http::Limits,
+        token: Option<String>,
         telemetry: &Telemetry,
     ) -> Result<Self, ServeError> {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
@@ -236,7 +235,8 @@ impl Admin {
             registry,
             readiness.clone(),
             series.clone(),
-        );
+        )
+        .with_token(token);
         let listener = bind(addr).await?;
         tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -414,24 +414,33 @@ fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::Azure
     }
 }
 
+/// The KubeMQ endpoint's configuration; its key and policy files were read once by `Settings::validate`, so
+/// a failure here means they changed since.
 fn kubemq_config(
     settings: &Settings,
     telemetry: &Telemetry,
     tls: Option<Arc<rustls::ServerConfig>>,
-) -> veil_kubemq::KubemqConfig {
-    veil_kubemq::KubemqConfig {
+) -> Result<veil_kubemq::KubemqConfig, ServeError> {
+    let auth = config::kubemq_auth(&settings.kubemq_auth_tokens, &settings.kubemq_auth)
+        .map_err(|error| ServeError::Kubemq(error.to_string()))?;
+    Ok(veil_kubemq::KubemqConfig {
         tls,
         limits: settings.listeners.kubemq.limits.clone(),
         settings: settings.kubemq_settings.clone(),
-        auth_tokens: settings.kubemq_auth_tokens.clone(),
+        auth,
         telemetry: telemetry.clone(),
-    }
+    })
 }
 
 fn log_listening(settings: &Settings) {
     tracing::info!(
         addr = %settings.kubemq_listen,
-        auth = !settings.kubemq_auth_tokens.is_empty(),
+        auth = !settings.kubemq_auth_tokens.is_empty()
+            || !settings.kubemq_auth.tokens.is_empty()
+            || settings.kubemq_auth.auth_jwt_signature_type.is_some(),
+        policy = settings.kubemq_auth.auth_policy.is_some()
+            || settings.kubemq_auth.auth_policy_file.is_some()
+            || !settings.kubemq_auth.rules.is_empty(),
         "KubeMQ queues endpoint (gRPC) listening"
     );
     tracing::info!(

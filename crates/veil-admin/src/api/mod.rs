@@ -121,6 +121,8 @@ pub enum ApiError {
     RedriveNotFound,
     #[error("storage failed: {0}")]
     Store(String),
+    #[error("this endpoint requires the admin token: Authorization: Bearer <token>")]
+    Unauthorized,
 }
 
 impl ApiError {
@@ -139,6 +141,7 @@ impl ApiError {
             RedriveNotRunning => (StatusCode::CONFLICT, "RedriveNotRunning"),
             RedriveNotFound => (StatusCode::NOT_FOUND, "RedriveNotFound"),
             Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreFailed"),
+            Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
         }
     }
 }
@@ -188,15 +191,15 @@ impl IntoResponse for ApiError {
 
 pub(crate) type ApiResult<T> = Result<Json<T>, ApiError>;
 
-/// One line on the audit log for an operator's destructive or settings-changing request. No identity until the
-/// admin endpoint authenticates its callers.
+/// One line on the audit log for an operator's destructive or settings-changing request; its identity is
+/// `admin` when the endpoint has a token (the caller proved it), else empty.
 pub(crate) fn audit(action: &str, key: &veil_core::QueueKey, outcome: &str) {
     veil_telemetry::audit::record(&veil_telemetry::audit::AuditEvent {
         action,
         protocol: veil_telemetry::Protocol::Admin,
         namespace: &key.namespace,
         queue: &key.name,
-        identity: "",
+        identity: crate::auth::identity(),
         client: "",
         outcome,
     });

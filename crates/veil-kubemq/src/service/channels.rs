@@ -1,9 +1,10 @@
 //! Channel administration and server information: Ping, channel create / list / delete (which the SDKs send
 //! as `SendRequest` queries to KubeMQ's internal requests channel) and QueuesInfo.
 
-use veil_core::{EngineError, DEFAULT_NAMESPACE};
+use veil_core::{EngineError, Permission, DEFAULT_NAMESPACE};
 
 use super::{key, Inner};
+use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
 use crate::limits;
 use crate::pb;
@@ -59,14 +60,19 @@ pub(super) fn deleted_channel(request: &pb::Request) -> Option<&str> {
 }
 
 impl Inner {
-    pub(super) async fn send_request(&self, request: pb::Request) -> pb::Response {
+    pub(super) async fn send_request(
+        &self,
+        request: pb::Request,
+        caller: &Caller,
+        peer: &str,
+    ) -> pb::Response {
         let mut response = pb::Response {
             client_id: request.client_id.clone(),
             request_id: request.request_id.clone(),
             timestamp: convert::nanos(self.engine.now()),
             ..Default::default()
         };
-        match self.channel_request(&request).await {
+        match self.channel_request(&request, caller, peer).await {
             Ok(body) => {
                 response.executed = true;
                 response.body = body.into();
@@ -77,32 +83,58 @@ impl Inner {
     }
 
     /// Runs one channel query; the reply body is the channel list for `list-channels`, empty otherwise.
-    async fn channel_request(&self, request: &pb::Request) -> Result<Vec<u8>, KubemqError> {
+    /// Creating and deleting need `admin` on the channel; a listing shows what the caller may touch at all
+    /// (docs/security.md "KubeMQ"). A refusal is in-band, like every error of these queries.
+    async fn channel_request(
+        &self,
+        request: &pb::Request,
+        caller: &Caller,
+        peer: &str,
+    ) -> Result<Vec<u8>, KubemqError> {
         if request.channel != limits::CLUSTER_REQUESTS_CHANNEL {
             return Err(KubemqError::NoResponder);
         }
         let tag = |name: &str| request.tags.get(name).map(String::as_str).unwrap_or("");
         let channel = tag("channel");
-        match ChannelRequest::parse(&request.metadata)? {
+        let kind = ChannelRequest::parse(&request.metadata)?;
+        let who = (request.client_id.as_str(), channel);
+        match kind {
             ChannelRequest::Create => {
+                self.authorize(caller, "CreateChannel", who, Permission::Admin, peer)?;
                 convert::validate_channel(channel)?;
                 self.ensure(channel).await?;
                 Ok(Vec::new())
             }
-            ChannelRequest::Delete => match self.engine.delete_queue(&key(channel)).await {
-                // Deleting a channel that is not there is no error in KubeMQ.
-                Ok(()) | Err(EngineError::QueueNotFound(_)) => Ok(Vec::new()),
-                Err(error) => Err(error.into()),
-            },
+            ChannelRequest::Delete => {
+                self.authorize(caller, "DeleteChannel", who, Permission::Admin, peer)?;
+                self.delete_channel(channel).await
+            }
             ChannelRequest::List => {
-                let queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+                let mut queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+                queues.retain(|q| caller.sees(&request.client_id, &q.key.name));
                 Ok(convert::channel_list_json(&queues, tag("channel_search")))
             }
         }
     }
 
-    pub(super) fn queues_info(&self, request: pb::QueuesInfoRequest) -> pb::QueuesInfoResponse {
-        let queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+    async fn delete_channel(&self, channel: &str) -> Result<Vec<u8>, KubemqError> {
+        match self.engine.delete_queue(&key(channel)).await {
+            // Deleting a channel that is not there is no error in KubeMQ.
+            Ok(()) | Err(EngineError::QueueNotFound(_)) => Ok(Vec::new()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// QueuesInfo lists only the channels the caller may touch. Its request names no ClientID, so the policy
+    /// is asked for the token's bound client id, or the empty one.
+    pub(super) fn queues_info(
+        &self,
+        request: pb::QueuesInfoRequest,
+        caller: &Caller,
+    ) -> pb::QueuesInfoResponse {
+        let mut queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+        let client_id = caller.bound_client_id().unwrap_or("");
+        queues.retain(|q| caller.sees(client_id, &q.key.name));
         let info = {
             let subscribers = self.subscribers.lock();
             convert::queues_info(&queues, &request.queue_name, &subscribers)

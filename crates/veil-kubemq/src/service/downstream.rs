@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch, Mutex};
 use tonic::{Status, Streaming};
-use veil_core::Millis;
+use veil_core::{Millis, Permission};
 
 use super::{consumer, next_or_shutdown, Collect, Held, Inner};
+use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
 use crate::limits;
 use crate::pb;
@@ -108,24 +109,33 @@ fn downstream_operation(request_type: i32) -> &'static str {
 pub(super) async fn serve(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesDownstreamRequest>,
-    peer: Option<SocketAddr>,
+    (peer, caller): (Option<SocketAddr>, Caller),
     tx: Replies,
 ) {
     let mut shutdown = inner.shutdown.clone();
     let state: Shared = Arc::default();
+    let caller = Arc::new(caller);
     // Turns true when the stream is over, so that Gets still collecting stop.
     let (cancel, cancelled) = watch::channel(false);
     let mut gets = tokio::task::JoinSet::new();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         if request.request_type_data == T::Get as i32 {
             let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
-            let get = spawned_get(inner, state, cancelled.clone(), (request, peer), tx);
+            let get = spawned_get(
+                inner,
+                state,
+                cancelled.clone(),
+                (request, peer, caller.clone()),
+                tx,
+            );
             gets.spawn(get);
             continue;
         }
         let started = std::time::Instant::now();
         let operation = downstream_operation(request.request_type_data);
-        let response = inner.request(&mut *state.lock().await, request).await;
+        let response = inner
+            .request(&mut *state.lock().await, request, (&caller, peer))
+            .await;
         // Counted per request of the stream (a settlement answers only when it fails).
         inner.observe(operation, response.is_some(), started);
         let Some(response) = response else { continue };
@@ -153,14 +163,18 @@ async fn spawned_get(
     inner: Arc<Inner>,
     state: Shared,
     cancelled: watch::Receiver<bool>,
-    (request, peer): (pb::QueuesDownstreamRequest, Option<SocketAddr>),
+    (request, peer, caller): (pb::QueuesDownstreamRequest, Option<SocketAddr>, Arc<Caller>),
     tx: Replies,
 ) {
     let started = std::time::Instant::now();
-    let response = inner
-        .get(&state, cancelled, &request, peer)
-        .await
-        .unwrap_or_else(|error| downstream_error(&request, error));
+    let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+    let who = (request.client_id.as_str(), request.channel.as_str());
+    let operation = "QueuesDownstream.Get";
+    let response = match inner.authorize(&caller, operation, who, Permission::Receive, &client) {
+        Ok(()) => inner.get(&state, cancelled, &request, peer).await,
+        Err(error) => Err(error),
+    };
+    let response = response.unwrap_or_else(|error| downstream_error(&request, error));
     inner.observe("QueuesDownstream.Get", response.is_error, started);
     // The client may be gone; its messages were then released by the stream's end.
     let _ = tx.send(Ok(response)).await;
@@ -274,10 +288,17 @@ impl Inner {
         &self,
         state: &mut Downstream,
         request: pb::QueuesDownstreamRequest,
+        (caller, peer): (&Caller, Option<SocketAddr>),
     ) -> Option<pb::QueuesDownstreamResponse> {
         let kind = T::try_from(request.request_type_data).unwrap_or(T::PollRequestTypeUnknown);
         if let Some((which, action)) = settlement(kind, &request.re_queue_channel) {
-            let outcome = self.settle(state, &request, which, action).await;
+            let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+            let operation = downstream_operation(request.request_type_data);
+            let outcome =
+                match self.may_settle(state, &request, action, (caller, operation, &client)) {
+                    Ok(()) => self.settle(state, &request, which, action).await,
+                    Err(error) => Err(error),
+                };
             return outcome.err().map(|error| downstream_error(&request, error));
         }
         let outcome = match kind {
@@ -291,6 +312,37 @@ impl Inner {
             _ => Err(KubemqError::RequestTypeInvalid),
         };
         outcome.err().map(|error| downstream_error(&request, error))
+    }
+
+    /// A settlement needs `delete` on the transaction's channel, and a re-queue also `send` on its target
+    /// (docs/security.md "KubeMQ"). An unknown transaction is left for [`Inner::settle`] to report.
+    fn may_settle(
+        &self,
+        state: &Downstream,
+        request: &pb::QueuesDownstreamRequest,
+        action: Settle<'_>,
+        (caller, operation, client): (&Caller, &str, &str),
+    ) -> Result<(), KubemqError> {
+        let client_id = request.client_id.as_str();
+        let channel = state
+            .open
+            .get(&request.ref_transaction_id)
+            .and_then(|t| t.active.values().next())
+            .map(|held| held.channel.as_str());
+        if let Some(channel) = channel {
+            let who = (client_id, channel);
+            self.authorize(caller, operation, who, Permission::Delete, client)?;
+        }
+        if let Settle::Requeue(target) = action {
+            self.authorize(
+                caller,
+                operation,
+                (client_id, target),
+                Permission::Send,
+                client,
+            )?;
+        }
+        Ok(())
     }
 
     /// Settles the messages of a transaction that `which` names with `action`. A range naming a sequence

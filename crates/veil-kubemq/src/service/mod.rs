@@ -6,8 +6,11 @@
 //!
 //! Downstream transactions and legacy stream messages hold the engine's receipts; the engine's visibility
 //! deadline is the server-side visibility timeout, so a consumer that hangs loses its messages to the next
-//! poll, and a closed stream releases them at once (visibility 0). Authentication is not here: `lib.rs`
-//! checks the token in an interceptor before any handler runs.
+//! poll, and a closed stream releases them at once (visibility 0).
+//!
+//! Authentication runs in `lib.rs`'s interceptor, which leaves its verdict in the request's extensions; each
+//! handler but Ping refuses an unauthenticated request ([`KubemqService::caller`]) and checks the channel
+//! each request names against the caller's rights ([`Inner::authorize`], docs/security.md "KubeMQ").
 
 mod channels;
 mod downstream;
@@ -27,13 +30,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use veil_core::{
-    Consumer, CreateOutcome, Engine, Message, Millis, QueueConfig, QueueKey, ReceiptRule,
-    ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
+    Consumer, CreateOutcome, Engine, Message, Millis, Permission, QueueConfig, QueueKey,
+    ReceiptRule, ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
 
 use veil_telemetry::audit::{self, AuditEvent};
 use veil_telemetry::{Code, Protocol, Telemetry};
 
+use crate::auth::{Caller, ACCESS_DENIED};
 use crate::convert::{self, KubemqError, Settings};
 use crate::limits;
 use crate::pb;
@@ -85,6 +89,44 @@ impl KubemqService {
                 telemetry,
             }),
         }
+    }
+
+    /// The caller authentication found for `request`, or its refusal: gRPC `UNAUTHENTICATED` with KubeMQ's
+    /// text, audited and counted under `operation`. A request that met no interceptor (a test calling the
+    /// service directly) is unrestricted.
+    #[allow(clippy::result_large_err)] // tonic's Status
+    fn caller<T>(&self, request: &Request<T>, operation: &'static str) -> Result<Caller, Status> {
+        match request.extensions().get::<crate::Verdict>() {
+            None => Ok(Caller::default()),
+            Some(crate::Verdict(Ok(caller))) => Ok(caller.clone()),
+            Some(crate::Verdict(Err(reason))) => {
+                let started = Instant::now();
+                audit::record(&AuditEvent {
+                    action: "Authenticate",
+                    protocol: Protocol::Kubemq,
+                    namespace: "",
+                    queue: "",
+                    identity: "",
+                    client: &peer_of(request),
+                    outcome: "Unauthenticated",
+                });
+                let code = Code::Error("Unauthenticated");
+                self.inner.telemetry.observe_request(
+                    Protocol::Kubemq,
+                    operation,
+                    code,
+                    started.elapsed(),
+                );
+                Err(Status::unauthenticated(reason.clone()))
+            }
+        }
+    }
+
+    /// A unary RPC refused by the policy: KubeMQ returns its error as the RPC's error, which gRPC carries as
+    /// `UNKNOWN` with KubeMQ's text (docs/security.md "KubeMQ").
+    fn refused(&self, operation: &'static str, started: Instant) -> Status {
+        self.inner.observe(operation, true, started);
+        Status::unknown(ACCESS_DENIED)
     }
 }
 
@@ -152,6 +194,31 @@ impl Inner {
             client: peer,
             outcome: if failed { "Error" } else { audit::OK },
         });
+    }
+
+    /// Whether the request's `client_id` may have `permission` on `channel`; a refusal is audited under
+    /// `operation` with the identity `kubemq:<client id>` (docs/security.md "KubeMQ").
+    fn authorize(
+        &self,
+        caller: &Caller,
+        operation: &str,
+        (client_id, channel): (&str, &str),
+        permission: Permission,
+        peer: &str,
+    ) -> Result<(), KubemqError> {
+        if caller.allows(client_id, channel, permission) {
+            return Ok(());
+        }
+        audit::record(&AuditEvent {
+            action: operation,
+            protocol: Protocol::Kubemq,
+            namespace: DEFAULT_NAMESPACE,
+            queue: channel,
+            identity: &format!("kubemq:{client_id}"),
+            client: peer,
+            outcome: "AccessDenied",
+        });
+        Err(KubemqError::AccessDenied)
     }
 
     /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
@@ -382,10 +449,11 @@ async fn next_or_shutdown<T>(
 fn spawn_stream<Req, Resp, Fut>(
     inner: &Arc<Inner>,
     request: Request<Streaming<Req>>,
+    caller: Caller,
     serve: impl FnOnce(
         Arc<Inner>,
         Streaming<Req>,
-        Option<SocketAddr>,
+        (Option<SocketAddr>, Caller),
         mpsc::Sender<Result<Resp, Status>>,
     ) -> Fut,
 ) -> Response<Reply<Resp>>
@@ -395,7 +463,12 @@ where
 {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     let peer = crate::peer_addr(&request);
-    tokio::spawn(serve(inner.clone(), request.into_inner(), peer, tx));
+    tokio::spawn(serve(
+        inner.clone(),
+        request.into_inner(),
+        (peer, caller),
+        tx,
+    ));
     Response::new(Box::pin(ReceiverStream::new(rx)))
 }
 
@@ -416,11 +489,12 @@ impl Kubemq for KubemqService {
         request: Request<pb::Request>,
     ) -> Result<Response<pb::Response>, Status> {
         let started = Instant::now();
+        let caller = self.caller(&request, "SendRequest")?;
         let peer = peer_of(&request);
         let request = request.into_inner();
         let deleted = channels::deleted_channel(&request).map(str::to_string);
         let client_id = request.client_id.clone();
-        let response = self.inner.send_request(request).await;
+        let response = self.inner.send_request(request, &caller, &peer).await;
         if let Some(channel) = deleted {
             let failed = !response.error.is_empty();
             self.inner
@@ -436,7 +510,8 @@ impl Kubemq for KubemqService {
         request: Request<pb::QueuesInfoRequest>,
     ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
         let started = Instant::now();
-        let response = self.inner.queues_info(request.into_inner());
+        let caller = self.caller(&request, "QueuesInfo")?;
+        let response = self.inner.queues_info(request.into_inner(), &caller);
         self.inner.observe("QueuesInfo", false, started);
         Ok(Response::new(response))
     }
@@ -446,7 +521,19 @@ impl Kubemq for KubemqService {
         request: Request<pb::QueueMessage>,
     ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
         let started = Instant::now();
-        let result = self.inner.send_one(request.into_inner()).await;
+        let caller = self.caller(&request, "SendQueueMessage")?;
+        let peer = peer_of(&request);
+        let message = request.into_inner();
+        let who = (message.client_id.as_str(), message.channel.as_str());
+        let operation = "SendQueueMessage";
+        if self
+            .inner
+            .authorize(&caller, operation, who, Permission::Send, &peer)
+            .is_err()
+        {
+            return Err(self.refused(operation, started));
+        }
+        let result = self.inner.send_one(message).await;
         self.inner
             .observe("SendQueueMessage", result.is_error, started);
         Ok(Response::new(result))
@@ -457,7 +544,22 @@ impl Kubemq for KubemqService {
         request: Request<pb::QueueMessagesBatchRequest>,
     ) -> Result<Response<pb::QueueMessagesBatchResponse>, Status> {
         let started = Instant::now();
-        let response = self.inner.send_batch(request.into_inner()).await;
+        let caller = self.caller(&request, "SendQueueMessagesBatch")?;
+        let peer = peer_of(&request);
+        let batch = request.into_inner();
+        // KubeMQ authorizes every message of a batch first; one refusal fails the whole call.
+        let operation = "SendQueueMessagesBatch";
+        for message in &batch.messages {
+            let who = (message.client_id.as_str(), message.channel.as_str());
+            if self
+                .inner
+                .authorize(&caller, operation, who, Permission::Send, &peer)
+                .is_err()
+            {
+                return Err(self.refused(operation, started));
+            }
+        }
+        let response = self.inner.send_batch(batch).await;
         self.inner
             .observe("SendQueueMessagesBatch", response.have_errors, started);
         Ok(Response::new(response))
@@ -468,11 +570,25 @@ impl Kubemq for KubemqService {
         request: Request<pb::ReceiveQueueMessagesRequest>,
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
         let started = Instant::now();
+        let caller = self.caller(&request, "ReceiveQueueMessages")?;
         let peer = crate::peer_addr(&request);
-        let response = self
+        let request = request.into_inner();
+        let permission = if request.is_peak {
+            Permission::Peek
+        } else {
+            Permission::Receive
+        };
+        let who = (request.client_id.as_str(), request.channel.as_str());
+        let operation = "ReceiveQueueMessages";
+        let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+        if self
             .inner
-            .receive_queue_messages(request.into_inner(), peer)
-            .await;
+            .authorize(&caller, operation, who, permission, &client)
+            .is_err()
+        {
+            return Err(self.refused(operation, started));
+        }
+        let response = self.inner.receive_queue_messages(request, peer).await;
         self.inner
             .observe("ReceiveQueueMessages", response.is_error, started);
         Ok(Response::new(response))
@@ -483,9 +599,24 @@ impl Kubemq for KubemqService {
         request: Request<pb::AckAllQueueMessagesRequest>,
     ) -> Result<Response<pb::AckAllQueueMessagesResponse>, Status> {
         let started = Instant::now();
+        let caller = self.caller(&request, "AckAllQueueMessages")?;
         let peer = peer_of(&request);
         let request = request.into_inner();
         let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
+        let operation = "AckAllQueueMessages";
+        if self
+            .inner
+            .authorize(
+                &caller,
+                operation,
+                (&client_id, &channel),
+                Permission::Admin,
+                &peer,
+            )
+            .is_err()
+        {
+            return Err(self.refused(operation, started));
+        }
         let response = self.inner.ack_all(request).await;
         self.inner.audit(
             "AckAllQueueMessages",
@@ -505,7 +636,8 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::StreamQueueMessagesRequest>>,
     ) -> Result<Response<Self::StreamQueueMessageStream>, Status> {
-        Ok(spawn_stream(&self.inner, request, stream::serve))
+        let caller = self.caller(&request, "StreamQueueMessage")?;
+        Ok(spawn_stream(&self.inner, request, caller, stream::serve))
     }
 
     type QueuesDownstreamStream = Reply<pb::QueuesDownstreamResponse>;
@@ -514,7 +646,13 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::QueuesDownstreamRequest>>,
     ) -> Result<Response<Self::QueuesDownstreamStream>, Status> {
-        Ok(spawn_stream(&self.inner, request, downstream::serve))
+        let caller = self.caller(&request, "QueuesDownstream")?;
+        Ok(spawn_stream(
+            &self.inner,
+            request,
+            caller,
+            downstream::serve,
+        ))
     }
 
     type QueuesUpstreamStream = Reply<pb::QueuesUpstreamResponse>;
@@ -523,7 +661,13 @@ impl Kubemq for KubemqService {
         &self,
         request: Request<Streaming<pb::QueuesUpstreamRequest>>,
     ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
-        Ok(spawn_stream(&self.inner, request, send::serve_upstream))
+        let caller = self.caller(&request, "QueuesUpstream")?;
+        Ok(spawn_stream(
+            &self.inner,
+            request,
+            caller,
+            send::serve_upstream,
+        ))
     }
 }
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use veil_core::{MoveReason, MovedFrom};
+use veil_core::{MoveReason, MovedFrom, Permission};
 
 use super::{next_or_shutdown, Inner};
+use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
 use crate::pb;
 
@@ -48,7 +49,7 @@ impl Inner {
         &self,
         batch: pb::QueueMessagesBatchRequest,
     ) -> pb::QueueMessagesBatchResponse {
-        let results = self.send_each(batch.messages).await;
+        let results = self.send_each(batch.messages, |_| Ok(())).await;
         pb::QueueMessagesBatchResponse {
             batch_id: batch.batch_id,
             have_errors: results.iter().any(|r| r.is_error),
@@ -57,12 +58,19 @@ impl Inner {
     }
 
     /// Sends a batch with one engine call per channel — one lock and one commit for each channel's messages,
-    /// not one per message — while each message keeps its own result, in request order.
-    async fn send_each(&self, messages: Vec<pb::QueueMessage>) -> Vec<pb::SendQueueMessageResult> {
+    /// not one per message — while each message keeps its own result, in request order. `allowed` is the
+    /// caller's right to send each message; a refused one is its own in-band error.
+    async fn send_each(
+        &self,
+        messages: Vec<pb::QueueMessage>,
+        allowed: impl Fn(&pb::QueueMessage) -> Result<(), KubemqError>,
+    ) -> Vec<pb::SendQueueMessageResult> {
         let mut results: Vec<Option<pb::SendQueueMessageResult>> = vec![None; messages.len()];
         let mut by_channel: BTreeMap<String, Vec<(usize, pb::QueueMessage)>> = BTreeMap::new();
         for (position, message) in messages.into_iter().enumerate() {
-            match convert::validate_message(&message, &self.settings) {
+            let checked = allowed(&message)
+                .and_then(|()| convert::validate_message(&message, &self.settings));
+            match checked {
                 Ok(()) => by_channel
                     .entry(message.channel.clone())
                     .or_default()
@@ -127,19 +135,25 @@ impl Inner {
     }
 }
 
-/// The upstream stream: one answer per request, with one result per message, in request order.
+/// The upstream stream: one answer per request, with one result per message, in request order. A message
+/// to a channel the caller may not write is refused in-band, on its own (docs/security.md "KubeMQ").
 pub(super) async fn serve_upstream(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesUpstreamRequest>,
-    _peer: Option<std::net::SocketAddr>,
+    (peer, caller): (Option<std::net::SocketAddr>, Caller),
     tx: mpsc::Sender<Result<pb::QueuesUpstreamResponse, Status>>,
 ) {
     let mut shutdown = inner.shutdown.clone();
+    let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         let started = std::time::Instant::now();
+        let allowed = |message: &pb::QueueMessage| {
+            let who = (message.client_id.as_str(), message.channel.as_str());
+            inner.authorize(&caller, "QueuesUpstream", who, Permission::Send, &client)
+        };
         let response = pb::QueuesUpstreamResponse {
             ref_request_id: request.request_id,
-            results: inner.send_each(request.messages).await,
+            results: inner.send_each(request.messages, allowed).await,
             ..Default::default()
         };
         // Counted per request of the stream, not per stream.

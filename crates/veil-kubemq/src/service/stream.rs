@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
-use veil_core::Millis;
+use veil_core::{Millis, Permission};
 
 use super::{consumer, next_or_shutdown, Collect, Held, Inner};
+use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
 use crate::pb;
 use crate::pb::StreamRequestType as T;
@@ -34,17 +35,18 @@ fn stream_error(
 pub(super) async fn serve(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::StreamQueueMessagesRequest>,
-    peer: Option<SocketAddr>,
+    (peer, caller): (Option<SocketAddr>, Caller),
     tx: Replies,
 ) {
     let mut shutdown = inner.shutdown.clone();
     let mut active: Option<Held> = None;
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         let started = std::time::Instant::now();
-        let response = inner
-            .stream_request(&mut active, &request, peer)
-            .await
-            .unwrap_or_else(|error| stream_error(&request, error));
+        let response = match inner.may_stream(&active, &request, &caller, peer) {
+            Ok(()) => inner.stream_request(&mut active, &request, peer).await,
+            Err(error) => Err(error),
+        };
+        let response = response.unwrap_or_else(|error| stream_error(&request, error));
         // Counted per request of the stream, not per stream.
         inner.observe("StreamQueueMessage", response.is_error, started);
         if tx.send(Ok(response)).await.is_err() {
@@ -58,6 +60,39 @@ pub(super) async fn serve(
 }
 
 impl Inner {
+    /// What a legacy stream request needs (docs/security.md "KubeMQ"): `receive` on the channel it names to
+    /// receive; `delete` on the active message's channel to settle it; `send` on the target of a resend or
+    /// of a modified message as well.
+    fn may_stream(
+        &self,
+        active: &Option<Held>,
+        request: &pb::StreamQueueMessagesRequest,
+        caller: &Caller,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), KubemqError> {
+        let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+        let client_id = request.client_id.as_str();
+        let check = |channel: &str, permission| {
+            let who = (client_id, channel);
+            self.authorize(caller, "StreamQueueMessage", who, permission, &client)
+        };
+        let kind = T::try_from(request.stream_request_type_data).unwrap_or(T::Unknown);
+        if kind == T::ReceiveMessage {
+            return check(&request.channel, Permission::Receive);
+        }
+        if let Some(held) = active {
+            check(&held.channel, Permission::Delete)?;
+        }
+        match kind {
+            T::ResendMessage => check(&request.channel, Permission::Send),
+            T::SendModifiedMessage => match &request.modified_message {
+                Some(modified) => check(&modified.channel, Permission::Send),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     async fn stream_request(
         &self,
         active: &mut Option<Held>,

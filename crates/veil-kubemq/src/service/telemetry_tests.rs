@@ -137,3 +137,60 @@ async fn deleting_a_channel_is_audited_and_creating_one_is_not() {
         .collect();
     assert_eq!(actions, [("DeleteChannel", "orders", "ok")]);
 }
+
+#[tokio::test]
+async fn a_rejected_token_is_audited_and_counted_as_unauthenticated_under_its_rpc() {
+    let telemetry = Telemetry::default();
+    let service = service(&telemetry);
+    let (captured, _guard) = capture::capture();
+    let mut request = Request::new(message("orders"));
+    let refusal = crate::auth::TOKEN_NOT_SUPPLIED.to_string();
+    request
+        .extensions_mut()
+        .insert(crate::Verdict(Err(refusal.clone())));
+    let status = service
+        .send_queue_message(request)
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+    assert_eq!(status.message(), refusal);
+    let code = Code::Error("Unauthenticated");
+    assert_eq!(count(&telemetry, "SendQueueMessage", code), 1);
+    let audit = captured.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].field("action"), "Authenticate");
+    assert_eq!(audit[0].field("outcome"), "Unauthenticated");
+}
+
+#[tokio::test]
+async fn a_send_the_policy_refuses_is_an_rpc_error_audited_with_the_client_id() {
+    let telemetry = Telemetry::default();
+    let service = service(&telemetry);
+    let (captured, _guard) = capture::capture();
+    let policy = crate::auth::Policy::from_json(
+        r#"[{"ClientID":"client-a","Channel":"^orders$","Queues":true,"Read":true}]"#,
+    )
+    .expect("policy");
+    let auth = crate::AuthConfig {
+        policy: Some(Arc::new(policy)),
+        ..crate::AuthConfig::default()
+    };
+    let mut request = Request::new(message("orders"));
+    request
+        .extensions_mut()
+        .insert(crate::Verdict(auth.authenticate(None)));
+    let status = service
+        .send_queue_message(request)
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::Unknown);
+    assert_eq!(status.message(), crate::auth::ACCESS_DENIED);
+    assert_eq!(
+        count(&telemetry, "SendQueueMessage", Code::Error("Error")),
+        1
+    );
+    let audit = captured.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].field("identity"), "kubemq:client-a");
+    assert_eq!(audit[0].field("outcome"), "AccessDenied");
+}

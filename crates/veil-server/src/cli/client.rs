@@ -30,11 +30,13 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 pub struct Client {
     agent: ureq::Agent,
     endpoint: String,
+    /// `Authorization: Bearer <token>` for a server with an admin token.
+    authorization: Option<String>,
 }
 
 impl Client {
     /// `endpoint` is an http(s) URL without a trailing `/` (checked by the argument parser).
-    pub fn new(endpoint: &str) -> Self {
+    pub fn new(endpoint: &str, token: Option<&str>) -> Self {
         let agent = ureq::Agent::config_builder()
             // Error answers carry the API's JSON error body: read it rather than get a bare status.
             .http_status_as_error(false)
@@ -45,6 +47,9 @@ impl Client {
         Self {
             agent,
             endpoint: endpoint.to_owned(),
+            authorization: token
+                .filter(|t| !t.is_empty())
+                .map(|t| format!("Bearer {t}")),
         }
     }
 
@@ -54,6 +59,9 @@ impl Client {
 
     pub fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value, CliError> {
         let mut request = self.agent.get(self.url(path));
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
+        }
         for (key, value) in query {
             request = request.query(*key, value);
         }
@@ -61,15 +69,22 @@ impl Client {
     }
 
     pub fn post(&self, path: &str, body: &Value) -> Result<Value, CliError> {
-        let request = self
+        let mut request = self
             .agent
             .post(self.url(path))
             .content_type("application/json");
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
+        }
         self.answer(request.send(body.to_string()))
     }
 
     pub fn delete(&self, path: &str) -> Result<Value, CliError> {
-        self.answer(self.agent.delete(self.url(path)).call())
+        let mut request = self.agent.delete(self.url(path));
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
+        }
+        self.answer(request.call())
     }
 
     fn url(&self, path: &str) -> String {

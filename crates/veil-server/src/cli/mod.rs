@@ -60,6 +60,17 @@ pub struct GlobalArgs {
         help_heading = "Client options (every command but serve)"
     )]
     pub output: OutputFormat,
+    /// The admin endpoint's bearer token. `veil serve`: required on everything but /healthz and /readyz,
+    /// and mandatory when --admin-listen is not loopback. Every other command: sent as `Authorization:
+    /// Bearer <token>`.
+    #[arg(
+        long,
+        env = "VEIL_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true,
+        help_heading = "Admin token (serve and every client command)"
+    )]
+    pub admin_token: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -182,7 +193,7 @@ pub struct Context {
 /// Runs one client command and turns its outcome into the process's exit code.
 pub fn run(global: GlobalArgs, command: ClientCommand) -> ExitCode {
     let context = Context {
-        client: Client::new(&global.endpoint),
+        client: Client::new(&global.endpoint, global.admin_token.as_deref()),
         output: Output::new(global.output),
     };
     match dispatch(&context, command) {
