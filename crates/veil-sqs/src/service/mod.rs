@@ -486,3 +486,6 @@ mod test_support;
 
 #[cfg(test)]
 mod telemetry_tests;
+
+#[cfg(test)]
+mod auth_tests;
