@@ -144,7 +144,11 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         &telemetry,
     )
     .await?;
-    let (store, engine) = open_engine(&settings, &telemetry)?;
+    let Opened {
+        store,
+        engine,
+        secret,
+    } = open_engine(&settings, &telemetry)?;
     admin.engine_opened(&engine);
     let sweeper = spawn_sweeper(engine.clone());
     let mover = spawn_move_task_driver(engine.clone());
@@ -153,7 +157,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         engine.clone(),
         sqs_config(&settings, &telemetry, tls.sqs.is_some()),
     );
-    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings, &telemetry));
+    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings, &telemetry, secret));
     let sqs_listener = bind(settings.sqs_listen).await?;
     let azure_listener = bind(settings.azure_listen).await?;
     let kubemq_listener = bind(settings.kubemq_listen).await?;
@@ -276,11 +280,17 @@ impl Admin {
     }
 }
 
+/// What opening the data directory gives: the store, the engine over it and the directory's secret.
+struct Opened {
+    store: Arc<RedbStore>,
+    engine: Arc<Engine>,
+    /// Read once: the receipt key, and the root of Azure's user delegation keys. (The file may be anything
+    /// the operator made it, a pipe included, so it is not read a second time.)
+    secret: Vec<u8>,
+}
+
 /// Opens the store in the data directory and the engine over it, rebuilding the engine's index.
-fn open_engine(
-    settings: &Settings,
-    telemetry: &Telemetry,
-) -> Result<(Arc<RedbStore>, Arc<Engine>), ServeError> {
+fn open_engine(settings: &Settings, telemetry: &Telemetry) -> Result<Opened, ServeError> {
     let options = StoreOptions {
         durability: match settings.durability {
             DurabilityMode::Durable => Durability::Durable,
@@ -301,13 +311,18 @@ fn open_engine(
         Arc::new(SystemClock),
         ReceiptKey::new(secret),
     )?);
+    let secret = secret.to_vec();
     tracing::info!(
         data_dir = %settings.data_dir.display(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         log_records_replayed = store.recovered().records,
         "store opened and index rebuilt"
     );
-    Ok((store, engine))
+    Ok(Opened {
+        store,
+        engine,
+        secret,
+    })
 }
 
 /// Sweeps expired messages every `SWEEP_INTERVAL_MS`, until aborted.
@@ -385,7 +400,11 @@ fn sqs_config(settings: &Settings, telemetry: &Telemetry, tls: bool) -> veil_sqs
     }
 }
 
-fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::AzureConfig {
+fn azure_config(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    secret: Vec<u8>,
+) -> veil_azure::AzureConfig {
     veil_azure::AzureConfig {
         accounts: settings
             .azure_accounts
@@ -406,11 +425,8 @@ fn azure_config(settings: &Settings, telemetry: &Telemetry) -> veil_azure::Azure
         data_dir: Some(settings.data_dir.clone()),
         telemetry: telemetry.clone(),
         entra: settings.azure_entra.clone(),
-        // The engine opened first, so the data directory's secret exists; user delegation keys derive from
-        // it and so survive restarts.
-        delegation_secret: veil_store::load_or_create_secret(&settings.data_dir, rand::random)
-            .ok()
-            .map(|secret| secret.to_vec()),
+        // User delegation keys derive from the data directory's secret, so they survive restarts.
+        delegation_secret: Some(secret),
     }
 }
 

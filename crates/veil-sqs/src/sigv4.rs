@@ -18,6 +18,9 @@ use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 use veil_core::Millis;
 
 use crate::limits::{
@@ -508,64 +511,23 @@ fn canonical_query(query: &str, presigned: bool) -> String {
         .join("&")
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// The SigV4 timestamp form, `YYYYMMDDTHHMMSSZ` (always UTC).
+const AMZ_DATE: &[BorrowedFormatItem<'static>] =
+    format_description!("[year][month][day]T[hour][minute][second]Z");
 
-/// `YYYYMMDDTHHMMSSZ` → Unix milliseconds.
+/// `YYYYMMDDTHHMMSSZ` → Unix milliseconds; `None` for anything else, an impossible date included.
 fn amz_to_millis(text: &str) -> Option<Millis> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 16 || bytes[8] != b'T' || bytes[15] != b'Z' {
-        return None;
-    }
-    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        if !part.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
-    let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second;
-    u64::try_from(seconds).ok().map(|s| s * 1_000)
+    let time = PrimitiveDateTime::parse(text, AMZ_DATE).ok()?.assume_utc();
+    u64::try_from(time.unix_timestamp()).ok().map(|s| s * 1_000)
 }
 
-/// Unix milliseconds → `YYYYMMDDTHHMMSSZ` (Hinnant's `civil_from_days`).
+/// Unix milliseconds → `YYYYMMDDTHHMMSSZ`.
 fn millis_to_amz(millis: Millis) -> String {
-    let seconds = (millis / 1_000) as i64;
-    let days = seconds.div_euclid(86_400);
-    let rem = seconds.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
+    i64::try_from(millis / 1_000)
+        .ok()
+        .and_then(|seconds| OffsetDateTime::from_unix_timestamp(seconds).ok())
+        .and_then(|time| time.format(AMZ_DATE).ok())
+        .unwrap_or_default()
 }
 
 /// An RFC 7231 `Date` header → `YYYYMMDDTHHMMSSZ`.

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
+use time::macros::format_description;
 
 /// The development credential (`test`/`test`) every SQS emulator accepts, Veil's included.
 pub const ACCESS_KEY: &str = "test";
@@ -30,25 +31,14 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-/// `YYYYMMDDTHHMMSSZ` of a Unix time in seconds (Hinnant's `civil_from_days`).
+/// `YYYYMMDDTHHMMSSZ` of a Unix time in seconds.
 fn amz_date(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let rem = unix_s % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
+    let format = format_description!("[year][month][day]T[hour][minute][second]Z");
+    i64::try_from(unix_s)
+        .ok()
+        .and_then(|seconds| time::OffsetDateTime::from_unix_timestamp(seconds).ok())
+        .and_then(|time| time.format(format).ok())
+        .unwrap_or_default()
 }
 
 /// Signs a POST to `/` with the headers `content-type`, `host` and `x-amz-target` and `body`, now.

@@ -303,3 +303,13 @@ fn a_scope_for_another_service_is_refused() {
         ))
     );
 }
+
+#[test]
+fn amz_timestamps_round_trip_and_impossible_dates_are_refused() {
+    assert_eq!(amz_to_millis("20150830T123600Z"), Some(1_440_938_160_000));
+    assert_eq!(millis_to_amz(1_440_938_160_000), "20150830T123600Z");
+    assert_eq!(amz_to_millis("20150231T123600Z"), None);
+    assert_eq!(amz_to_millis("20150830T246000Z"), None);
+    assert_eq!(amz_to_millis("20150830 123600Z"), None);
+    assert_eq!(amz_to_millis("20150830T123600"), None);
+}
