@@ -43,8 +43,6 @@ struct Cli {
     command: Command,
 }
 
-// One Command is parsed per process and moved once: the size of `serve`'s many flags costs nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the server: the embedded store in --data-dir, the SQS endpoint on --sqs-listen, the Azure

@@ -164,18 +164,14 @@ fn parse_header(authorization: &str, headers: &HeaderMap) -> Result<Claim, SigV4
             "Authorization={authorization}"
         )));
     };
-    let scope = parse_scope(credential)?;
-    Ok(Claim {
-        access_key: scope.0,
-        scope_date: scope.1,
-        region: scope.2,
-        service: scope.3,
-        signed_headers: parse_signed_headers(signed_headers)?,
-        signature: signature.to_string(),
+    Claim::read(
+        credential,
+        signed_headers,
+        signature,
         timestamp,
-        security_token: header(headers, "x-amz-security-token").map(str::to_string),
-        carrier: Carrier::Header,
-    })
+        header(headers, "x-amz-security-token"),
+        Carrier::Header,
+    )
 }
 
 fn parse_presigned(params: &[(String, String)]) -> Result<Claim, SigV4Error> {
@@ -212,22 +208,51 @@ fn parse_presigned(params: &[(String, String)]) -> Result<Claim, SigV4Error> {
                 "X-Amz-Expires must be a number of seconds from 0 to {SIGV4_PRESIGNED_EXPIRES_S_MAX}"
             ))
         })?;
-    let scope = parse_scope(credential)?;
-    Ok(Claim {
-        access_key: scope.0,
-        scope_date: scope.1,
-        region: scope.2,
-        service: scope.3,
-        signed_headers: parse_signed_headers(signed_headers)?,
-        signature: signature.to_string(),
-        timestamp: timestamp.to_string(),
-        security_token: get("X-Amz-Security-Token").map(str::to_string),
-        carrier: Carrier::Query { expires_s },
-    })
+    Claim::read(
+        credential,
+        signed_headers,
+        signature,
+        timestamp.to_string(),
+        get("X-Amz-Security-Token"),
+        Carrier::Query { expires_s },
+    )
+}
+
+impl Claim {
+    /// A claim from its fields as either carrier spells them (`Credential=` scope, `SignedHeaders=` list).
+    fn read(
+        credential: &str,
+        signed_headers: &str,
+        signature: &str,
+        timestamp: String,
+        security_token: Option<&str>,
+        carrier: Carrier,
+    ) -> Result<Claim, SigV4Error> {
+        let scope = parse_scope(credential)?;
+        Ok(Claim {
+            access_key: scope.access_key,
+            scope_date: scope.date,
+            region: scope.region,
+            service: scope.service,
+            signed_headers: parse_signed_headers(signed_headers)?,
+            signature: signature.to_string(),
+            timestamp,
+            security_token: security_token.map(str::to_string),
+            carrier,
+        })
+    }
+}
+
+/// The parts of `Credential=<access key>/<date>/<region>/<service>/aws4_request`.
+struct Scope {
+    access_key: String,
+    date: String,
+    region: String,
+    service: String,
 }
 
 /// `AKID/20240101/us-east-1/sqs/aws4_request` → (key, date, region, service).
-fn parse_scope(credential: &str) -> Result<(String, String, String, String), SigV4Error> {
+fn parse_scope(credential: &str) -> Result<Scope, SigV4Error> {
     let parts: Vec<&str> = credential.split('/').collect();
     match parts.as_slice() {
         [key, date, region, service, terminator]
@@ -238,12 +263,12 @@ fn parse_scope(credential: &str) -> Result<(String, String, String, String), Sig
                     "Credential should be scoped with a valid terminator: '{SCOPE_TERMINATOR}', not '{terminator}'."
                 )));
             }
-            Ok((
-                key.to_string(),
-                date.to_string(),
-                region.to_string(),
-                service.to_string(),
-            ))
+            Ok(Scope {
+                access_key: key.to_string(),
+                date: date.to_string(),
+                region: region.to_string(),
+                service: service.to_string(),
+            })
         }
         _ => Err(SigV4Error::Incomplete(format!(
             "Credential should be scoped to a valid region, service and date. Credential={credential}"
