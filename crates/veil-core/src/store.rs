@@ -24,6 +24,11 @@ pub enum StoreError {
     Incompatible(String),
     #[error("the store is closed")]
     Closed,
+    /// The storage service cannot be reached or did not answer in time (a shared database that is down,
+    /// failing over, or unreachable). Front-ends answer their protocol's "service unavailable"; retrying later
+    /// may succeed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// One durable change. Serializable because a store may log changes before it applies them (veil-store's

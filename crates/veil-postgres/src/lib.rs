@@ -1,0 +1,28 @@
+//! Veil on PostgreSQL (issue 14; docs/decisions/0007-scale-out.md). Several stateless Veil nodes share one
+//! database: one of them at a time holds the leader lease and runs the engine over [`PgStore`]; the others
+//! forward their clients' connections to it. This crate is everything that talks to PostgreSQL:
+//!
+//! - `connect`: connections from a libpq-style string (several hosts and `target_session_attrs=read-write`
+//!   allowed, so a promoted replica is found by reconnecting), with Veil's timeouts set on each;
+//! - `migrations`: the versioned schema, applied at start-up by refinery; a database migrated by a newer
+//!   binary is refused;
+//! - `store`: [`PgStore`], veil-core's `Store` over the schema, with group commit and the lease's fencing
+//!   epoch checked inside every write transaction;
+//! - `lease`: the leader lease, its epoch and the addresses its holder serves on;
+//! - `clock`: [`DbClock`], the engine's clock in a cluster: the database's time, so every leader decides
+//!   visibility on one clock;
+//! - `secret`: the cluster's shared secret (receipt key, Azure delegation keys, forwarding token).
+//!
+//! It knows nothing of any protocol.
+
+pub mod clock;
+pub mod connect;
+pub mod lease;
+pub mod migrations;
+pub mod secret;
+pub mod store;
+
+pub use clock::DbClock;
+pub use connect::{connect, PgOptions};
+pub use lease::{Lease, LeaderAddrs, LeaseHolder};
+pub use store::PgStore;
