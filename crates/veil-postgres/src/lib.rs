@@ -18,11 +18,13 @@
 pub mod clock;
 pub mod connect;
 pub mod lease;
+pub mod limits;
 pub mod migrations;
 pub mod secret;
 pub mod store;
+pub mod testing;
 
 pub use clock::DbClock;
 pub use connect::{connect, PgOptions};
-pub use lease::{Lease, LeaderAddrs, LeaseHolder};
+pub use lease::{LeaderAddrs, Lease, LeaseHolder};
 pub use store::PgStore;
