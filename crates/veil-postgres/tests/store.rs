@@ -122,6 +122,14 @@ fn every_op() -> Vec<Vec<StoreOp>> {
             put(3, 0, 30, Some("g1"), false),
             put(3, 1, 31, Some("g2"), false),
             put(4, 0, 40, Some("g"), false),
+            // Overwritten by the next: a group writes each queue's counters once.
+            StoreOp::PutCounters {
+                queue: 1,
+                counters: Counters {
+                    sends: 1,
+                    ..Counters::default()
+                },
+            },
             StoreOp::PutCounters {
                 queue: 1,
                 counters: Counters {

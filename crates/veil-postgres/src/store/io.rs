@@ -303,7 +303,7 @@ impl Writer {
     /// Any statement's error aborts the transaction on the server (later ones fail, COMMIT rolls back).
     async fn transaction(&self, ops: Vec<StoreOp>) -> Result<(), StoreError> {
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
-        let statements = ops
+        let statements = latest_counters(ops)
             .into_iter()
             .map(|op| sql::statement(&self.prepared, op))
             .collect::<Result<Vec<_>, _>>()?;
@@ -358,6 +358,26 @@ impl Writer {
         self.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The group's operations without the counters that a later operation of the group overwrites: counters are
+/// written whole (last write wins) and a queue id is never reused, so only each queue's last write matters at
+/// commit, and a busy queue's group writes its row once instead of once per submission.
+fn latest_counters(ops: Vec<StoreOp>) -> Vec<StoreOp> {
+    let mut last = std::collections::HashMap::new();
+    for (index, op) in ops.iter().enumerate() {
+        if let StoreOp::PutCounters { queue, .. } = op {
+            last.insert(*queue, index);
+        }
+    }
+    ops.into_iter()
+        .enumerate()
+        .filter(|(index, op)| match op {
+            StoreOp::PutCounters { queue, .. } => last.get(queue) == Some(index),
+            _ => true,
+        })
+        .map(|(_, op)| op)
+        .collect()
 }
 
 /// Every statement of the group, sent in order before any answer is awaited (tokio-postgres sends a request
