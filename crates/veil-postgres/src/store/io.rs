@@ -27,14 +27,13 @@ use crate::connect::{connect, db_error, unavailable, PgOptions};
 use crate::limits::{GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
 
 pub type Answer<T> = std_mpsc::Sender<Result<T, StoreError>>;
+/// Where a submission's result goes (resolving its `Commit`).
+pub type Done = oneshot::Sender<Result<(), StoreError>>;
 
 /// What the writer does, in the order asked.
 pub enum Job {
     /// Operations to make durable (none: a barrier); answered once they are.
-    Ops {
-        ops: Vec<StoreOp>,
-        done: oneshot::Sender<Result<(), StoreError>>,
-    },
+    Ops { ops: Vec<StoreOp>, done: Done },
     /// Read what start-up loads, after everything submitted before.
     Load { done: Answer<Loaded> },
     /// Finish and close the connections; answered once the jobs before are done.
@@ -267,10 +266,7 @@ impl Writer {
             .map_err(|_| unavailable("loading from PostgreSQL timed out"))?
     }
 
-    async fn commit_group(
-        &mut self,
-        group: Vec<(Vec<StoreOp>, oneshot::Sender<Result<(), StoreError>>)>,
-    ) {
+    async fn commit_group(&mut self, group: Vec<(Vec<StoreOp>, Done)>) {
         let mut answers = Vec::with_capacity(group.len());
         let mut ops = Vec::new();
         for (submitted, done) in group {
