@@ -225,10 +225,15 @@ impl Member<'_, '_> {
         // New connections go to the unavailable servers until the next leader is known.
         self.route.send_replace(Route::Unavailable);
         term_end.send_replace(true);
-        match tokio::time::timeout(Duration::from_millis(DRAIN_MS_MAX), serving).await {
+        let mut serving = serving;
+        match tokio::time::timeout(Duration::from_millis(DRAIN_MS_MAX), &mut serving).await {
             Ok(Ok(Err(error))) => tracing::warn!(%error, "serving ended with an error"),
             Ok(Err(error)) => tracing::warn!(%error, "serving task failed"),
-            Err(_) => tracing::warn!("requests did not drain in time; dropping them"),
+            Err(_) => {
+                // Its listeners and connections go with it: nothing of this term may keep serving.
+                tracing::warn!("requests did not drain in time; dropping them");
+                serving.abort();
+            }
             Ok(Ok(Ok(()))) => {}
         }
         drop(engine);
