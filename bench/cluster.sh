@@ -190,14 +190,21 @@ for round in $(seq "$RUNS"); do
     echo "-- round $round/$RUNS · veil on PostgreSQL, $n node(s)"
     schema="bench_r${round}_n${n}_$STAMP"
     endpoints=""
+    serving=yes
     for k in $(seq "$n"); do
       start_node "pg$n-node$k" --store "$PGURL" --node-id "n$k" --pg-schema "$schema" --lease-ttl-ms 2000
       endpoints="${endpoints:+$endpoints,}http://127.0.0.1:$LAST_PORT"
       # The first node takes the lease; the others start once it serves, so that the leader is node 1.
-      if [ "$k" = 1 ]; then wait_serving "$LAST_PORT"; fi
+      if [ "$k" = 1 ]; then wait_serving "$LAST_PORT" || serving=no; fi
     done
-    for e in ${endpoints//,/ }; do wait_serving "${e##*:}"; done
-    measure "$round" "pg$n" "veil, PostgreSQL, $n node$([ "$n" = 1 ] || echo s)" "$n" veil "$endpoints"
+    for e in ${endpoints//,/ }; do wait_serving "${e##*:}" || serving=no; done
+    if [ "$serving" = yes ]; then
+      measure "$round" "pg$n" "veil, PostgreSQL, $n node$([ "$n" = 1 ] || echo s)" "$n" veil "$endpoints"
+    else
+      echo "   not measured: the cluster never served (node logs: $TMP/pg$n-node*.log)"
+      tail -3 "$TMP/pg$n-node1.log" | sed 's/^/   /'
+      stop_nodes
+    fi
     psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
   done
   if wanted skiplocked; then
