@@ -129,7 +129,7 @@ impl PgTarget {
                     .endpoint
                     .parse()
                     .map_err(|e| failed(format!("bad endpoint {:?}: {e}", self.endpoint)))?;
-                config.application_name(&format!(
+                config.application_name(format!(
                     "veil-bench-{}",
                     NEXT_CLIENT.fetch_add(1, Ordering::Relaxed)
                 ));
@@ -167,10 +167,8 @@ impl PgTarget {
         };
         let prepared = Statements {
             send_one: prepare(format!("INSERT INTO {t} (body) VALUES ($1)")).await?,
-            send_many: prepare(format!(
-                "INSERT INTO {t} (body) SELECT unnest($1::bytea[])"
-            ))
-            .await?,
+            send_many: prepare(format!("INSERT INTO {t} (body) SELECT unnest($1::bytea[])"))
+                .await?,
             receive: prepare(format!(
                 "UPDATE {t} SET visible_at = now() + $2::float8 * interval '1 second', \
                  receive_count = receive_count + 1 \
