@@ -66,7 +66,7 @@ runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMP/pg.log" -w star
   -o "-p $PGPORT -k $TMP -c listen_addresses=127.0.0.1 -c shared_preload_libraries=pg_stat_statements -c max_connections=200" >/dev/null
 PGURL="postgres://postgres@127.0.0.1:$PGPORT/postgres"
 PG_PID=$(head -1 "$PGDATA_DIR/postmaster.pid")
-psql_q() { "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c "$1"; }
+psql_q() { PGOPTIONS='-c client_min_messages=warning' "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c "$1"; }
 psql_q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 echo "postgres $("$PGBIN/postgres" --version | awk '{print $3}') up on 127.0.0.1:$PGPORT (pid $PG_PID), data in $PGDATA_DIR"
 echo "synchronous_commit=$(psql_q 'SHOW synchronous_commit') fsync=$(psql_q 'SHOW fsync') wal_sync_method=$(psql_q 'SHOW wal_sync_method') shared_buffers=$(psql_q 'SHOW shared_buffers')"
