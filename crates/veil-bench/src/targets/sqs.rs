@@ -617,6 +617,35 @@ mod tests {
     use super::*;
     use crate::run::body::{encode_body, BodyId};
 
+    #[tokio::test]
+    async fn clones_spread_round_robin_over_the_endpoints() {
+        let target =
+            SqsTarget::connect("http://127.0.0.1:1, http://127.0.0.1:2,http://127.0.0.1:3")
+                .await
+                .unwrap();
+        let hosts: Vec<String> = std::iter::once(target.clone())
+            .chain((0..4).map(|_| target.clone()))
+            .map(|t| t.endpoints[t.index].host.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                "127.0.0.1:2",
+                "127.0.0.1:3",
+                "127.0.0.1:1",
+                "127.0.0.1:2",
+                "127.0.0.1:3"
+            ]
+        );
+        assert_eq!(
+            target.endpoints[target.index].host.to_str().unwrap(),
+            "127.0.0.1:1"
+        );
+        assert!(SqsTarget::connect("http://127.0.0.1:1,https://x:2")
+            .await
+            .is_err());
+    }
+
     #[test]
     fn fifo_sends_go_round_robin_with_unique_deduplication_ids() {
         let groups = FifoGroups {
