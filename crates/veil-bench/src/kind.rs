@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 /// A system under test. Veil, moto and the no-op server all speak SQS JSON through
 /// [`crate::targets::sqs::SqsTarget`]; Azure Queue Storage endpoints (Veil's front-end, Azurite) share
-/// [`crate::targets::azure::AzureTarget`]; Redis streams, NATS JetStream, RabbitMQ and KubeMQ have their own
-/// clients.
+/// [`crate::targets::azure::AzureTarget`]; Redis streams, NATS JetStream, RabbitMQ, KubeMQ and the PostgreSQL
+/// SKIP LOCKED queue have their own clients.
 #[derive(
     Clone,
     Copy,
@@ -49,6 +49,10 @@ pub enum TargetKind {
     AzuriteInmemory,
     /// A KubeMQ queues endpoint over gRPC (Veil's KubeMQ front-end by default).
     Kubemq,
+    /// A plain SQL queue in PostgreSQL (`FOR UPDATE SKIP LOCKED`), the raw database's ceiling (issue 14).
+    #[value(name = "pg-skip-locked")]
+    #[serde(rename = "pg-skip-locked")]
+    PgSkipLocked,
 }
 
 impl TargetKind {
@@ -65,6 +69,7 @@ impl TargetKind {
             TargetKind::Azurite => "azurite",
             TargetKind::AzuriteInmemory => "azurite-inmemory",
             TargetKind::Kubemq => "kubemq",
+            TargetKind::PgSkipLocked => "pg-skip-locked",
         }
     }
 
@@ -81,6 +86,7 @@ impl TargetKind {
             Self::Azurite,
             Self::AzuriteInmemory,
             Self::Kubemq,
+            Self::PgSkipLocked,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -98,6 +104,7 @@ impl TargetKind {
                 "http://127.0.0.1:10001/devstoreaccount1"
             }
             TargetKind::Kubemq => "http://127.0.0.1:50000",
+            TargetKind::PgSkipLocked => "postgres://postgres@127.0.0.1:5432/postgres",
         }
     }
 }
@@ -148,6 +155,10 @@ macro_rules! with_target {
             }
             $crate::kind::TargetKind::Kubemq => {
                 let $target = $crate::targets::kubemq::KubemqTarget::connect(endpoint).await?;
+                $body
+            }
+            $crate::kind::TargetKind::PgSkipLocked => {
+                let $target = $crate::targets::pg::PgTarget::connect(endpoint).await?;
                 $body
             }
         }

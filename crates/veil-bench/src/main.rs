@@ -139,8 +139,10 @@ struct RunArgs {
     /// The system to drive (decides the client: SQS JSON for veil, moto, sqs and noop).
     #[arg(long, value_enum, default_value_t = TargetKind::Veil)]
     target: TargetKind,
-    /// Its endpoint: http://HOST:PORT for SQS, redis://… for Redis, nats://… for NATS (default per target:
-    /// veil 127.0.0.1:9324, moto 127.0.0.1:5000, redis 6379, nats 4222).
+    /// Its endpoint: http://HOST:PORT for SQS (or several, comma-separated, that serve the same queues: the
+    /// nodes of a Veil cluster, spread over round-robin by task), redis://… for Redis, nats://… for NATS,
+    /// postgres://… for pg-skip-locked (default per target: veil 127.0.0.1:9324, moto 127.0.0.1:5000, redis
+    /// 6379, nats 4222, pg-skip-locked postgres://postgres@127.0.0.1:5432/postgres).
     #[arg(long)]
     endpoint: Option<String>,
     /// Queue to use; created if needed. Default: a fresh `bench-<random>` queue.

@@ -53,8 +53,10 @@ pub struct SuiteArgs {
     /// A peer to compare with, NAME=ENDPOINT, repeatable: moto=http://127.0.0.1:5000,
     /// redis=redis://127.0.0.1:6379, nats=nats://127.0.0.1:4222, rabbitmq=amqp://127.0.0.1:5672/%2f,
     /// azurite=http://127.0.0.1:10001/devstoreaccount1 (and azurite-inmemory=… for one started with
-    /// --inMemoryPersistence), kubemq=http://127.0.0.1:50000 (also sqs=… and azure=… for other SQS and Azure
-    /// Queue endpoints). Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
+    /// --inMemoryPersistence), kubemq=http://127.0.0.1:50000,
+    /// pg-skip-locked=postgres://postgres@127.0.0.1:5432/postgres (a plain SQL queue driven directly), and
+    /// sqs=… and azure=… for other SQS and Azure Queue endpoints (an SQS endpoint may be a comma-separated
+    /// list: the clients are spread over it round-robin). Peers run the round-trip, throughput, half-load, redelivery and wake-up scenarios.
     #[arg(long = "peer", value_name = "NAME=ENDPOINT")]
     peers: Vec<String>,
     /// The PID of a peer's server process, NAME=PID, repeatable (NAME as in --peer): the throughput scenario
@@ -153,6 +155,9 @@ fn durability_note(system: &str) -> String {
         "azurite" => "on disk (LokiJS metadata + extent files), never fsynced".into(),
         "azurite-inmemory" => "in memory (--inMemoryPersistence): nothing persisted".into(),
         "noop" => "none: answers without storing".into(),
+        "pg-skip-locked" => {
+            "PostgreSQL, synchronous_commit on: WAL flushed before each commit returns".into()
+        }
         "moto" => "in memory: nothing persisted".into(),
         "redis" => "AOF, appendfsync always (as bench/run starts it)".into(),
         "nats" => "JetStream file storage, written before the ack, fsync every 2 min (nats-server 2.9 default)".into(),
@@ -482,7 +487,7 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
             .ok_or_else(|| {
                 BenchError::Usage(format!(
                     "--peer {peer:?}: NAME must be moto, redis, nats, rabbitmq, azurite, \
-                     azurite-inmemory, kubemq, sqs or azure"
+                     azurite-inmemory, kubemq, pg-skip-locked, sqs or azure"
                 ))
             })?;
         peers.push((kind, endpoint.to_owned()));

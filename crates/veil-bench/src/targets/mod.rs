@@ -3,6 +3,7 @@
 pub mod azure;
 pub mod kubemq;
 pub mod nats;
+pub mod pg;
 pub mod rabbitmq;
 pub mod redis;
 pub mod sigv4;

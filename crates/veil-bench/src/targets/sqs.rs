@@ -5,7 +5,7 @@
 //! queue's groups) and a deduplication id taken from veil-bench's body header, so that every message is unique.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -29,15 +29,65 @@ const REQUEST_SLACK: Duration = Duration::from_secs(10);
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-/// An SQS endpoint. Clones share the connection pool and the queue-URL cache.
-#[derive(Clone)]
+/// An SQS endpoint, or several serving the same queues (the nodes of a Veil cluster). Clones share the
+/// connection pool and the queue-URL cache; with several endpoints each clone — each producer or consumer
+/// task of a run — sends all its requests to the next endpoint round-robin, so the clients are spread evenly
+/// over the nodes as behind a load balancer that balances connections.
 pub struct SqsTarget {
     client: HttpClient,
-    endpoint: Uri,
-    host: HeaderValue,
+    endpoints: Arc<[Endpoint]>,
+    /// Which of `endpoints` this clone talks to.
+    index: usize,
+    /// The round-robin counter the clones take their endpoint from.
+    next: Arc<AtomicUsize>,
     name: &'static str,
     /// Queue name → QueueUrl (and FIFO groups), filled by `prepare` and `prepare_fifo` (CreateQueue).
     urls: Arc<RwLock<HashMap<String, PreparedQueue>>>,
+}
+
+/// One SQS endpoint: where requests go and the Host header they carry (which SigV4 signs).
+struct Endpoint {
+    uri: Uri,
+    host: HeaderValue,
+}
+
+impl Clone for SqsTarget {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            endpoints: Arc::clone(&self.endpoints),
+            index: self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len(),
+            next: Arc::clone(&self.next),
+            name: self.name,
+            urls: Arc::clone(&self.urls),
+        }
+    }
+}
+
+/// Parses one `http://HOST:PORT` endpoint.
+fn parse_endpoint(endpoint: &str) -> TargetResult<Endpoint> {
+    let uri: Uri = endpoint
+        .parse()
+        .map_err(|error| fail("sqs", format!("bad endpoint {endpoint:?}: {error}")))?;
+    let authority = uri
+        .authority()
+        .ok_or_else(|| fail("sqs", format!("endpoint {endpoint:?} has no host:port")))?
+        .clone();
+    if uri.scheme_str() != Some("http") {
+        return Err(fail(
+            "sqs",
+            format!("endpoint {endpoint:?}: only http:// is supported"),
+        ));
+    }
+    let host = HeaderValue::from_str(authority.as_str())
+        .map_err(|error| fail("sqs", format!("bad host in {endpoint:?}: {error}")))?;
+    let uri = Uri::builder()
+        .scheme("http")
+        .authority(authority)
+        .path_and_query("/")
+        .build()
+        .map_err(|error| fail("sqs", format!("bad endpoint {endpoint:?}: {error}")))?;
+    Ok(Endpoint { uri, host })
 }
 
 /// A queue `prepare` created: its URL and, for a FIFO queue, how sends pick their groups.
@@ -206,24 +256,14 @@ struct ErrorReply {
 }
 
 impl SqsTarget {
-    /// A client for the SQS endpoint at `endpoint` (e.g. `http://127.0.0.1:9324`). Nothing is sent until the
-    /// first request; connections are opened on demand and kept alive in the pool.
+    /// A client for the SQS endpoint at `endpoint` (e.g. `http://127.0.0.1:9324`), or for several given as a
+    /// comma-separated list (`http://127.0.0.1:9324,http://127.0.0.1:9334`; see [`SqsTarget`]). Nothing is
+    /// sent until the first request; connections are opened on demand and kept alive in the pool.
     pub async fn connect(endpoint: &str) -> TargetResult<Self> {
-        let uri: Uri = endpoint
-            .parse()
-            .map_err(|error| fail("sqs", format!("bad endpoint {endpoint:?}: {error}")))?;
-        let authority = uri
-            .authority()
-            .ok_or_else(|| fail("sqs", format!("endpoint {endpoint:?} has no host:port")))?
-            .clone();
-        if uri.scheme_str() != Some("http") {
-            return Err(fail(
-                "sqs",
-                format!("endpoint {endpoint:?}: only http:// is supported"),
-            ));
-        }
-        let host = HeaderValue::from_str(authority.as_str())
-            .map_err(|error| fail("sqs", format!("bad host in {endpoint:?}: {error}")))?;
+        let endpoints = endpoint
+            .split(',')
+            .map(|one| parse_endpoint(one.trim()))
+            .collect::<TargetResult<Vec<_>>>()?;
         let mut connector = HttpConnector::new();
         // Small request/response pairs: Nagle's algorithm would add tens of milliseconds to each.
         connector.set_nodelay(true);
@@ -231,16 +271,11 @@ impl SqsTarget {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(usize::MAX)
             .build(connector);
-        let endpoint = Uri::builder()
-            .scheme("http")
-            .authority(authority)
-            .path_and_query("/")
-            .build()
-            .map_err(|error| fail("sqs", format!("bad endpoint {endpoint:?}: {error}")))?;
         Ok(Self {
             client,
-            endpoint,
-            host,
+            endpoints: endpoints.into(),
+            index: 0,
+            next: Arc::new(AtomicUsize::new(1)),
             name: "sqs",
             urls: Arc::new(RwLock::new(HashMap::new())),
         })
@@ -327,17 +362,18 @@ impl SqsTarget {
     /// POSTs one action and returns the reply body of a 200, or the SQS error as a [`TargetError`].
     async fn call(&self, action: &str, body: Vec<u8>, timeout: Duration) -> TargetResult<Bytes> {
         let target = format!("AmazonSQS.{action}");
+        let endpoint = &self.endpoints[self.index];
         // Signed as an SDK signs (Veil verifies SigV4 unless started with `--sqs-auth off`).
         let signature = sigv4::sign(
-            self.host.to_str().unwrap_or_default(),
+            endpoint.host.to_str().unwrap_or_default(),
             CONTENT_TYPE_VALUE,
             &target,
             &body,
         );
         let request = Request::builder()
             .method(Method::POST)
-            .uri(self.endpoint.clone())
-            .header(HOST, self.host.clone())
+            .uri(endpoint.uri.clone())
+            .header(HOST, endpoint.host.clone())
             .header("x-amz-target", target)
             .header(CONTENT_TYPE, CONTENT_TYPE_VALUE)
             .header("x-amz-date", signature.amz_date)
@@ -580,6 +616,35 @@ impl SqsTarget {
 mod tests {
     use super::*;
     use crate::run::body::{encode_body, BodyId};
+
+    #[tokio::test]
+    async fn clones_spread_round_robin_over_the_endpoints() {
+        let target =
+            SqsTarget::connect("http://127.0.0.1:1, http://127.0.0.1:2,http://127.0.0.1:3")
+                .await
+                .unwrap();
+        let hosts: Vec<String> = std::iter::once(target.clone())
+            .chain((0..4).map(|_| target.clone()))
+            .map(|t| t.endpoints[t.index].host.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                "127.0.0.1:2",
+                "127.0.0.1:3",
+                "127.0.0.1:1",
+                "127.0.0.1:2",
+                "127.0.0.1:3"
+            ]
+        );
+        assert_eq!(
+            target.endpoints[target.index].host.to_str().unwrap(),
+            "127.0.0.1:1"
+        );
+        assert!(SqsTarget::connect("http://127.0.0.1:1,https://x:2")
+            .await
+            .is_err());
+    }
 
     #[test]
     fn fifo_sends_go_round_robin_with_unique_deduplication_ids() {

@@ -1,0 +1,256 @@
+#!/bin/bash
+# bench/cluster.sh — the scale-out benchmarks of issue 14 (docs/benchmarks.md, "Scale-out over PostgreSQL").
+#
+# Starts its own PostgreSQL 15 (initdb + pg_ctl as the postgres user, in a temp dir, on a free port, stopped on
+# exit), then runs veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many
+# consumers, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:
+#   veil embedded      Veil on its embedded store (one process, one data dir)
+#   veil pg 1 node     Veil on PostgreSQL, one node (clients -> the node's door -> the leader's listener)
+#   veil pg 2 nodes    two nodes, the clients spread round-robin over their SQS ports
+#   veil pg 3 nodes    three nodes, likewise
+#   pg-skip-locked     a plain SQL queue (FOR UPDATE SKIP LOCKED) driven directly by veil-bench
+# Each Veil-on-PostgreSQL configuration gets a fresh schema (--pg-schema) in every round. Recorded per run:
+# msg/s end to end, server CPU per message (veil processes and PostgreSQL processes separately, utime + stime
+# from /proc), WAL fsyncs and WAL bytes per message (pg_stat_wal after pg_stat_reset_shared('wal')),
+# transactions per message (pg_stat_database.xact_commit) and statements per message (pg_stat_statements).
+#
+# Usage: bench/cluster.sh            (RUNS=3 DURATION=10 CLIENTS=4; ONLY="embedded pg1 pg2 pg3 skiplocked")
+# Needs: target/release/veil and target/release/veil-bench (cargo build --release --bin veil --bin veil-bench),
+# PostgreSQL 15 in /usr/lib/postgresql/15/bin, python3, curl, root (for runuser). Results: bench/results/cluster-*.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-10}
+CLIENTS=${CLIENTS:-4}
+ONLY=${ONLY:-"embedded pg1 pg2 pg3 skiplocked"}
+VEIL=${VEIL:-$PWD/target/release/veil}
+BENCH=${BENCH:-$PWD/target/release/veil-bench}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+OUT=${OUT:-bench/results}
+STAMP=$(date +%s)
+RESULTS="$OUT/cluster-$STAMP.jsonl"
+mkdir -p "$OUT"
+for bin in "$VEIL" "$BENCH" "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql"; do
+  [ -x "$bin" ] || { echo "cluster.sh: $bin is missing" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d /tmp/veil-cluster-bench.XXXXXX)
+chown postgres "$TMP"
+PGDATA_DIR="$TMP/pg"
+NODE_PIDS=()
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+stop_nodes() {
+  local pid
+  for pid in "${NODE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${NODE_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  NODE_PIDS=()
+}
+
+cleanup() {
+  stop_nodes
+  if [ -f "$PGDATA_DIR/postmaster.pid" ]; then
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  if [ -z "${KEEP_DATA:-}" ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- PostgreSQL 15, defaults except what the measurement needs (pg_stat_statements; trust auth on loopback).
+PGPORT=$(free_port)
+runuser -u postgres -- "$PGBIN/initdb" -D "$PGDATA_DIR" -U postgres --auth=trust >"$TMP/initdb.log" 2>&1
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMP/pg.log" -w start \
+  -o "-p $PGPORT -k $TMP -c listen_addresses=127.0.0.1 -c shared_preload_libraries=pg_stat_statements -c max_connections=200" >/dev/null
+PGURL="postgres://postgres@127.0.0.1:$PGPORT/postgres"
+PG_PID=$(head -1 "$PGDATA_DIR/postmaster.pid")
+psql_q() { PGOPTIONS='-c client_min_messages=warning' "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c "$1"; }
+psql_q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+echo "postgres $("$PGBIN/postgres" --version | awk '{print $3}') up on 127.0.0.1:$PGPORT (pid $PG_PID), data in $PGDATA_DIR"
+echo "synchronous_commit=$(psql_q 'SHOW synchronous_commit') fsync=$(psql_q 'SHOW fsync') wal_sync_method=$(psql_q 'SHOW wal_sync_method') shared_buffers=$(psql_q 'SHOW shared_buffers')"
+
+# utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat, counted after the ')').
+ticks_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
+# PostgreSQL's CPU so far: the postmaster, every live child (backends, walwriter, checkpointer, ...) and the
+# children it has reaped (cutime + cstime: backends of closed connections).
+pg_ticks() {
+  local total child
+  total=$(sed 's/.*) //' "/proc/$PG_PID/stat" | awk '{print $12 + $13 + $14 + $15}')
+  for child in $(ps -o pid= --ppid "$PG_PID"); do
+    total=$((total + $(ticks_of "$child")))
+  done
+  echo "$total"
+}
+veil_ticks() {
+  local total=0 pid
+  for pid in "${NODE_PIDS[@]}"; do total=$((total + $(ticks_of "$pid"))); done
+  echo "$total"
+}
+pg_counters() {
+  psql_q "SELECT (SELECT wal_sync FROM pg_stat_wal), (SELECT wal_bytes FROM pg_stat_wal),
+                 (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'postgres'),
+                 (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements)" | tr '|' ' '
+}
+reset_pg_counters() {
+  psql_q "SELECT pg_stat_reset_shared('wal'), pg_stat_statements_reset()" >/dev/null
+}
+
+# Waits until an SQS port answers something other than "service unavailable" (a cluster answers 503 until a
+# leader has loaded the queues); an unsigned ListQueues is refused by a serving Veil, which is enough.
+wait_serving() {
+  local port=$1 deadline=$((SECONDS + 60)) code
+  while [ $SECONDS -lt $deadline ]; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'x-amz-target: AmazonSQS.ListQueues' \
+      -H 'content-type: application/x-amz-json-1.0' --data '{}' "http://127.0.0.1:$port/" 2>/dev/null || true)
+    if [ -n "$code" ] && [ "$code" != "000" ] && [ "$code" != "503" ]; then return 0; fi
+    sleep 0.2
+  done
+  echo "cluster.sh: 127.0.0.1:$port still not serving after 60 s" >&2
+  return 1
+}
+
+# start_node LOGNAME ARGS...: starts one veil serve on four free ports; prints its SQS port.
+start_node() {
+  local log=$1; shift
+  local sqs azure kubemq admin
+  sqs=$(free_port); azure=$(free_port); kubemq=$(free_port); admin=$(free_port)
+  "$VEIL" serve "$@" --sqs-listen "127.0.0.1:$sqs" --azure-listen "127.0.0.1:$azure" \
+    --kubemq-listen "127.0.0.1:$kubemq" --admin-listen "127.0.0.1:$admin" --log-level warn \
+    >"$TMP/$log.log" 2>&1 &
+  NODE_PIDS+=($!)
+  LAST_PORT=$sqs
+}
+
+# measure ROUND CONFIG LABEL NODES TARGET ENDPOINT: one throughput run with the counters around it.
+measure() {
+  local round=$1 config=$2 label=$3 nodes=$4 target=$5 endpoint=$6
+  local json="$TMP/run-$round-$config.json"
+  reset_pg_counters
+  sleep 0.2
+  local c0 v0 p0 c1 v1 p1 rc=0
+  c0=$(pg_counters); v0=$(veil_ticks); p0=$(pg_ticks)
+  "$BENCH" run --target "$target" --endpoint "$endpoint" --producers "$CLIENTS" --consumers "$CLIENTS" \
+    --batch 10 --body-size 1024 --duration "$DURATION" --wait 1 --visibility 30 --json "$json" \
+    >"$TMP/run-$round-$config.txt" 2>&1 || rc=$?
+  v1=$(veil_ticks)
+  # The nodes' (and the bench's) database sessions flush their statistics when they end: stop the nodes
+  # first, then read PostgreSQL's counters and CPU (reaped backends land in the postmaster's cutime).
+  stop_nodes
+  sleep 1
+  c1=$(pg_counters); p1=$(pg_ticks)
+  grep -E 'throughput|MISSING|DUPLICATE|error' "$TMP/run-$round-$config.txt" | sed "s/^/   /" || true
+  python3 - "$json" "$round" "$config" "$label" "$nodes" "$rc" "$(getconf CLK_TCK)" \
+    "$v0" "$v1" "$p0" "$p1" "$c0" "$c1" >>"$RESULTS" <<'EOF'
+import json, sys
+path, rnd, config, label, nodes, rc, hz, v0, v1, p0, p1, c0, c1 = sys.argv[1:]
+hz = float(hz)
+try:
+    report = json.load(open(path))
+except (OSError, ValueError):
+    report = None
+row = {"round": int(rnd), "config": config, "label": label, "nodes": int(nodes), "exit": int(rc)}
+if report:
+    c = report["counts"]
+    received = c["received"]
+    row.update(msgs_per_s=report["throughput"]["received_per_s"], received=received,
+               missing=c.get("missing"), duplicates=c["duplicates"],
+               e2e_p50_us=report["latency_us"]["end_to_end"]["p50"],
+               e2e_p99_us=report["latency_us"]["end_to_end"]["p99"])
+    if received:
+        if int(nodes) > 0:
+            row["veil_cpu_us_per_msg"] = (int(v1) - int(v0)) / hz * 1e6 / received
+        row["pg_cpu_us_per_msg"] = (int(p1) - int(p0)) / hz * 1e6 / received
+        if config != "embedded":
+            a, b = [list(map(float, x.split())) for x in (c0, c1)]
+            # wal_sync and wal_bytes were reset before the run; xacts and statements are differences.
+            row["wal_syncs_per_msg"] = b[0] / received
+            row["wal_bytes_per_msg"] = b[1] / received
+            row["xacts_per_msg"] = (b[2] - a[2]) / received
+            row["statements_per_msg"] = b[3] / received
+print(json.dumps(row))
+EOF
+  tail -1 "$RESULTS" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("   " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k not in ("round","config","label")))'
+}
+
+wanted() { [[ " $ONLY " == *" $1 "* ]]; }
+
+echo "RUNS=$RUNS DURATION=$DURATION CLIENTS=$CLIENTS veil=$VEIL ($("$VEIL" --version 2>/dev/null || true))"
+for round in $(seq "$RUNS"); do
+  if wanted embedded; then
+    echo "-- round $round/$RUNS · veil embedded"
+    rm -rf "$TMP/embedded"
+    start_node embedded --data-dir "$TMP/embedded"
+    wait_serving "$LAST_PORT"
+    measure "$round" embedded "veil, embedded store" 1 veil "http://127.0.0.1:$LAST_PORT"
+  fi
+  for n in 1 2 3; do
+    wanted "pg$n" || continue
+    echo "-- round $round/$RUNS · veil on PostgreSQL, $n node(s)"
+    schema="bench_r${round}_n${n}_$STAMP"
+    endpoints=""
+    serving=yes
+    for k in $(seq "$n"); do
+      start_node "pg$n-node$k" --store "$PGURL" --node-id "n$k" --pg-schema "$schema" --lease-ttl-ms 2000
+      endpoints="${endpoints:+$endpoints,}http://127.0.0.1:$LAST_PORT"
+      # The first node takes the lease; the others start once it serves, so that the leader is node 1.
+      if [ "$k" = 1 ]; then wait_serving "$LAST_PORT" || serving=no; fi
+    done
+    for e in ${endpoints//,/ }; do wait_serving "${e##*:}" || serving=no; done
+    if [ "$serving" = yes ]; then
+      measure "$round" "pg$n" "veil, PostgreSQL, $n node$([ "$n" = 1 ] || echo s)" "$n" veil "$endpoints"
+    else
+      echo "   not measured: the cluster never served (node logs: $TMP/pg$n-node*.log)"
+      tail -3 "$TMP/pg$n-node1.log" | sed 's/^/   /'
+      stop_nodes
+    fi
+    psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
+  done
+  if wanted skiplocked; then
+    echo "-- round $round/$RUNS · pg-skip-locked"
+    measure "$round" skiplocked "pg-skip-locked (SQL queue, no Veil)" 0 pg-skip-locked "$PGURL"
+    psql_q "DO \$\$DECLARE t text; BEGIN FOR t IN SELECT tablename FROM pg_tables WHERE tablename LIKE 'vbq_%' LOOP EXECUTE format('DROP TABLE %I', t); END LOOP; END\$\$" >/dev/null
+  fi
+done
+
+# --- The table: medians with min–max over the rounds.
+python3 - "$RESULTS" "$RUNS" "$DURATION" "$CLIENTS" >"$OUT/cluster-$STAMP.md" <<'EOF'
+import json, statistics, sys
+path, runs, duration, clients = sys.argv[1:]
+rows = [json.loads(line) for line in open(path)]
+order = ["embedded", "pg1", "pg2", "pg3", "skiplocked"]
+cols = [("msgs_per_s", "msg/s", 0), ("e2e_p50_us", "e2e p50 ms", -3), ("veil_cpu_us_per_msg", "Veil CPU µs/msg", 1),
+        ("pg_cpu_us_per_msg", "PostgreSQL CPU µs/msg", 1), ("wal_syncs_per_msg", "WAL fsyncs/msg", 3),
+        ("wal_bytes_per_msg", "WAL bytes/msg", 0), ("xacts_per_msg", "xacts/msg", 3),
+        ("statements_per_msg", "statements/msg", 2)]
+def fmt(v, d):
+    if d == -3:
+        return f"{v / 1000:.2f}"
+    return f"{v:,.{d}f}"
+print(f"Throughput workload: {clients} producers + {clients} consumers, batches of 10, 1 KiB bodies, {duration} s "
+      f"per run, {runs} interleaved rounds; median (min–max).\n")
+print("| configuration | " + " | ".join(c[1] for c in cols) + " | lost / dup |")
+print("| --- |" + " ---: |" * len(cols) + " --- |")
+for config in order:
+    rs = [r for r in rows if r["config"] == config]
+    if not rs:
+        continue
+    cells = []
+    for key, _, d in cols:
+        vs = sorted(r[key] for r in rs if r.get(key) is not None)
+        if not vs:
+            cells.append("–")
+        elif len(vs) == 1:
+            cells.append(fmt(vs[0], d))
+        else:
+            cells.append(f"{fmt(statistics.median(vs), d)} ({fmt(vs[0], d)}–{fmt(vs[-1], d)})")
+    lost = sum((r.get("missing") or 0) for r in rs)
+    dup = sum(r.get("duplicates", 0) for r in rs)
+    failed = sum(1 for r in rs if r["exit"] != 0 or "msgs_per_s" not in r)
+    note = f"{lost} / {dup}" + (f", {failed} failed run(s)" if failed else "")
+    print(f"| {rs[0]['label']} | " + " | ".join(cells) + f" | {note} |")
+EOF
+echo
+cat "$OUT/cluster-$STAMP.md"
+echo "rows: $RESULTS  table: $OUT/cluster-$STAMP.md"
