@@ -108,6 +108,9 @@ pub enum KubemqError {
     /// KubeMQ's refusal by its authorization policy (docs/security.md "KubeMQ").
     #[error("Error 412: access denied to resource")]
     AccessDenied,
+    /// The store cannot be reached (a cluster's database down; docs/cluster.md); the client may retry.
+    #[error("Error 503: service unavailable, {0}")]
+    Unavailable(String),
     #[error("Error 500: {0}")]
     Internal(String),
 }
@@ -131,6 +134,9 @@ impl From<EngineError> for KubemqError {
             EngineError::VisibilityPastLimit { max_ms, .. } => KubemqError::VisibilityPastLimit {
                 max_s: max_ms / 1_000,
             },
+            EngineError::Store(store @ veil_core::StoreError::Unavailable(_)) => {
+                KubemqError::Unavailable(store.to_string())
+            }
             other => KubemqError::Internal(other.to_string()),
         }
     }

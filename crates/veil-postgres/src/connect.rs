@@ -49,10 +49,9 @@ impl PgOptions {
 /// Opens one connection, drives it on the current runtime, and sets the session up: the statement timeout
 /// and the search path of Veil's schema (created when missing).
 pub async fn connect(options: &PgOptions) -> Result<Client, StoreError> {
-    let mut config: tokio_postgres::Config = options
-        .url
-        .parse()
-        .map_err(|error| StoreError::Incompatible(format!("bad PostgreSQL connection string: {error}")))?;
+    let mut config: tokio_postgres::Config = options.url.parse().map_err(|error| {
+        StoreError::Incompatible(format!("bad PostgreSQL connection string: {error}"))
+    })?;
     config.connect_timeout(options.connect_timeout);
     config.application_name("veil");
     let connecting = config.connect(NoTls);

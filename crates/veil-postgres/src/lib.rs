@@ -24,5 +24,5 @@ pub mod store;
 
 pub use clock::DbClock;
 pub use connect::{connect, PgOptions};
-pub use lease::{Lease, LeaderAddrs, LeaseHolder};
+pub use lease::{LeaderAddrs, Lease, LeaseHolder};
 pub use store::PgStore;

@@ -31,3 +31,53 @@ impl PgStore {
     /// Finishes the writes in flight and closes the connections.
     pub fn close(&self) {}
 }
+
+/// Stub until the implementation lands: every call fails.
+impl veil_core::Store for PgStore {
+    fn load_queues(&self) -> Result<veil_core::store::Snapshot, StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_messages(
+        &self,
+        _each: &mut dyn FnMut(veil_core::QueueId, veil_core::Seq, veil_core::MessageState),
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_redrives(
+        &self,
+        _each: &mut dyn FnMut(veil_core::QueueId, veil_core::Seq, veil_core::MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_groups(
+        &self,
+        _each: &mut dyn FnMut(veil_core::QueueId, veil_core::Seq, String),
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_dedup(
+        &self,
+        _each: &mut dyn FnMut(veil_core::QueueId, String, veil_core::DedupEntry),
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_move_tasks(&self) -> Result<Vec<veil_core::MoveTaskRecord>, StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn load_history(
+        &self,
+        _each: &mut dyn FnMut(veil_core::QueueId, veil_core::Seq, veil_core::DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Closed)
+    }
+    fn submit(&self, _ops: Vec<veil_core::StoreOp>) -> veil_core::store::Commit {
+        Box::pin(async { Err(StoreError::Closed) })
+    }
+    fn read_payloads(
+        &self,
+        _queue: veil_core::QueueId,
+        _seqs: &[veil_core::Seq],
+    ) -> Result<Vec<Option<veil_core::Payload>>, StoreError> {
+        Err(StoreError::Closed)
+    }
+}

@@ -286,7 +286,9 @@ pub struct ServeArgs {
     /// durability, log_level, log_format, store_cache_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
     /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [sqs] table with auth, dev_credential
     /// and [[sqs.credentials]] access_key/secret_key/account_id/session_token/grants, and an [azure] table
-    /// with listen, auth, max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace).
+    /// with listen, auth, max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace;
+    /// `store`, a [postgres] table with pool_size, connect_timeout_ms, statement_timeout_ms, schema and
+    /// retry_interval_ms, and a [cluster] table with node_id, lease_ttl_ms, bind and advertise).
     /// Flags and environment variables override it.
     #[arg(long, env = "VEIL_CONFIG")]
     pub config: Option<PathBuf>,
@@ -345,6 +347,8 @@ pub struct ServeArgs {
     pub admin_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub listeners: crate::listeners::ListenerArgs,
+    #[command(flatten)]
+    pub cluster: crate::cluster::settings::ClusterArgs,
     /// The admin endpoint's bearer token: the global `--admin-token` / `VEIL_ADMIN_TOKEN` (one flag serves
     /// both the server and the CLI), set by `main` before `resolve`.
     #[arg(skip)]
@@ -379,6 +383,12 @@ struct FileConfig {
     limits: crate::listeners::LimitsFile,
     #[serde(default)]
     sqs: SqsFile,
+    /// `embedded` or a PostgreSQL connection string (docs/cluster.md).
+    store: Option<String>,
+    #[serde(default)]
+    postgres: crate::cluster::settings::PostgresFile,
+    #[serde(default)]
+    cluster: crate::cluster::settings::ClusterFile,
 }
 
 /// The settings in force.
@@ -413,6 +423,8 @@ pub struct Settings {
     pub sqs_credentials: Vec<veil_sqs::SqsCredential>,
     /// The admin endpoint's bearer token; `None` leaves it open (loopback only).
     pub admin_token: Option<String>,
+    /// The embedded store, or PostgreSQL shared by a cluster of nodes.
+    pub store: crate::cluster::settings::StoreSetting,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -454,14 +466,21 @@ impl Settings {
     }
 
     /// Each setting from the flags (or environment), else the config file, else its default.
-    fn merge(args: ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+    fn merge(args: ServeArgs, mut file: FileConfig) -> Result<Self, ConfigError> {
         let listeners =
             crate::listeners::ListenerSettings::resolve(args.listeners, listener_file(&file))?;
+        let store = crate::cluster::settings::StoreSetting::resolve(
+            args.cluster,
+            file.store.clone(),
+            std::mem::take(&mut file.postgres),
+            std::mem::take(&mut file.cluster),
+        )?;
         let sqs_account_id = args
             .sqs_account_id
             .or(file.sqs_account_id)
             .unwrap_or_else(|| veil_sqs::limits::DEFAULT_ACCOUNT_ID.into());
         Ok(Settings {
+            store,
             listeners,
             data_dir: args
                 .data_dir

@@ -3,6 +3,7 @@
 //! the store). Every other subcommand is the CLI (`cli`), a client of a running server's admin API.
 
 mod cli;
+mod cluster;
 mod config;
 mod listeners;
 
@@ -16,6 +17,7 @@ use veil_core::{Engine, ReceiptKey, SystemClock};
 use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::Telemetry;
 
+use crate::cluster::settings::StoreSetting;
 use crate::config::{AzureAuthMode, DurabilityMode, LogFormat, ServeArgs, Settings};
 
 /// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
@@ -123,6 +125,8 @@ enum ServeError {
     Kubemq(String),
     #[error("TLS: {0}")]
     Tls(#[from] veil_http::TlsError),
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {
@@ -133,38 +137,102 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     let mut certificates = listeners::Certificates::default();
     let tls = TlsConfigs::load(&settings.listeners, &mut certificates)?;
     certificates.reload_on_sighup();
+    let shutdown = shutdown_on_signal();
+    match &settings.store {
+        StoreSetting::Embedded => serve_embedded(&settings, &telemetry, &tls, shutdown).await,
+        StoreSetting::Postgres(postgres) => {
+            cluster::run(
+                cluster::Node {
+                    settings: &settings,
+                    postgres,
+                    telemetry: &telemetry,
+                    tls: &tls,
+                },
+                shutdown,
+            )
+            .await
+        }
+    }
+}
+
+/// One node on the embedded store in the data directory.
+async fn serve_embedded(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    tls: &TlsConfigs,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
     // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
     let admin = Admin::start(
-        settings.admin_listen,
+        bind(settings.admin_listen).await?,
         tls.admin.clone(),
         settings.listeners.admin.limits.clone(),
         settings.admin_token.clone(),
-        &telemetry,
-    )
-    .await?;
+        telemetry,
+    );
     let Opened {
         store,
         engine,
         secret,
-    } = open_engine(&settings, &telemetry)?;
+    } = open_engine(settings, telemetry)?;
     admin.engine_opened(&engine);
-    let sweeper = spawn_sweeper(engine.clone());
-    let mover = spawn_move_task_driver(engine.clone());
     let sampler = admin.series.spawn_sampler(engine.clone());
-    let sqs_app = veil_sqs::router(
-        engine.clone(),
-        sqs_config(&settings, &telemetry, tls.sqs.is_some()),
-    );
-    let azure_app = veil_azure::router(engine.clone(), azure_config(&settings, &telemetry, secret));
-    let sqs_listener = bind(settings.sqs_listen).await?;
-    let azure_listener = bind(settings.azure_listen).await?;
-    let kubemq_listener = bind(settings.kubemq_listen).await?;
-    let kubemq_config = kubemq_config(&settings, &telemetry, tls.kubemq.clone())?;
-    log_listening(&settings);
+    let sockets = Sockets {
+        sqs: bind(settings.sqs_listen).await?,
+        azure: bind(settings.azure_listen).await?,
+        kubemq: bind(settings.kubemq_listen).await?,
+    };
+    log_listening(settings);
     // Every listener is bound and the store is open: ready for traffic.
     admin.readiness.set(veil_admin::Phase::Ready);
+    let stopped = stop_engine_on(engine.clone(), shutdown, Some(admin.readiness.clone()));
+    let served = serve_engine(
+        engine.clone(),
+        secret,
+        sockets,
+        settings,
+        telemetry,
+        tls,
+        stopped,
+    )
+    .await;
+    sampler.abort();
+    tracing::info!("requests drained; closing the store");
+    // The admin endpoint stops last: /readyz keeps answering "stopping" while the others drain.
+    admin.stop().await;
+    drop(engine);
+    store.close();
+    tracing::info!("store closed; bye");
+    served
+}
 
-    let stopped = stop_on_signal(engine.clone(), admin.readiness.clone());
+/// The bound sockets of the three protocol listeners.
+struct Sockets {
+    sqs: tokio::net::TcpListener,
+    azure: tokio::net::TcpListener,
+    kubemq: tokio::net::TcpListener,
+}
+
+/// Serves the three protocols over `engine` on `sockets` until `stopped` turns true (after the engine was
+/// told to shut down), then drains their requests. `secret` roots Azure's user delegation keys. The sweeper
+/// and the move task driver run meanwhile.
+async fn serve_engine(
+    engine: Arc<Engine>,
+    secret: Vec<u8>,
+    sockets: Sockets,
+    settings: &Settings,
+    telemetry: &Telemetry,
+    tls: &TlsConfigs,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let sweeper = spawn_sweeper(engine.clone());
+    let mover = spawn_move_task_driver(engine.clone());
+    let sqs_app = veil_sqs::router(
+        engine.clone(),
+        sqs_config(settings, telemetry, tls.sqs.is_some()),
+    );
+    let azure_app = veil_azure::router(engine.clone(), azure_config(settings, telemetry, secret));
+    let kubemq_config = kubemq_config(settings, telemetry, tls.kubemq.clone())?;
     let limits = &settings.listeners;
     let (_, _, kubemq_served) = tokio::join!(
         // Requests carry the peer address (the audit log's `client`, the delivery history's consumer) and
@@ -172,7 +240,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         veil_http::serve(
             veil_http::Listener {
                 name: "sqs",
-                tcp: sqs_listener,
+                tcp: sockets.sqs,
                 tls: tls.sqs.clone(),
                 limits: limits.sqs.limits.clone(),
                 throttled: Arc::new(veil_sqs::throttled),
@@ -184,7 +252,7 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         veil_http::serve(
             veil_http::Listener {
                 name: "azure",
-                tcp: azure_listener,
+                tcp: sockets.azure,
                 tls: tls.azure.clone(),
                 limits: limits.azure.limits.clone(),
                 throttled: Arc::new(veil_azure::throttled),
@@ -194,17 +262,10 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
         ),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
-        veil_kubemq::serve(engine.clone(), kubemq_config, kubemq_listener, stopped),
+        veil_kubemq::serve(engine.clone(), kubemq_config, sockets.kubemq, stopped),
     );
     sweeper.abort();
     mover.abort();
-    sampler.abort();
-    tracing::info!("requests drained; closing the store");
-    // The admin endpoint stops last: /readyz keeps answering "stopping" while the others drain.
-    admin.stop().await;
-    drop(engine);
-    store.close();
-    tracing::info!("store closed; bye");
     kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
 }
 
@@ -220,13 +281,13 @@ struct Admin {
 }
 
 impl Admin {
-    async fn start(
-        addr: std::net::SocketAddr,
+    fn start(
+        listener: tokio::net::TcpListener,
         tls: Option<Arc<rustls::ServerConfig>>,
         limits: veil_http::Limits,
         token: Option<String>,
         telemetry: &Telemetry,
-    ) -> Result<Self, ServeError> {
+    ) -> Self {
         let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
         let mut registry = veil_admin::Registry::default();
         telemetry.register(&mut registry);
@@ -239,8 +300,9 @@ impl Admin {
             series.clone(),
         )
         .with_token(token);
-        let listener = bind(addr).await?;
-        tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let listener = veil_http::Listener {
             name: "admin",
@@ -256,13 +318,13 @@ impl Admin {
                 let _ = stopped.await;
             },
         ));
-        Ok(Self {
+        Self {
             engine,
             readiness,
             series,
             stop,
             served,
-        })
+        }
     }
 
     fn engine_opened(&self, engine: &Arc<Engine>) {
@@ -350,6 +412,7 @@ fn spawn_move_task_driver(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
 }
 
 /// The rustls configuration of each listener that serves TLS (docs/security.md "TLS").
+#[derive(Clone)]
 struct TlsConfigs {
     sqs: Option<Arc<rustls::ServerConfig>>,
     azure: Option<Arc<rustls::ServerConfig>>,
@@ -420,7 +483,9 @@ fn azure_config(
             },
         ),
         inflight_max_default: settings.inflight_max,
-        data_dir: Some(settings.data_dir.clone()),
+        // Service properties live in the data directory; a cluster has none (they stay in memory there).
+        data_dir: matches!(settings.store, StoreSetting::Embedded)
+            .then(|| settings.data_dir.clone()),
         telemetry: telemetry.clone(),
         entra: settings.azure_entra.clone(),
         // User delegation keys derive from the data directory's secret, so they survive restarts.
@@ -479,23 +544,37 @@ fn log_listening(settings: &Settings) {
     }
 }
 
-/// One signal stops every listener: each stops accepting and drains its in-flight requests. The engine is
-/// told first so that its long polls end at once instead of holding the drain for their wait times.
-fn stop_on_signal(
-    engine: Arc<Engine>,
-    readiness: veil_admin::Readiness,
-) -> tokio::sync::watch::Receiver<bool> {
+/// Turns true on SIGTERM or Ctrl-C: every listener stops accepting and drains its in-flight requests.
+fn shutdown_on_signal() -> tokio::sync::watch::Receiver<bool> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        readiness.set(veil_admin::Phase::Stopping);
+        stop.send_replace(true);
+    });
+    stopped
+}
+
+/// The stop of one engine's listeners: turns true once `shutdown` does (and readiness says "stopping"), after
+/// the engine was told, so that its long polls end at once instead of holding the drain for their wait
+/// times. A cluster's leader also stops its engine when it loses the lease: it sends on `shutdown`'s sender.
+fn stop_engine_on(
+    engine: Arc<Engine>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    readiness: Option<veil_admin::Readiness>,
+) -> tokio::sync::watch::Receiver<bool> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+        if let Some(readiness) = readiness {
+            readiness.set(veil_admin::Phase::Stopping);
+        }
         engine.shutdown();
         stop.send_replace(true);
     });
     stopped
 }
 
-/// Resolves once `stop_on_signal`'s signal has come.
+/// Resolves once `stopped` turns true.
 async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
     // An error means the sender is gone, which only happens after it sent `true`.
     let _ = stopped.wait_for(|stop| *stop).await;

@@ -63,6 +63,9 @@ pub enum ErrorCode {
     RequestExpired,
     /// A caller without the permission, and no queue policy that allows it (403).
     AccessDenied,
+    /// The store cannot be reached (a cluster's database down or failing over, docs/cluster.md): AWS's common
+    /// error for "a temporary failure of the server" (503). SDKs retry it.
+    ServiceUnavailable,
 }
 
 impl ErrorCode {
@@ -98,6 +101,7 @@ impl ErrorCode {
             Self::IncompleteSignature => "IncompleteSignature",
             Self::MissingAuthenticationToken => "MissingAuthenticationToken",
             Self::RequestExpired => "RequestExpired",
+            Self::ServiceUnavailable => "ServiceUnavailable",
             Self::AccessDenied => "AccessDenied",
         }
     }
@@ -140,6 +144,7 @@ impl ErrorCode {
             }
             Self::RequestExpired => "com.amazon.coral.service#RequestExpired",
             Self::AccessDenied => "com.amazon.coral.service#AccessDeniedException",
+            Self::ServiceUnavailable => "com.amazon.coral.service#ServiceUnavailableException",
         }
     }
 
@@ -166,6 +171,7 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             Self::InternalError => 500,
+            Self::ServiceUnavailable => 503,
             Self::OverLimit
             | Self::PurgeQueueInProgress
             | Self::InvalidClientTokenId
@@ -180,7 +186,7 @@ impl ErrorCode {
     /// `Sender` for the client's fault, `Receiver` for the server's (the `<Type>` and the header suffix).
     pub fn fault(self) -> &'static str {
         match self {
-            Self::InternalError => "Receiver",
+            Self::InternalError | Self::ServiceUnavailable => "Receiver",
             _ => "Sender",
         }
     }
@@ -278,6 +284,14 @@ impl SqsError {
         Self::new(
             ErrorCode::InvalidAttributeValue,
             format!("Invalid value for the parameter {name}."),
+        )
+    }
+
+    /// AWS's words for a temporary failure of the server (its common error `ServiceUnavailable`).
+    pub fn unavailable() -> Self {
+        Self::new(
+            ErrorCode::ServiceUnavailable,
+            "The request has failed due to a temporary failure of the server.",
         )
     }
 

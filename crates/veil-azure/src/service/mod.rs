@@ -782,6 +782,11 @@ fn engine_error(error: EngineError) -> AzureError {
             AzureError::with_message(ErrorCode::OutOfRangeInput, other.to_string())
         }
         EngineError::PurgeTooSoon { .. } => AzureError::new(ErrorCode::ServerBusy),
+        // The store cannot be reached (a cluster's database down; docs/cluster.md): Azure's 503, which SDKs
+        // retry.
+        EngineError::Store(veil_core::StoreError::Unavailable(_)) => {
+            AzureError::new(ErrorCode::ServerBusy)
+        }
         EngineError::Store(error) => AzureError::internal(error),
     }
 }

@@ -81,6 +81,18 @@ pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
     into_response(codec::encode_error(protocol, &error, &request_id))
 }
 
+/// The answer of a cluster node while no node can serve (the database is down, or no leader yet;
+/// docs/cluster.md): AWS's `ServiceUnavailable` (503) in the request's protocol, which SDKs retry.
+pub fn unavailable(headers: &axum::http::HeaderMap) -> Response {
+    let protocol = codec::protocol_of(header_str(headers, "x-amz-target"));
+    let request_id = uuid::Uuid::new_v4().to_string();
+    into_response(codec::encode_error(
+        protocol,
+        &SqsError::unavailable(),
+        &request_id,
+    ))
+}
+
 /// What every request handler shares; built once by [`router`].
 struct Service {
     engine: Arc<Engine>,
@@ -300,6 +312,7 @@ fn engine_error(error: EngineError) -> SqsError {
                 interval_ms / SECOND_MS
             ),
         ),
+        EngineError::Store(veil_core::StoreError::Unavailable(_)) => SqsError::unavailable(),
         EngineError::Store(error) => SqsError::internal(error),
     }
 }

@@ -1,0 +1,221 @@
+//! The settings of the PostgreSQL backend and of the cluster (docs/cluster.md): their flags, their
+//! config-file keys (`store`, `[postgres]`, `[cluster]`) and how they resolve (flags > environment > file >
+//! defaults).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use veil_postgres::connect::{
+    CONNECT_TIMEOUT_MS_DEFAULT, POOL_SIZE_DEFAULT, SCHEMA_DEFAULT, STATEMENT_TIMEOUT_MS_DEFAULT,
+};
+use veil_postgres::PgOptions;
+
+use crate::config::ConfigError;
+
+/// How long a leader's lease lasts unless renewed: a dead leader's queues are served again after at most this
+/// (plus the new leader's load).
+pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
+/// Below this a lease would be renewed more often than a loaded database answers reliably.
+pub const LEASE_TTL_MS_MIN: u64 = 500;
+/// How often a node retries the database after a failure, and polls the lease as a follower.
+pub const RETRY_INTERVAL_MS_DEFAULT: u64 = 500;
+pub const POOL_SIZE_MAX: usize = 64;
+
+/// Flags of `veil serve` for the store and the cluster.
+#[derive(Args, Debug, Default)]
+pub struct ClusterArgs {
+    /// embedded: the store in --data-dir (one node); a PostgreSQL connection string (postgres://… or libpq
+    /// key=value, several hosts allowed): any number of nodes share the database [default: embedded]
+    #[arg(long, env = "VEIL_STORE")]
+    pub store: Option<String>,
+    /// This node's name in the lease table and the logs [default: <hostname>:<pid>]
+    #[arg(long, env = "VEIL_NODE_ID")]
+    pub node_id: Option<String>,
+    /// How long the leader's lease lasts unless renewed (renewed every quarter of it) [default: 5000]
+    #[arg(long, env = "VEIL_LEASE_TTL_MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// Address the leader's internal listeners bind to; other nodes forward connections there
+    /// [default: 127.0.0.1]
+    #[arg(long, env = "VEIL_CLUSTER_BIND")]
+    pub cluster_bind: Option<IpAddr>,
+    /// Host name or address other nodes reach this node's internal listeners by [default: --cluster-bind]
+    #[arg(long, env = "VEIL_CLUSTER_ADVERTISE")]
+    pub cluster_advertise: Option<String>,
+    /// Connections the leader reads message bodies over, beside its one writer connection [default: 4]
+    #[arg(long, env = "VEIL_PG_POOL_SIZE")]
+    pub pg_pool_size: Option<usize>,
+    /// How long a connection attempt may take before the database counts as down [default: 2000]
+    #[arg(long, env = "VEIL_PG_CONNECT_TIMEOUT_MS")]
+    pub pg_connect_timeout_ms: Option<u64>,
+    /// PostgreSQL statement_timeout of every connection; also bounds each database call [default: 5000]
+    #[arg(long, env = "VEIL_PG_STATEMENT_TIMEOUT_MS")]
+    pub pg_statement_timeout_ms: Option<u64>,
+    /// Schema of Veil's tables (created when missing) [default: veil]
+    #[arg(long, env = "VEIL_PG_SCHEMA")]
+    pub pg_schema: Option<String>,
+    /// How often a node retries the database after a failure [default: 500]
+    #[arg(long, env = "VEIL_PG_RETRY_INTERVAL_MS")]
+    pub pg_retry_interval_ms: Option<u64>,
+}
+
+/// `[postgres]` of the config file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresFile {
+    pool_size: Option<usize>,
+    connect_timeout_ms: Option<u64>,
+    statement_timeout_ms: Option<u64>,
+    schema: Option<String>,
+    retry_interval_ms: Option<u64>,
+}
+
+/// `[cluster]` of the config file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    node_id: Option<String>,
+    lease_ttl_ms: Option<u64>,
+    bind: Option<IpAddr>,
+    advertise: Option<String>,
+}
+
+/// Where the queues live.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreSetting {
+    /// One node, the embedded store in the data directory.
+    Embedded,
+    /// Nodes sharing a PostgreSQL database.
+    Postgres(PostgresSettings),
+}
+
+/// The PostgreSQL backend and this node's part in the cluster, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostgresSettings {
+    pub url: String,
+    pub pool_size: usize,
+    pub connect_timeout_ms: u64,
+    pub statement_timeout_ms: u64,
+    pub schema: String,
+    pub retry_interval_ms: u64,
+    pub node_id: String,
+    pub lease_ttl_ms: u64,
+    pub bind: IpAddr,
+    pub advertise: String,
+}
+
+impl PostgresSettings {
+    pub fn options(&self) -> PgOptions {
+        PgOptions {
+            url: self.url.clone(),
+            pool_size: self.pool_size,
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            statement_timeout: Duration::from_millis(self.statement_timeout_ms),
+            schema: self.schema.clone(),
+        }
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
+    }
+
+    pub fn retry_interval(&self) -> Duration {
+        Duration::from_millis(self.retry_interval_ms)
+    }
+}
+
+impl StoreSetting {
+    pub fn resolve(
+        args: ClusterArgs,
+        store: Option<String>,
+        postgres: PostgresFile,
+        cluster: ClusterFile,
+    ) -> Result<Self, ConfigError> {
+        let url = match args.store.or(store) {
+            None => return Ok(Self::Embedded),
+            Some(value) if value == "embedded" => return Ok(Self::Embedded),
+            Some(value) => value,
+        };
+        url.parse::<tokio_postgres::Config>().map_err(|error| {
+            ConfigError::Invalid(format!(
+                "--store is neither `embedded` nor a PostgreSQL connection string: {error}"
+            ))
+        })?;
+        let bind = args
+            .cluster_bind
+            .or(cluster.bind)
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let settings = PostgresSettings {
+            url,
+            pool_size: args
+                .pg_pool_size
+                .or(postgres.pool_size)
+                .unwrap_or(POOL_SIZE_DEFAULT),
+            connect_timeout_ms: args
+                .pg_connect_timeout_ms
+                .or(postgres.connect_timeout_ms)
+                .unwrap_or(CONNECT_TIMEOUT_MS_DEFAULT),
+            statement_timeout_ms: args
+                .pg_statement_timeout_ms
+                .or(postgres.statement_timeout_ms)
+                .unwrap_or(STATEMENT_TIMEOUT_MS_DEFAULT),
+            schema: args
+                .pg_schema
+                .or(postgres.schema)
+                .unwrap_or_else(|| SCHEMA_DEFAULT.to_owned()),
+            retry_interval_ms: args
+                .pg_retry_interval_ms
+                .or(postgres.retry_interval_ms)
+                .unwrap_or(RETRY_INTERVAL_MS_DEFAULT),
+            node_id: args
+                .node_id
+                .or(cluster.node_id)
+                .unwrap_or_else(default_node_id),
+            lease_ttl_ms: args
+                .lease_ttl_ms
+                .or(cluster.lease_ttl_ms)
+                .unwrap_or(LEASE_TTL_MS_DEFAULT),
+            bind,
+            advertise: args
+                .cluster_advertise
+                .or(cluster.advertise)
+                .unwrap_or_else(|| bind.to_string()),
+        };
+        settings.validate()?;
+        Ok(Self::Postgres(settings))
+    }
+}
+
+impl PostgresSettings {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |message: String| Err(ConfigError::Invalid(message));
+        if self.pool_size == 0 || self.pool_size > POOL_SIZE_MAX {
+            return invalid(format!("pg pool size must be 1 to {POOL_SIZE_MAX}"));
+        }
+        if self.connect_timeout_ms == 0
+            || self.statement_timeout_ms == 0
+            || self.retry_interval_ms == 0
+        {
+            return invalid("pg timeouts and the retry interval must be positive".into());
+        }
+        if self.lease_ttl_ms < LEASE_TTL_MS_MIN {
+            return invalid(format!(
+                "the lease ttl must be at least {LEASE_TTL_MS_MIN} ms"
+            ));
+        }
+        if self.schema.is_empty() || self.node_id.is_empty() || self.advertise.is_empty() {
+            return invalid(
+                "the pg schema, the node id and the advertised host must not be empty".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "veil".to_owned());
+    format!("{host}:{}", std::process::id())
+}
