@@ -669,21 +669,30 @@ def azure_unavailable(node, name: str) -> None:
     assert elapsed < UNAVAILABLE_WITHIN_S, f"{node.node_id} Azure send took {elapsed:.2f}s"
 
 
-def kubemq_unavailable(node, channel: str) -> None:
-    """KubeMQ's unary send carries its errors in-band: IsError with KubeMQ's "Error 503: service unavailable"."""
+def kubemq_unavailable(node, channel: str) -> str:
+    """KubeMQ's unary send refused as unavailable, in one of its two real forms: while no node can serve, the
+    node's stand-in server fails the RPC with gRPC status UNAVAILABLE; a leader whose store fails answers in-band
+    (IsError, KubeMQ's "Error 503: service unavailable"), as KubeMQ carries its send errors. Returns which."""
     rpc = grpc.insecure_channel(node.kubemq_address)
     try:
         stub = kubemq_pb2_grpc.kubemqStub(rpc)
         started = time.monotonic()
-        result = stub.SendQueueMessage(
-            kubemq_pb2.QueueMessage(ClientID="probe", Channel=channel, Body=b"while down"),
-            timeout=UNAVAILABLE_WITHIN_S + 5,
-        )
+        try:
+            result = stub.SendQueueMessage(
+                kubemq_pb2.QueueMessage(ClientID="probe", Channel=channel, Body=b"while down"),
+                timeout=UNAVAILABLE_WITHIN_S + 5,
+            )
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, f"{node.node_id}: {e}"
+            form = "status UNAVAILABLE"
+        else:
+            assert result.IsError and result.Error.startswith("Error 503: service unavailable"), (
+                f"{node.node_id}: {result}"
+            )
+            form = "in-band Error 503"
         elapsed = time.monotonic() - started
-        assert result.IsError and result.Error.startswith("Error 503: service unavailable"), (
-            f"{node.node_id}: {result}"
-        )
         assert elapsed < UNAVAILABLE_WITHIN_S, f"{node.node_id} KubeMQ send took {elapsed:.2f}s"
+        return form
     finally:
         rpc.close()
 
@@ -710,10 +719,12 @@ def test_postgres_down_answers_service_unavailable_at_once_and_nodes_resume_when
         time.sleep(1.0)
         load.disrupt()
         own_pg.stop(mode)
+        forms = Counter()
         for node in cluster.nodes:
             sqs_unavailable(node, name)
             azure_unavailable(node, az_name)
-            kubemq_unavailable(node, channel)
+            forms[kubemq_unavailable(node, channel)] += 1
+        print(f"pg_ctl stop -m {mode}: KubeMQ refusals {dict(forms)}")
         own_pg.start()
         recovered_s = max(wait_serving(node) for node in cluster.nodes)
         print(f"pg_ctl stop -m {mode}: every node served again {recovered_s:.2f}s after the restart")
@@ -808,10 +819,18 @@ def test_a_promoted_standby_takes_over_with_every_acknowledged_message(make_clus
             standby.destroy()
 
 
-def test_a_schema_migrated_by_a_newer_binary_is_refused_at_start(pg, make_cluster):
-    cluster = make_cluster(pg, size=1)
-    node = cluster.nodes[0]
-    node.stop_cleanly()
+def test_a_schema_migrated_by_a_newer_binary_is_refused_at_start(pg, tmp_path):
+    cluster = Cluster(pg, tmp_path, size=1)
+    node = cluster.nodes[0].start()
+    try:
+        # The first start migrates the schema (before it competes for the lease).
+        deadline = time.monotonic() + 20
+        while pg.sql(f"SELECT to_regclass('{cluster.schema}.veil_schema_history') IS NOT NULL") != "t":
+            assert time.monotonic() < deadline, f"no schema history after the first start\n{node.log_tail()}"
+            time.sleep(0.1)
+        node.stop_cleanly()
+    finally:
+        node.kill()
     columns = pg.sql(
         "SELECT string_agg(column_name, ',' ORDER BY ordinal_position) FROM information_schema.columns "
         f"WHERE table_schema = '{cluster.schema}' AND table_name = 'veil_schema_history'"
