@@ -19,6 +19,9 @@ use crate::{bind, ServeError};
 
 /// How long a door waits for the leader to accept before it answers "unavailable" instead.
 const LEADER_CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// How long a connection relayed to an unavailable server lives. HTTP/1 answers close theirs, but an HTTP/2
+/// (gRPC) client keeps its connection and would never come back through the door to find a new leader.
+const FALLBACK_CONNECTION_MS_MAX: u64 = 1_000;
 
 /// Where new connections go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,20 +198,21 @@ async fn relay(
     fallback: SocketAddr,
 ) {
     let _ = client.set_nodelay(true);
-    let mut upstream = match target {
+    if let Some(mut upstream) = match target {
         Some(addr) => connect(addr).await,
         None => None,
-    };
-    if upstream.is_none() {
-        upstream = connect(fallback).await;
+    } {
+        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+            tracing::debug!(%peer, %error, "relayed connection ended with an error");
+        }
+        return;
     }
-    let Some(mut upstream) = upstream else {
+    let Some(mut upstream) = connect(fallback).await else {
         tracing::debug!(%peer, "no upstream for a connection");
         return;
     };
-    if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-        tracing::debug!(%peer, %error, "relayed connection ended with an error");
-    }
+    let relayed = tokio::io::copy_bidirectional(&mut client, &mut upstream);
+    let _ = tokio::time::timeout(Duration::from_millis(FALLBACK_CONNECTION_MS_MAX), relayed).await;
 }
 
 async fn connect(addr: SocketAddr) -> Option<TcpStream> {

@@ -193,8 +193,7 @@ impl Member<'_, '_> {
     async fn lead(&mut self, lease: Lease, internal: Internal) {
         let started = Instant::now();
         tracing::info!(node = %lease.node, epoch = lease.epoch, "took the leader lease; loading the queues");
-        let renewed_at = Instant::now();
-        let opened = self.open(&lease).await;
+        let (opened, renewed_at) = self.open_renewing(&lease).await;
         let (store, engine) = match opened {
             Ok(opened) => opened,
             Err(error) => {
@@ -239,25 +238,80 @@ impl Member<'_, '_> {
         }
     }
 
+    /// Opens the store and rebuilds the engine while renewing the lease, so that a long load does not let it
+    /// lapse under the loader; returns the last successful renewal. Losing the lease meanwhile fails the open.
+    async fn open_renewing(
+        &mut self,
+        lease: &Lease,
+    ) -> (Result<(Arc<PgStore>, Arc<Engine>), ServeError>, Instant) {
+        let ttl = self.node.postgres.lease_ttl();
+        let mut renewed_at = Instant::now();
+        let opening = self.open(lease);
+        tokio::pin!(opening);
+        let mut lost = false;
+        loop {
+            tokio::select! {
+                opened = &mut opening => {
+                    if lost {
+                        if let Ok((store, _)) = &opened {
+                            store.close();
+                        }
+                        let error = ServeError::Cluster("the lease was lost while loading".into());
+                        return (Err(error), renewed_at);
+                    }
+                    return (opened, renewed_at);
+                }
+                () = tokio::time::sleep(ttl / 4), if !lost => {
+                    let attempt = Instant::now();
+                    match self.renew(lease).await {
+                        Ok(true) => renewed_at = attempt,
+                        Ok(false) => lost = true,
+                        Err(error) => tracing::warn!(%error, "cannot renew the leader lease while loading"),
+                    }
+                }
+            }
+        }
+    }
+
     /// Opens the store fenced by `lease` and rebuilds the engine from it, off the async threads (both block).
-    async fn open(&self, lease: &Lease) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
+    fn open(
+        &self,
+        lease: &Lease,
+    ) -> impl std::future::Future<Output = Result<(Arc<PgStore>, Arc<Engine>), ServeError>> + 'static
+    {
         let options = self.node.postgres.options();
         let epoch = lease.epoch;
         let clock = self.clock.clone();
-        let secret = self.secret.ok_or(ServeError::Store(StoreError::Closed))?;
-        tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-            let store = Arc::new(PgStore::open(options, Some(epoch))?);
-            let engine = Arc::new(Engine::open(
-                store.clone(),
-                Arc::new(clock),
-                ReceiptKey::new(secret),
-            )?);
-            Ok((store, engine))
-        })
-        .await
-        .map_err(|error| ServeError::Cluster(format!("opening the store failed: {error}")))?
+        let secret = self.secret;
+        async move {
+            let secret = secret.ok_or(ServeError::Store(StoreError::Closed))?;
+            open_blocking(options, epoch, clock, secret).await
+        }
     }
+}
 
+/// `PgStore::open` and `Engine::open` block (the store's start-up reads, the index rebuild): off the async
+/// threads.
+async fn open_blocking(
+    options: veil_postgres::PgOptions,
+    epoch: i64,
+    clock: DbClock,
+    secret: [u8; 32],
+) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
+    tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
+        let store = Arc::new(PgStore::open(options, Some(epoch))?);
+        let engine = Arc::new(Engine::open(
+            store.clone(),
+            Arc::new(clock),
+            ReceiptKey::new(secret),
+        )?);
+        Ok((store, engine))
+    })
+    .await
+    .map_err(|error| ServeError::Cluster(format!("opening the store failed: {error}")))?
+}
+
+impl Member<'_, '_> {
     /// Serves the engine on the internal listeners until `term_ended` turns true.
     fn serve(
         &self,
