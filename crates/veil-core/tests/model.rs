@@ -692,7 +692,13 @@ fn check<S: Store>(h: &Harness<S>, model: &mut Model) {
 }
 
 async fn run(ops: Vec<Op>) {
-    run_on(Harness::new(), ops).await;
+    run_on(
+        Harness::over(std::sync::Arc::new(
+            veil_core::memory_store::MemoryStore::new(),
+        )),
+        ops,
+    )
+    .await;
 }
 
 async fn run_on<S: Store>(mut h: Harness<S>, ops: Vec<Op>) {
@@ -926,6 +932,31 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let store = std::sync::Arc::new(DiskStore::new());
         let harness = Harness::over(store).on_restart(DiskStore::restart);
+        runtime.block_on(run_on(harness, ops));
+    }
+}
+
+/// 32 cases of the PostgreSQL run by default (each opens a schema and commits to a real server);
+/// `PROPTEST_CASES` sets all three.
+fn postgres_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: postgres_cases(), ..ProptestConfig::default() })]
+
+    /// The same sequences over PgStore, a restart being a reopen (skipped without VEIL_TEST_POSTGRES_URL).
+    #[test]
+    fn engine_over_the_postgres_store_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {
+        let Some(options) = veil_postgres::testing::test_options("model") else {
+            return Ok(());
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let harness = Harness::over(std::sync::Arc::new(TestStore::postgres(options)))
+            .on_restart(TestStore::reopen);
         runtime.block_on(run_on(harness, ops));
     }
 }

@@ -81,9 +81,28 @@ pub fn unavailable(message: impl Into<String>) -> StoreError {
     StoreError::Unavailable(message.into())
 }
 
-/// A database error: an unreachable or failing server is "unavailable"; anything else is I/O.
+/// A database error: an unreachable or failing server is "unavailable"; anything else is I/O. A server that
+/// is shutting down, starting, out of connections, read-only (a standby not yet promoted) or past its
+/// statement timeout says so with an error of its own before it closes the connection: those are
+/// "unavailable" too (retrying later may succeed).
 pub fn db_error(error: tokio_postgres::Error) -> StoreError {
-    if error.is_closed() || error.as_db_error().is_none() {
+    let unreachable = match error.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") // connection exception
+                || code.starts_with("53") // insufficient resources (too many connections, disk full)
+                || matches!(
+                    code,
+                    "57P01" // admin_shutdown (pg_ctl stop -m fast)
+                        | "57P02" // crash_shutdown
+                        | "57P03" // cannot_connect_now (starting up, in recovery)
+                        | "57014" // query_canceled (statement_timeout)
+                        | "25006" // read_only_sql_transaction (a standby)
+                )
+        }
+    };
+    if error.is_closed() || unreachable {
         StoreError::Unavailable(format!("PostgreSQL: {error}"))
     } else {
         StoreError::Io(format!("PostgreSQL: {error}"))

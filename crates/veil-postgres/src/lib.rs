@@ -18,9 +18,11 @@
 pub mod clock;
 pub mod connect;
 pub mod lease;
+pub mod limits;
 pub mod migrations;
 pub mod secret;
 pub mod store;
+pub mod testing;
 
 pub use clock::DbClock;
 pub use connect::{connect, PgOptions};

@@ -21,4 +21,6 @@ pub mod validate;
 
 pub use error::{ErrorCode, SqsError};
 
-pub use service::{router, throttled, unavailable, CredentialError, SqsAuth, SqsConfig, SqsCredential};
+pub use service::{
+    router, throttled, unavailable, CredentialError, SqsAuth, SqsConfig, SqsCredential,
+};

@@ -1,4 +1,6 @@
-//! Shared fixtures of the engine tests: an engine over the in-memory store with a manual clock.
+//! Shared fixtures of the engine tests: an engine over the in-memory store with a manual clock, or over
+//! PostgreSQL when `VEIL_TEST_STORE=postgres` (./scripts/test runs the scenario tests both ways; the server is
+//! `VEIL_TEST_POSTGRES_URL`, each harness in a schema of its own, and a restart reopens the store).
 
 #![allow(dead_code, clippy::new_without_default)]
 
@@ -7,6 +9,10 @@ use std::time::Duration;
 
 use veil_core::memory_store::MemoryStore;
 use veil_core::*;
+use veil_postgres::PgStore;
+
+/// `postgres` runs `Harness::new()` over [`PgStore`].
+pub const TEST_STORE_ENV: &str = "VEIL_TEST_STORE";
 
 pub const START_MS: Millis = 1_700_000_000_000;
 pub const SECRET: [u8; 32] = [42; 32];
@@ -14,8 +20,9 @@ pub const SECRET: [u8; 32] = [42; 32];
 /// What a disk store does at a restart of the engine over it.
 pub type RestartHook<S> = Box<dyn Fn(&S)>;
 
-/// An engine over `store` (the in-memory store unless a test brings its own) with a manual clock.
-pub struct Harness<S: Store = MemoryStore> {
+/// An engine over `store` (the in-memory store or PostgreSQL, see [`TestStore`], unless a test brings its
+/// own) with a manual clock.
+pub struct Harness<S: Store = TestStore> {
     pub clock: ManualClock,
     pub store: Arc<S>,
     pub engine: Arc<Engine>,
@@ -24,8 +31,144 @@ pub struct Harness<S: Store = MemoryStore> {
 }
 
 impl Harness {
+    /// Over the store `VEIL_TEST_STORE` names (memory by default).
     pub fn new() -> Self {
-        Self::over(Arc::new(MemoryStore::new()))
+        let store = TestStore::from_env();
+        let postgres = matches!(store, TestStore::Postgres(_));
+        let harness = Self::over(Arc::new(store));
+        if postgres {
+            harness.on_restart(TestStore::reopen)
+        } else {
+            harness
+        }
+    }
+}
+
+/// The store scenario tests run over: veil-core's memory store, or [`PgStore`] in a fresh schema.
+pub enum TestStore {
+    Memory(MemoryStore),
+    Postgres(PgTestStore),
+}
+
+/// A [`PgStore`] that a restart reopens (dropped without closing first: what a killed process leaves).
+pub struct PgTestStore {
+    options: veil_postgres::PgOptions,
+    current: parking_lot::RwLock<Arc<PgStore>>,
+}
+
+impl TestStore {
+    pub fn from_env() -> Self {
+        if std::env::var(TEST_STORE_ENV).as_deref() != Ok("postgres") {
+            return Self::Memory(MemoryStore::new());
+        }
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("engine")
+            .rsplit("::")
+            .next()
+            .unwrap_or("engine")
+            .to_owned();
+        let options = veil_postgres::testing::test_options(&test).unwrap_or_else(|| {
+            panic!(
+                "{TEST_STORE_ENV}=postgres needs {}",
+                veil_postgres::testing::TEST_URL_ENV
+            )
+        });
+        Self::postgres(options)
+    }
+
+    pub fn postgres(options: veil_postgres::PgOptions) -> Self {
+        let store = PgStore::open(options.clone(), None).expect("the PostgreSQL store opens");
+        Self::Postgres(PgTestStore {
+            options,
+            current: parking_lot::RwLock::new(Arc::new(store)),
+        })
+    }
+
+    /// A process restart as the store sees it (the memory store has nothing to do).
+    pub fn reopen(&self) {
+        if let Self::Postgres(pg) = self {
+            let mut current = pg.current.write();
+            *current = Arc::new(
+                PgStore::open(pg.options.clone(), None).expect("the PostgreSQL store reopens"),
+            );
+        }
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Memory(_) => unreachable!("the memory store is used in place"),
+            Self::Postgres(pg) => pg.current.read().clone(),
+        }
+    }
+
+    fn with<T>(&self, each: impl FnOnce(&dyn Store) -> T) -> T {
+        match self {
+            Self::Memory(memory) => each(memory),
+            Self::Postgres(_) => each(self.store().as_ref()),
+        }
+    }
+
+    /// Number of stored messages (tests compare it with the engine's view).
+    pub fn message_count(&self) -> usize {
+        match self {
+            Self::Memory(memory) => memory.message_count(),
+            Self::Postgres(pg) => pg.current.read().stored_counts().expect("counted").0 as usize,
+        }
+    }
+
+    /// Number of stored delivery histories (tests: each belongs to a stored message).
+    pub fn history_count(&self) -> usize {
+        match self {
+            Self::Memory(memory) => memory.history_count(),
+            Self::Postgres(pg) => pg.current.read().stored_counts().expect("counted").1 as usize,
+        }
+    }
+}
+
+impl Store for TestStore {
+    fn load_queues(&self) -> Result<store::Snapshot, StoreError> {
+        self.with(|store| store.load_queues())
+    }
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        self.with(|store| store.load_messages(each))
+    }
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        self.with(|store| store.load_redrives(each))
+    }
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        self.with(|store| store.load_groups(each))
+    }
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        self.with(|store| store.load_dedup(each))
+    }
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        self.with(|store| store.load_move_tasks())
+    }
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        self.with(|store| store.load_history(each))
+    }
+    fn submit(&self, ops: Vec<StoreOp>) -> store::Commit {
+        self.with(|store| store.submit(ops))
+    }
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        self.with(|store| store.read_payloads(queue, seqs))
     }
 }
 

@@ -219,3 +219,109 @@ fn default_node_id() -> String {
         .unwrap_or_else(|_| "veil".to_owned());
     format!("{host}:{}", std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ServeArgs, Settings};
+
+    fn resolve(file: &str, args: ClusterArgs) -> Result<StoreSetting, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("veil.toml");
+        std::fs::write(&path, file).unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            cluster: args,
+            ..ServeArgs::default()
+        };
+        Settings::resolve(args).map(|settings| settings.store)
+    }
+
+    #[test]
+    fn the_embedded_store_is_the_default() {
+        assert_eq!(
+            resolve("", ClusterArgs::default()).unwrap(),
+            StoreSetting::Embedded
+        );
+        let named = "store = \"embedded\"\n";
+        assert_eq!(
+            resolve(named, ClusterArgs::default()).unwrap(),
+            StoreSetting::Embedded
+        );
+    }
+
+    #[test]
+    fn postgres_settings_come_from_flags_over_the_file_over_defaults() {
+        let file = "store = \"postgres://veil@db:5432/veil\"\n\
+                    [postgres]\npool_size = 8\nstatement_timeout_ms = 900\nschema = \"q\"\n\
+                    [cluster]\nnode_id = \"from-file\"\nlease_ttl_ms = 2500\nbind = \"10.0.0.5\"\n";
+        let args = ClusterArgs {
+            node_id: Some("from-flag".into()),
+            pg_pool_size: Some(2),
+            ..ClusterArgs::default()
+        };
+        let StoreSetting::Postgres(postgres) = resolve(file, args).unwrap() else {
+            panic!("expected PostgreSQL");
+        };
+        assert_eq!(postgres.url, "postgres://veil@db:5432/veil");
+        assert_eq!(postgres.node_id, "from-flag");
+        assert_eq!(postgres.pool_size, 2);
+        assert_eq!(postgres.statement_timeout_ms, 900);
+        assert_eq!(postgres.connect_timeout_ms, CONNECT_TIMEOUT_MS_DEFAULT);
+        assert_eq!(postgres.retry_interval_ms, RETRY_INTERVAL_MS_DEFAULT);
+        assert_eq!(postgres.schema, "q");
+        assert_eq!(postgres.lease_ttl_ms, 2500);
+        assert_eq!(
+            postgres.advertise, "10.0.0.5",
+            "advertised as the bind address by default"
+        );
+        let options = postgres.options();
+        assert_eq!(
+            options.call_timeout(),
+            Duration::from_millis(900 + CONNECT_TIMEOUT_MS_DEFAULT)
+        );
+    }
+
+    #[test]
+    fn a_multi_host_libpq_string_is_a_postgres_store() {
+        let args = ClusterArgs {
+            store: Some("host=a,b port=5432,5433 user=veil target_session_attrs=read-write".into()),
+            ..ClusterArgs::default()
+        };
+        assert!(matches!(
+            resolve("", args).unwrap(),
+            StoreSetting::Postgres(_)
+        ));
+    }
+
+    #[test]
+    fn out_of_range_cluster_settings_are_refused() {
+        let refused = |args: ClusterArgs| {
+            let args = ClusterArgs {
+                store: Some("postgres://veil@db/veil".into()),
+                ..args
+            };
+            resolve("", args).unwrap_err().to_string()
+        };
+        let short = refused(ClusterArgs {
+            lease_ttl_ms: Some(100),
+            ..ClusterArgs::default()
+        });
+        assert!(short.contains("lease ttl"), "{short}");
+        let pool = refused(ClusterArgs {
+            pg_pool_size: Some(0),
+            ..ClusterArgs::default()
+        });
+        assert!(pool.contains("pool size"), "{pool}");
+        let garbage = resolve(
+            "",
+            ClusterArgs {
+                store: Some("postgres://[".into()),
+                ..ClusterArgs::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(garbage.contains("connection string"), "{garbage}");
+    }
+}

@@ -1,0 +1,16 @@
+//! The PostgreSQL store's limits (the connection settings an operator chooses are in `connect::PgOptions`).
+
+/// Operations one group commit takes at most: the waiting submissions are drained up to this many operations
+/// into one transaction; the rest form the next one. Bounds a transaction's size and its pipeline's memory.
+pub const GROUP_OPS_MAX: usize = 8_192;
+
+/// The statement timeout of the start-up load (and its client-side bound): reading every message's state of a
+/// large database takes longer than one ordinary statement may.
+pub const LOAD_TIMEOUT_MS: u64 = 600_000;
+
+/// Added to a call's own client-side bound while a caller thread waits for the store's I/O thread to answer:
+/// the I/O thread reports its own timeout first.
+pub const ANSWER_MARGIN_MS: u64 = 1_000;
+
+/// How long applying the migrations at start-up may take (they wait for another node applying them).
+pub const MIGRATION_TIMEOUT_MS: u64 = 60_000;

@@ -1,0 +1,494 @@
+//! The store's I/O thread. It runs a tokio runtime of its own that owns every connection, so that the engine's
+//! synchronous calls (start-up loads, payload reads) can block their caller, even a runtime thread, on a std
+//! channel without starving the I/O they wait for. On it run:
+//!
+//! - the writer: one connection, one task. It drains every waiting submission (up to
+//!   [`GROUP_OPS_MAX`](crate::limits::GROUP_OPS_MAX) operations), applies them in submission order in one
+//!   transaction whose statements are pipelined (sent without waiting for each answer), commits once and
+//!   answers them all (group commit). With a fencing epoch the transaction first reads the lease's epoch FOR
+//!   SHARE and goes no further when it is not this node's. Its first failure fails every later submission:
+//!   the engine's memory then holds changes the database may not, so it must be rebuilt from the database.
+//!   Start-up loads run here too, behind the submissions before them.
+//! - the readers: `pool_size` connections, opened on first use and again after an error, reading payloads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch, Mutex};
+use tokio::time::timeout;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Statement};
+use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
+
+use super::sql::{self, big, Loaded, Prepared};
+use crate::connect::{connect, db_error, unavailable, PgOptions};
+use crate::limits::{GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
+
+pub type Answer<T> = std_mpsc::Sender<Result<T, StoreError>>;
+/// Where a submission's result goes (resolving its `Commit`).
+pub type Done = oneshot::Sender<Result<(), StoreError>>;
+
+/// What the writer does, in the order asked.
+pub enum Job {
+    /// Operations to make durable (none: a barrier); answered once they are.
+    Ops { ops: Vec<StoreOp>, done: Done },
+    /// Read what start-up loads, after everything submitted before.
+    Load { done: Answer<Loaded> },
+    /// Finish and close the connections; answered once the jobs before are done.
+    Close { done: std_mpsc::Sender<()> },
+}
+
+/// What a reader does.
+pub enum ReadJob {
+    Payloads {
+        queue: QueueId,
+        seqs: Vec<Seq>,
+        done: Answer<Vec<Option<Payload>>>,
+    },
+    /// Stored messages and histories (tests compare them with the engine's view).
+    Counts { done: Answer<(u64, u64)> },
+}
+
+/// The running thread's handles, and what it loaded at start-up.
+pub struct Started {
+    pub jobs: mpsc::UnboundedSender<Job>,
+    pub reads: mpsc::UnboundedSender<ReadJob>,
+    pub failed: watch::Receiver<bool>,
+    pub thread: std::thread::JoinHandle<()>,
+    pub loaded: Loaded,
+    /// Transactions committed (a group commit is one).
+    pub transactions: Arc<AtomicU64>,
+}
+
+/// Starts the I/O thread: connects the writer, applies the migrations, prepares the statements and loads; on
+/// failure the thread ends and the error is returned.
+pub fn start(options: PgOptions, fence: Option<i64>) -> Result<Started, StoreError> {
+    let (jobs, jobs_rx) = mpsc::unbounded_channel();
+    let (reads, reads_rx) = mpsc::unbounded_channel();
+    let (failed_tx, failed) = watch::channel(false);
+    let (ready, ready_rx) = std_mpsc::channel();
+    let transactions = Arc::new(AtomicU64::new(0));
+    let counted = transactions.clone();
+    let thread = std::thread::Builder::new()
+        .name("veil-postgres".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    let _opener_gone = ready.send(Err(StoreError::Io(format!(
+                        "starting the PostgreSQL store's runtime: {error}"
+                    ))));
+                    return;
+                }
+            };
+            runtime.block_on(run(
+                options,
+                fence,
+                (jobs_rx, reads_rx),
+                (failed_tx, counted),
+                ready,
+            ));
+        })
+        .map_err(|e| StoreError::Io(format!("starting the PostgreSQL store thread: {e}")))?;
+    let loaded = match ready_rx.recv() {
+        Ok(result) => result?,
+        Err(_) => {
+            return Err(StoreError::Io(
+                "the PostgreSQL store thread stopped while opening".into(),
+            ))
+        }
+    };
+    Ok(Started {
+        jobs,
+        reads,
+        failed,
+        thread,
+        loaded,
+        transactions,
+    })
+}
+
+async fn run(
+    options: PgOptions,
+    fence: Option<i64>,
+    (jobs, reads): (
+        mpsc::UnboundedReceiver<Job>,
+        mpsc::UnboundedReceiver<ReadJob>,
+    ),
+    (failed, transactions): (watch::Sender<bool>, Arc<AtomicU64>),
+    ready: Answer<Loaded>,
+) {
+    let mut writer = match Writer::open(&options, fence, failed, transactions).await {
+        Ok(writer) => writer,
+        Err(error) => {
+            let _opener_gone = ready.send(Err(error));
+            return;
+        }
+    };
+    let loaded = writer.load().await;
+    let opened = loaded.is_ok();
+    let _opener_gone = ready.send(loaded);
+    if !opened {
+        return;
+    }
+    let reads = Arc::new(Mutex::new(reads));
+    for _ in 0..options.pool_size.max(1) {
+        tokio::spawn(reader(options.clone(), reads.clone()));
+    }
+    writer.run(jobs).await;
+}
+
+/// Why the store stopped writing; every later submission fails with it.
+struct Failure {
+    unavailable: bool,
+    message: String,
+}
+
+impl Failure {
+    fn error(&self) -> StoreError {
+        let message = format!(
+            "the PostgreSQL store failed earlier and accepts no more writes: {}",
+            self.message
+        );
+        if self.unavailable {
+            StoreError::Unavailable(message)
+        } else {
+            StoreError::Io(message)
+        }
+    }
+}
+
+/// A copy of `error` for each submission of a failed group.
+fn copy(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Io(m) => StoreError::Io(m.clone()),
+        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
+        StoreError::Incompatible(m) => StoreError::Incompatible(m.clone()),
+        StoreError::Closed => StoreError::Closed,
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+    }
+}
+
+struct Writer {
+    /// `None` once failed or closed: the connection is dropped, which rolls back whatever it had begun.
+    client: Option<Client>,
+    prepared: Prepared,
+    fence: Option<i64>,
+    call_timeout: Duration,
+    failure: Option<Failure>,
+    failed: watch::Sender<bool>,
+    transactions: Arc<AtomicU64>,
+}
+
+impl Writer {
+    async fn open(
+        options: &PgOptions,
+        fence: Option<i64>,
+        failed: watch::Sender<bool>,
+        transactions: Arc<AtomicU64>,
+    ) -> Result<Self, StoreError> {
+        let mut client = connect(options).await?;
+        timeout(
+            Duration::from_millis(MIGRATION_TIMEOUT_MS),
+            crate::migrations::run(&mut client),
+        )
+        .await
+        .map_err(|_| unavailable("applying the migrations timed out"))??;
+        let prepared = timeout(options.call_timeout(), Prepared::new(&client))
+            .await
+            .map_err(|_| unavailable("preparing the store's statements timed out"))??;
+        Ok(Self {
+            client: Some(client),
+            prepared,
+            fence,
+            call_timeout: options.call_timeout(),
+            failure: None,
+            failed,
+            transactions,
+        })
+    }
+
+    async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        let mut waiting: Option<Job> = None;
+        loop {
+            let first = match waiting.take() {
+                Some(job) => job,
+                None => match jobs.recv().await {
+                    Some(job) => job,
+                    None => break,
+                },
+            };
+            match first {
+                Job::Ops { ops, done } => {
+                    let mut ops_in_group = ops.len();
+                    let mut group = vec![(ops, done)];
+                    while ops_in_group < GROUP_OPS_MAX {
+                        match jobs.try_recv() {
+                            Ok(Job::Ops { ops, done }) => {
+                                ops_in_group += ops.len();
+                                group.push((ops, done));
+                            }
+                            Ok(other) => {
+                                waiting = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit_group(group).await;
+                }
+                Job::Load { done } => {
+                    let loaded = self.load().await;
+                    let _caller_gone = done.send(loaded);
+                }
+                Job::Close { done } => {
+                    self.client = None;
+                    let _caller_gone = done.send(());
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn load(&mut self) -> Result<Loaded, StoreError> {
+        if let Some(failure) = &self.failure {
+            return Err(failure.error());
+        }
+        let client = self.client.as_mut().ok_or(StoreError::Closed)?;
+        let bound = Duration::from_millis(LOAD_TIMEOUT_MS) + self.call_timeout;
+        timeout(bound, sql::load(client))
+            .await
+            .map_err(|_| unavailable("loading from PostgreSQL timed out"))?
+    }
+
+    async fn commit_group(&mut self, group: Vec<(Vec<StoreOp>, Done)>) {
+        let mut answers = Vec::with_capacity(group.len());
+        let mut ops = Vec::new();
+        for (submitted, done) in group {
+            answers.push(done);
+            ops.extend(submitted);
+        }
+        let result = match &self.failure {
+            Some(failure) => Err(failure.error()),
+            // Only barriers: everything before them is already committed.
+            None if ops.is_empty() => Ok(()),
+            None => self.transaction(ops).await,
+        };
+        if let Err(error) = &result {
+            if self.failure.is_none() {
+                tracing::error!(%error, "PostgreSQL store write failed; the store accepts no more writes");
+                self.failure = Some(Failure {
+                    unavailable: matches!(error, StoreError::Unavailable(_)),
+                    message: error.to_string(),
+                });
+                self.client = None;
+                self.failed.send_replace(true);
+            }
+        }
+        for done in answers {
+            let _submitter_gone = done.send(result.as_ref().map(|_| ()).map_err(copy));
+        }
+    }
+
+    /// One transaction for the group: BEGIN, the fencing check, every operation in order, COMMIT, pipelined.
+    /// Any statement's error aborts the transaction on the server (later ones fail, COMMIT rolls back).
+    async fn transaction(&self, ops: Vec<StoreOp>) -> Result<(), StoreError> {
+        let client = self.client.as_ref().ok_or(StoreError::Closed)?;
+        let statements = latest_counters(ops)
+            .into_iter()
+            .map(|op| sql::statement(&self.prepared, op))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
+            .iter()
+            .map(|(_, params)| {
+                params
+                    .iter()
+                    .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+                    .collect()
+            })
+            .collect();
+        let work = async {
+            if let Some(epoch) = self.fence {
+                // The lease check must be answered before COMMIT is sent: a round trip of its own.
+                let (_, row) = futures_util::future::try_join(
+                    client.batch_execute("BEGIN"),
+                    client.query_opt(&self.prepared.fence, &[]),
+                )
+                .await
+                .map_err(db_error)?;
+                let found: Option<i64> = row
+                    .map(|row| row.try_get(0))
+                    .transpose()
+                    .map_err(db_error)?;
+                if found != Some(epoch) {
+                    return Err(unavailable(format!(
+                        "this node no longer holds the leader lease (its epoch {epoch}, the lease's {})",
+                        found.map_or("missing".to_owned(), |e| e.to_string())
+                    )));
+                }
+                let (_, _) = futures_util::future::try_join(
+                    execute_all(client, &statements, &params),
+                    client.batch_execute("COMMIT"),
+                )
+                .await
+                .map_err(db_error)?;
+            } else {
+                let (_, _, _) = futures_util::future::try_join3(
+                    client.batch_execute("BEGIN"),
+                    execute_all(client, &statements, &params),
+                    client.batch_execute("COMMIT"),
+                )
+                .await
+                .map_err(db_error)?;
+            }
+            Ok(())
+        };
+        timeout(self.call_timeout, work)
+            .await
+            .map_err(|_| unavailable("a PostgreSQL commit timed out"))??;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The group's operations without the counters that a later operation of the group overwrites: counters are
+/// written whole (last write wins) and a queue id is never reused, so only each queue's last write matters at
+/// commit, and a busy queue's group writes its row once instead of once per submission.
+fn latest_counters(ops: Vec<StoreOp>) -> Vec<StoreOp> {
+    let mut last = std::collections::HashMap::new();
+    for (index, op) in ops.iter().enumerate() {
+        if let StoreOp::PutCounters { queue, .. } = op {
+            last.insert(*queue, index);
+        }
+    }
+    ops.into_iter()
+        .enumerate()
+        .filter(|(index, op)| match op {
+            StoreOp::PutCounters { queue, .. } => last.get(queue) == Some(index),
+            _ => true,
+        })
+        .map(|(_, op)| op)
+        .collect()
+}
+
+/// Every statement of the group, sent in order before any answer is awaited (tokio-postgres sends a request
+/// when its future is first polled, and `try_join_all` polls them in order).
+async fn execute_all(
+    client: &Client,
+    statements: &[(Statement, sql::Params)],
+    params: &[Vec<&(dyn ToSql + Sync)>],
+) -> Result<(), tokio_postgres::Error> {
+    futures_util::future::try_join_all(
+        statements
+            .iter()
+            .zip(params)
+            .map(|((statement, _), params)| client.execute(statement, params)),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// A reader connection and its prepared statement.
+struct ReadConnection {
+    client: Client,
+    payloads: Statement,
+}
+
+async fn reader(options: PgOptions, jobs: Arc<Mutex<mpsc::UnboundedReceiver<ReadJob>>>) {
+    let mut connection: Option<ReadConnection> = None;
+    loop {
+        let job = {
+            let mut jobs = jobs.lock().await;
+            match jobs.recv().await {
+                Some(job) => job,
+                None => return,
+            }
+        };
+        let bound = options.call_timeout();
+        match job {
+            ReadJob::Payloads { queue, seqs, done } => {
+                let result = timeout(
+                    bound,
+                    read_payloads(&options, &mut connection, queue, &seqs),
+                )
+                .await
+                .unwrap_or_else(|_| Err(unavailable("reading from PostgreSQL timed out")));
+                if result.is_err() {
+                    connection = None;
+                }
+                let _caller_gone = done.send(result);
+            }
+            ReadJob::Counts { done } => {
+                let result = timeout(bound, counts(&options, &mut connection))
+                    .await
+                    .unwrap_or_else(|_| Err(unavailable("reading from PostgreSQL timed out")));
+                if result.is_err() {
+                    connection = None;
+                }
+                let _caller_gone = done.send(result);
+            }
+        }
+    }
+}
+
+/// The reader's connection, opened when it has none or its last one closed.
+async fn ready<'c>(
+    options: &PgOptions,
+    connection: &'c mut Option<ReadConnection>,
+) -> Result<&'c ReadConnection, StoreError> {
+    if connection
+        .as_ref()
+        .is_some_and(|open| open.client.is_closed())
+    {
+        *connection = None;
+    }
+    if connection.is_none() {
+        let client = connect(options).await?;
+        let payloads = client.prepare(sql::READ_PAYLOADS).await.map_err(db_error)?;
+        *connection = Some(ReadConnection { client, payloads });
+    }
+    connection
+        .as_ref()
+        .ok_or_else(|| StoreError::Io("a reader connection went missing".into()))
+}
+
+async fn read_payloads(
+    options: &PgOptions,
+    connection: &mut Option<ReadConnection>,
+    queue: QueueId,
+    seqs: &[Seq],
+) -> Result<Vec<Option<Payload>>, StoreError> {
+    let open = ready(options, connection).await?;
+    let wanted: Vec<i64> = seqs.iter().map(|&seq| big(seq)).collect();
+    let rows = open
+        .client
+        .query(&open.payloads, &[&big(queue), &wanted])
+        .await
+        .map_err(db_error)?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let (seq, payload) = sql::payload_row(row)?;
+        found.insert(seq, payload);
+    }
+    Ok(seqs.iter().map(|seq| found.get(seq).cloned()).collect())
+}
+
+async fn counts(
+    options: &PgOptions,
+    connection: &mut Option<ReadConnection>,
+) -> Result<(u64, u64), StoreError> {
+    let open = ready(options, connection).await?;
+    let row = open
+        .client
+        .query_one(sql::COUNTS, &[])
+        .await
+        .map_err(db_error)?;
+    let messages: i64 = row.try_get(0).map_err(db_error)?;
+    let histories: i64 = row.try_get(1).map_err(db_error)?;
+    Ok((messages as u64, histories as u64))
+}

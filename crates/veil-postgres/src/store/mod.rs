@@ -1,0 +1,237 @@
+//! `PgStore`: veil-core's `Store` over PostgreSQL (tables in migrations/V1__store.sql). Every operation means
+//! what it means in veil-store and veil-core's memory store; `sql` holds the statements, `io` the I/O thread
+//! with its group-committing writer and its readers.
+//!
+//! Start-up state (everything but bodies) is read in one consistent transaction when the store opens and
+//! handed to the engine's `load_*` calls, each taking its part. A part asked for again, or asked for after a
+//! write, is read afresh (through the writer, so it includes every submission before it): an engine opened
+//! again over the same store sees the database as it is.
+
+mod io;
+mod sql;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot, watch};
+use veil_core::store::{Commit, Snapshot};
+use veil_core::{
+    DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord, Payload,
+    QueueId, Seq, Store, StoreError, StoreOp,
+};
+
+use crate::connect::{unavailable, PgOptions};
+use crate::limits::{ANSWER_MARGIN_MS, LOAD_TIMEOUT_MS};
+use io::{Job, ReadJob};
+use sql::Loaded;
+
+/// The PostgreSQL store.
+pub struct PgStore {
+    jobs: mpsc::UnboundedSender<Job>,
+    reads: mpsc::UnboundedSender<ReadJob>,
+    failed: watch::Receiver<bool>,
+    /// What start-up reads, each part until its `load_*` call takes it.
+    loaded: Mutex<Loaded>,
+    /// Set by every non-empty submission: the parts still held are older than the database.
+    written: AtomicBool,
+    call_timeout: Duration,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    transactions: Arc<AtomicU64>,
+}
+
+impl PgStore {
+    /// Connects (on the store's own I/O thread and runtime), applies the migrations, and reads what the
+    /// engine loads at start-up. With `fence_epoch`, every write transaction first checks that the lease's
+    /// epoch is still this one and fails with `StoreError::Unavailable` (and refuses all later writes) when
+    /// it is not. Blocks the calling thread.
+    pub fn open(options: PgOptions, fence_epoch: Option<i64>) -> Result<Self, StoreError> {
+        let call_timeout = options.call_timeout();
+        let started = io::start(options, fence_epoch)?;
+        Ok(Self {
+            jobs: started.jobs,
+            reads: started.reads,
+            failed: started.failed,
+            loaded: Mutex::new(started.loaded),
+            written: AtomicBool::new(false),
+            call_timeout,
+            thread: Mutex::new(Some(started.thread)),
+            transactions: started.transactions,
+        })
+    }
+
+    /// Becomes `true` once a write failed: from then on every submission fails, and the engine over this
+    /// store must be dropped and rebuilt from the database.
+    pub fn failed(&self) -> watch::Receiver<bool> {
+        self.failed.clone()
+    }
+
+    /// Finishes the writes in flight and closes the connections.
+    pub fn close(&self) {
+        let (done, finished) = std_mpsc::channel();
+        if self.jobs.send(Job::Close { done }).is_ok() {
+            let _thread_gone = finished.recv();
+        }
+        if let Some(thread) = self.thread.lock().take() {
+            if thread.join().is_err() {
+                tracing::error!("the PostgreSQL store thread panicked");
+            }
+        }
+    }
+
+    /// Write transactions committed so far: with the submissions made, how well group commit groups.
+    pub fn transactions(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
+    }
+
+    /// Stored messages and delivery histories, counted by the database (tests compare them with the
+    /// engine's view; an operator's check).
+    pub fn stored_counts(&self) -> Result<(u64, u64), StoreError> {
+        let (done, answer) = std_mpsc::channel();
+        self.read(ReadJob::Counts { done }, answer)
+    }
+
+    /// Sends `job` to a reader and waits for its answer, a little longer than the reader's own bound.
+    fn read<T>(
+        &self,
+        job: ReadJob,
+        answer: std_mpsc::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.reads.send(job).map_err(|_| StoreError::Closed)?;
+        match answer.recv_timeout(self.call_timeout + Duration::from_millis(ANSWER_MARGIN_MS)) {
+            Ok(result) => result,
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                Err(unavailable("no PostgreSQL reader answered in time"))
+            }
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
+        }
+    }
+
+    /// Takes one part of the start-up state, reading everything afresh first when that part was taken
+    /// already or writes happened since it was read.
+    fn take<T>(&self, mut part: impl FnMut(&mut Loaded) -> Option<T>) -> Result<T, StoreError> {
+        let mut loaded = self.loaded.lock();
+        if self.written.swap(false, Ordering::SeqCst) {
+            *loaded = self.reload()?;
+        }
+        if let Some(taken) = part(&mut loaded) {
+            return Ok(taken);
+        }
+        *loaded = self.reload()?;
+        part(&mut loaded).ok_or_else(|| StoreError::Io("a fresh load lacks a part".into()))
+    }
+
+    /// Everything start-up reads, read by the writer after everything submitted before.
+    fn reload(&self) -> Result<Loaded, StoreError> {
+        let (done, answer) = std_mpsc::channel();
+        self.jobs
+            .send(Job::Load { done })
+            .map_err(|_| StoreError::Closed)?;
+        let bound = Duration::from_millis(LOAD_TIMEOUT_MS) + self.call_timeout * 2;
+        match answer.recv_timeout(bound) {
+            Ok(result) => result,
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                Err(unavailable("loading from PostgreSQL timed out"))
+            }
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn load_queues(&self) -> Result<Snapshot, StoreError> {
+        let mut next_queue_id = 0;
+        let queues = self.take(|loaded| {
+            next_queue_id = loaded.next_queue_id;
+            loaded.queues.take()
+        })?;
+        Ok(Snapshot {
+            next_queue_id,
+            queues,
+        })
+    }
+
+    fn load_messages(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageState),
+    ) -> Result<(), StoreError> {
+        for (queue, seq, state) in self.take(|loaded| loaded.messages.take())? {
+            each(queue, seq, state);
+        }
+        Ok(())
+    }
+
+    fn load_redrives(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, MessageRedrivePolicy),
+    ) -> Result<(), StoreError> {
+        for (queue, seq, policy) in self.take(|loaded| loaded.redrives.take())? {
+            each(queue, seq, policy);
+        }
+        Ok(())
+    }
+
+    fn load_groups(&self, each: &mut dyn FnMut(QueueId, Seq, String)) -> Result<(), StoreError> {
+        for (queue, seq, group) in self.take(|loaded| loaded.groups.take())? {
+            each(queue, seq, group);
+        }
+        Ok(())
+    }
+
+    fn load_dedup(
+        &self,
+        each: &mut dyn FnMut(QueueId, String, DedupEntry),
+    ) -> Result<(), StoreError> {
+        for (queue, key, entry) in self.take(|loaded| loaded.dedup.take())? {
+            each(queue, key, entry);
+        }
+        Ok(())
+    }
+
+    fn load_move_tasks(&self) -> Result<Vec<MoveTaskRecord>, StoreError> {
+        self.take(|loaded| loaded.move_tasks.take())
+    }
+
+    fn load_history(
+        &self,
+        each: &mut dyn FnMut(QueueId, Seq, DeliveryHistory),
+    ) -> Result<(), StoreError> {
+        for (queue, seq, history) in self.take(|loaded| loaded.histories.take())? {
+            each(queue, seq, history);
+        }
+        Ok(())
+    }
+
+    fn submit(&self, ops: Vec<StoreOp>) -> Commit {
+        if !ops.is_empty() {
+            self.written.store(true, Ordering::SeqCst);
+        }
+        let (done, answer) = oneshot::channel();
+        if self.jobs.send(Job::Ops { ops, done }).is_err() {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
+    }
+
+    fn read_payloads(
+        &self,
+        queue: QueueId,
+        seqs: &[Seq],
+    ) -> Result<Vec<Option<Payload>>, StoreError> {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (done, answer) = std_mpsc::channel();
+        self.read(
+            ReadJob::Payloads {
+                queue,
+                seqs: seqs.to_vec(),
+                done,
+            },
+            answer,
+        )
+    }
+}

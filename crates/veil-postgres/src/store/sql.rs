@@ -1,0 +1,495 @@
+//! The SQL of the store (tables in migrations/V1__store.sql): one prepared statement per kind of change, how
+//! each `StoreOp` becomes its statement's parameters, and how rows decode back into veil-core's types. The
+//! statements mirror veil-store's `tables.rs` (and veil-core's memory store) operation by operation.
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement};
+use veil_core::{
+    Attributes, Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState,
+    MoveTaskRecord, MovedFrom, Payload, QueueId, QueueRecord, Seq, StoreError, StoreOp,
+};
+
+use crate::connect::db_error;
+
+/// A u64 id, sequence number or time as PostgreSQL's bigint, bit for bit (values past `i64::MAX`, such as a
+/// never-expiring time, come back unchanged).
+pub fn big(value: u64) -> i64 {
+    value as i64
+}
+
+pub fn unbig(value: i64) -> u64 {
+    value as u64
+}
+
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
+    postcard::to_stdvec(value)
+        .map_err(|e| StoreError::Corrupt(format!("cannot encode a record: {e}")))
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("cannot decode {what}: {e}")))
+}
+
+/// The part of a payload kept as one postcard value (`veil_message.attrs`); the body, its MD5, the message
+/// id, the send time and the move origin have columns of their own.
+#[derive(Serialize)]
+struct PayloadRestRef<'a> {
+    attributes: &'a Attributes,
+    sender_id: &'a str,
+    group: &'a Option<String>,
+    dedup_id: &'a Option<String>,
+}
+
+/// [`PayloadRestRef`] as read back (same encoding).
+#[derive(Deserialize)]
+struct PayloadRest {
+    attributes: Attributes,
+    sender_id: String,
+    group: Option<String>,
+    dedup_id: Option<String>,
+}
+
+const PUT_QUEUE: &str = "INSERT INTO veil_queue (id, namespace, name, record) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name, record = EXCLUDED.record";
+/// The queue, its messages (their histories go with them by the foreign key) and its deduplication ids.
+const DELETE_QUEUE: &str = "WITH q AS (DELETE FROM veil_queue WHERE id = $1), \
+     d AS (DELETE FROM veil_dedup WHERE queue = $1) DELETE FROM veil_message WHERE queue = $1";
+const PUT_COUNTERS: &str = "UPDATE veil_queue SET sends = $2, deliveries = $3, redeliveries = $4, \
+     deletes = $5, expiries = $6, dead_letter_moves = $7, dead_letter_drops = $8 WHERE id = $1";
+const PUT_MESSAGE: &str = "INSERT INTO veil_message \
+     (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from, attrs, body_md5, body) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (queue, seq) DO UPDATE SET \
+     message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, state = EXCLUDED.state, \
+     redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group, moved_from = EXCLUDED.moved_from, \
+     attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+const PUT_STATE: &str = "UPDATE veil_message SET state = $3 WHERE queue = $1 AND seq = $2";
+const DELETE_MESSAGE: &str = "DELETE FROM veil_message WHERE queue = $1 AND seq = $2";
+const PURGE_QUEUE: &str = "DELETE FROM veil_message WHERE queue = $1";
+/// Deletes the message (its history goes with it) and inserts it at its new place with its new state, rule,
+/// group and origin, all in the database: the body is never read back. A message already gone moves nothing.
+const MOVE_MESSAGE: &str = "WITH gone AS (DELETE FROM veil_message WHERE queue = $1 AND seq = $2 \
+     RETURNING message_id, sent_at, attrs, body_md5, body) \
+     INSERT INTO veil_message \
+     (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from, attrs, body_md5, body) \
+     SELECT $3::bigint, $4::bigint, message_id, sent_at, $5::bytea, $6::bytea, $7::text, $8::bytea, attrs, \
+     body_md5, body FROM gone ON CONFLICT (queue, seq) DO UPDATE SET \
+     message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, state = EXCLUDED.state, \
+     redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group, moved_from = EXCLUDED.moved_from, \
+     attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+const REPLACE_BODY: &str =
+    "UPDATE veil_message SET body = $3, body_md5 = $4 WHERE queue = $1 AND seq = $2";
+const PUT_NEXT_QUEUE_ID: &str =
+    "INSERT INTO veil_store_meta (name, value) VALUES ('next_queue_id', $1) \
+     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value";
+const PUT_DEDUP: &str = "INSERT INTO veil_dedup (queue, key, sent_at, message_id, seq) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (queue, key) DO UPDATE SET \
+     sent_at = EXCLUDED.sent_at, message_id = EXCLUDED.message_id, seq = EXCLUDED.seq";
+const DELETE_DEDUP: &str = "DELETE FROM veil_dedup WHERE queue = $1 AND key = $2";
+const PUT_MOVE_TASK: &str = "INSERT INTO veil_move_task (number, record) VALUES ($1, $2) \
+     ON CONFLICT (number) DO UPDATE SET record = EXCLUDED.record";
+const DELETE_MOVE_TASK: &str = "DELETE FROM veil_move_task WHERE number = $1";
+/// Only a stored message has a history (as in veil-store): a move whose payload was gone leaves none.
+const PUT_HISTORY: &str = "INSERT INTO veil_history (queue, seq, history) \
+     SELECT $1::bigint, $2::bigint, $3::bytea \
+     WHERE EXISTS (SELECT 1 FROM veil_message WHERE queue = $1::bigint AND seq = $2::bigint) \
+     ON CONFLICT (queue, seq) DO UPDATE SET history = EXCLUDED.history";
+/// The fencing check: the lease row, locked against a new leader's epoch bump until this transaction ends.
+pub const FENCE: &str = "SELECT epoch FROM veil_lease WHERE id = 1 FOR SHARE";
+
+pub const READ_PAYLOADS: &str =
+    "SELECT seq, message_id, sent_at, moved_from, attrs, body_md5, body \
+     FROM veil_message WHERE queue = $1 AND seq = ANY($2)";
+pub const COUNTS: &str =
+    "SELECT (SELECT count(*) FROM veil_message), (SELECT count(*) FROM veil_history)";
+
+/// The writer connection's prepared statements, one per kind of change.
+pub struct Prepared {
+    put_queue: Statement,
+    delete_queue: Statement,
+    put_counters: Statement,
+    put_message: Statement,
+    put_state: Statement,
+    delete_message: Statement,
+    purge_queue: Statement,
+    move_message: Statement,
+    replace_body: Statement,
+    put_next_queue_id: Statement,
+    put_dedup: Statement,
+    delete_dedup: Statement,
+    put_move_task: Statement,
+    delete_move_task: Statement,
+    put_history: Statement,
+    pub fence: Statement,
+}
+
+impl Prepared {
+    /// Prepares every statement, pipelined (one round trip).
+    pub async fn new(client: &Client) -> Result<Self, StoreError> {
+        let all = futures_util::future::try_join_all(
+            [
+                PUT_QUEUE,
+                DELETE_QUEUE,
+                PUT_COUNTERS,
+                PUT_MESSAGE,
+                PUT_STATE,
+                DELETE_MESSAGE,
+                PURGE_QUEUE,
+                MOVE_MESSAGE,
+                REPLACE_BODY,
+                PUT_NEXT_QUEUE_ID,
+                PUT_DEDUP,
+                DELETE_DEDUP,
+                PUT_MOVE_TASK,
+                DELETE_MOVE_TASK,
+                PUT_HISTORY,
+                FENCE,
+            ]
+            .map(|sql| client.prepare(sql)),
+        )
+        .await
+        .map_err(db_error)?;
+        let mut all = all.into_iter();
+        let mut next = || {
+            all.next()
+                .ok_or_else(|| StoreError::Io("a statement went missing".into()))
+        };
+        Ok(Self {
+            put_queue: next()?,
+            delete_queue: next()?,
+            put_counters: next()?,
+            put_message: next()?,
+            put_state: next()?,
+            delete_message: next()?,
+            purge_queue: next()?,
+            move_message: next()?,
+            replace_body: next()?,
+            put_next_queue_id: next()?,
+            put_dedup: next()?,
+            delete_dedup: next()?,
+            put_move_task: next()?,
+            delete_move_task: next()?,
+            put_history: next()?,
+            fence: next()?,
+        })
+    }
+}
+
+/// One statement's parameters, owned so that a whole group's statements can be in flight at once.
+pub type Params = Vec<Box<dyn ToSql + Sync + Send>>;
+
+fn p<T: ToSql + Sync + Send + 'static>(value: T) -> Box<dyn ToSql + Sync + Send> {
+    Box::new(value)
+}
+
+fn encode_opt<T: Serialize>(value: &Option<T>) -> Result<Option<Vec<u8>>, StoreError> {
+    value.as_ref().map(encode).transpose()
+}
+
+/// The statement that applies `op`, with its parameters.
+pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params), StoreError> {
+    Ok(match op {
+        StoreOp::PutQueue(record) => (
+            prepared.put_queue.clone(),
+            vec![
+                p(big(record.id)),
+                p(record.key.namespace.clone()),
+                p(record.key.name.clone()),
+                p(encode(&record)?),
+            ],
+        ),
+        StoreOp::DeleteQueue(queue) => (prepared.delete_queue.clone(), vec![p(big(queue))]),
+        StoreOp::PutCounters { queue, counters } => (
+            prepared.put_counters.clone(),
+            vec![
+                p(big(queue)),
+                p(big(counters.sends)),
+                p(big(counters.deliveries)),
+                p(big(counters.redeliveries)),
+                p(big(counters.deletes)),
+                p(big(counters.expiries)),
+                p(big(counters.dead_letter_moves)),
+                p(big(counters.dead_letter_drops)),
+            ],
+        ),
+        StoreOp::PutMessage {
+            queue,
+            seq,
+            payload,
+            state,
+            redrive,
+            fifo_group,
+        } => {
+            let rest = encode(&PayloadRestRef {
+                attributes: &payload.attributes,
+                sender_id: &payload.sender_id,
+                group: &payload.group,
+                dedup_id: &payload.dedup_id,
+            })?;
+            (
+                prepared.put_message.clone(),
+                vec![
+                    p(big(queue)),
+                    p(big(seq)),
+                    p(payload.message_id.to_vec()),
+                    p(big(payload.sent_at)),
+                    p(encode(&state)?),
+                    p(encode_opt(&redrive)?),
+                    p(fifo_group),
+                    p(encode_opt(&payload.moved_from)?),
+                    p(rest),
+                    p(payload.body_md5.to_vec()),
+                    p(payload.body.to_vec()),
+                ],
+            )
+        }
+        StoreOp::PutState { queue, seq, state } => (
+            prepared.put_state.clone(),
+            vec![p(big(queue)), p(big(seq)), p(encode(&state)?)],
+        ),
+        StoreOp::DeleteMessage { queue, seq } => (
+            prepared.delete_message.clone(),
+            vec![p(big(queue)), p(big(seq))],
+        ),
+        StoreOp::PurgeQueue(queue) => (prepared.purge_queue.clone(), vec![p(big(queue))]),
+        StoreOp::MoveMessage {
+            from,
+            to,
+            state,
+            moved_from,
+            redrive,
+            fifo_group,
+        } => (
+            prepared.move_message.clone(),
+            vec![
+                p(big(from.0)),
+                p(big(from.1)),
+                p(big(to.0)),
+                p(big(to.1)),
+                p(encode(&state)?),
+                p(encode_opt(&redrive)?),
+                p(fifo_group),
+                p(Some(encode(&moved_from)?)),
+            ],
+        ),
+        StoreOp::ReplaceBody {
+            queue,
+            seq,
+            body,
+            body_md5,
+        } => (
+            prepared.replace_body.clone(),
+            vec![
+                p(big(queue)),
+                p(big(seq)),
+                p(body.to_vec()),
+                p(body_md5.to_vec()),
+            ],
+        ),
+        StoreOp::PutNextQueueId(next) => (prepared.put_next_queue_id.clone(), vec![p(big(next))]),
+        StoreOp::PutDedup { queue, key, entry } => (
+            prepared.put_dedup.clone(),
+            vec![
+                p(big(queue)),
+                p(key),
+                p(big(entry.sent_at)),
+                p(entry.message_id.to_vec()),
+                p(big(entry.seq)),
+            ],
+        ),
+        StoreOp::DeleteDedup { queue, key } => {
+            (prepared.delete_dedup.clone(), vec![p(big(queue)), p(key)])
+        }
+        StoreOp::PutMoveTask(record) => (
+            prepared.put_move_task.clone(),
+            vec![p(big(record.number)), p(encode(&record)?)],
+        ),
+        StoreOp::DeleteMoveTask { number } => {
+            (prepared.delete_move_task.clone(), vec![p(big(number))])
+        }
+        StoreOp::PutHistory {
+            queue,
+            seq,
+            history,
+        } => (
+            prepared.put_history.clone(),
+            vec![p(big(queue)), p(big(seq)), p(encode(&history)?)],
+        ),
+    })
+}
+
+fn id16(bytes: &[u8], what: &str) -> Result<[u8; 16], StoreError> {
+    bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt(format!("{what} is not 16 bytes")))
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+) -> Result<T, StoreError> {
+    row.try_get(index)
+        .map_err(|e| StoreError::Corrupt(format!("reading column {index}: {e}")))
+}
+
+/// A row of [`READ_PAYLOADS`] as its sequence number and payload.
+pub fn payload_row(row: &Row) -> Result<(Seq, Payload), StoreError> {
+    let seq = unbig(get(row, 0)?);
+    let moved_from: Option<&[u8]> = get(row, 3)?;
+    let rest: PayloadRest = decode(get(row, 4)?, "a payload")?;
+    let body: Vec<u8> = get(row, 6)?;
+    Ok((
+        seq,
+        Payload {
+            message_id: id16(get(row, 1)?, "a message id")?,
+            body: Bytes::from(body),
+            body_md5: id16(get(row, 5)?, "a body MD5")?,
+            attributes: rest.attributes,
+            sent_at: unbig(get(row, 2)?),
+            sender_id: rest.sender_id,
+            moved_from: moved_from
+                .map(|bytes| decode::<MovedFrom>(bytes, "a move origin"))
+                .transpose()?,
+            group: rest.group,
+            dedup_id: rest.dedup_id,
+        },
+    ))
+}
+
+/// Everything start-up reads (bodies excepted), each part taken by its `load_*` call.
+#[derive(Default)]
+pub struct Loaded {
+    pub next_queue_id: QueueId,
+    pub queues: Option<Vec<(QueueRecord, Counters)>>,
+    pub messages: Option<Vec<(QueueId, Seq, MessageState)>>,
+    pub redrives: Option<Vec<(QueueId, Seq, MessageRedrivePolicy)>>,
+    pub groups: Option<Vec<(QueueId, Seq, String)>>,
+    pub dedup: Option<Vec<(QueueId, String, DedupEntry)>>,
+    pub move_tasks: Option<Vec<MoveTaskRecord>>,
+    pub histories: Option<Vec<(QueueId, Seq, DeliveryHistory)>>,
+}
+
+/// Reads everything the engine loads at start-up in one repeatable-read transaction (one consistent view).
+pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
+    let txn = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(db_error)?;
+    txn.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}",
+        crate::limits::LOAD_TIMEOUT_MS
+    ))
+    .await
+    .map_err(db_error)?;
+    let next_queue_id = txn
+        .query_opt(
+            "SELECT value FROM veil_store_meta WHERE name = 'next_queue_id'",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+        .map(|row| get::<i64>(&row, 0).map(unbig))
+        .transpose()?
+        .unwrap_or(0);
+    let mut queues = Vec::new();
+    for row in txn
+        .query(
+            "SELECT record, sends, deliveries, redeliveries, deletes, expiries, dead_letter_moves, \
+             dead_letter_drops FROM veil_queue ORDER BY id",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+    {
+        let record: QueueRecord = decode(get(&row, 0)?, "a queue")?;
+        let n = |i| get::<i64>(&row, i).map(unbig);
+        let counters = Counters {
+            sends: n(1)?,
+            deliveries: n(2)?,
+            redeliveries: n(3)?,
+            deletes: n(4)?,
+            expiries: n(5)?,
+            dead_letter_moves: n(6)?,
+            dead_letter_drops: n(7)?,
+        };
+        queues.push((record, counters));
+    }
+    let (mut messages, mut redrives, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+    for row in txn
+        .query(
+            "SELECT queue, seq, state, redrive, fifo_group FROM veil_message ORDER BY queue, seq",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+    {
+        let queue = unbig(get(&row, 0)?);
+        let seq = unbig(get(&row, 1)?);
+        messages.push((queue, seq, decode(get(&row, 2)?, "a message state")?));
+        if let Some(bytes) = get::<Option<&[u8]>>(&row, 3)? {
+            redrives.push((queue, seq, decode(bytes, "a message redrive policy")?));
+        }
+        if let Some(group) = get::<Option<String>>(&row, 4)? {
+            groups.push((queue, seq, group));
+        }
+    }
+    let mut dedup = Vec::new();
+    for row in txn
+        .query(
+            "SELECT queue, key, sent_at, message_id, seq FROM veil_dedup ORDER BY queue, key",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+    {
+        dedup.push((
+            unbig(get(&row, 0)?),
+            get(&row, 1)?,
+            DedupEntry {
+                sent_at: unbig(get(&row, 2)?),
+                message_id: id16(get(&row, 3)?, "a deduplicated message id")?,
+                seq: unbig(get(&row, 4)?),
+            },
+        ));
+    }
+    let mut move_tasks = Vec::new();
+    for row in txn
+        .query("SELECT record FROM veil_move_task ORDER BY number", &[])
+        .await
+        .map_err(db_error)?
+    {
+        move_tasks.push(decode(get(&row, 0)?, "a move task")?);
+    }
+    let mut histories = Vec::new();
+    for row in txn
+        .query(
+            "SELECT queue, seq, history FROM veil_history ORDER BY queue, seq",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+    {
+        histories.push((
+            unbig(get(&row, 0)?),
+            unbig(get(&row, 1)?),
+            decode(get(&row, 2)?, "a delivery history")?,
+        ));
+    }
+    txn.commit().await.map_err(db_error)?;
+    Ok(Loaded {
+        next_queue_id,
+        queues: Some(queues),
+        messages: Some(messages),
+        redrives: Some(redrives),
+        groups: Some(groups),
+        dedup: Some(dedup),
+        move_tasks: Some(move_tasks),
+        histories: Some(histories),
+    })
+}

@@ -1,0 +1,46 @@
+//! Test support: where the tests' PostgreSQL is, and a schema of its own for each store a test opens, so
+//! that tests run in parallel on one server without seeing each other's data. `./scripts/test` starts a
+//! throwaway server (scripts/pg-test-server) and sets [`TEST_URL_ENV`]; without it the PostgreSQL tests skip.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::connect::PgOptions;
+
+/// The variable naming the test server (`postgres://postgres@127.0.0.1:PORT/postgres`).
+pub const TEST_URL_ENV: &str = "VEIL_TEST_POSTGRES_URL";
+
+/// PostgreSQL's limit on an identifier, in bytes.
+const IDENTIFIER_BYTES_MAX: usize = 63;
+
+/// Options for a fresh schema on the test server, named after `test` (and this process and a counter, so
+/// that it is new); `None`, after printing a skip line, when no test server is configured.
+pub fn test_options(test: &str) -> Option<PgOptions> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let Some(url) = std::env::var(TEST_URL_ENV)
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        eprintln!("skipped {test}: {TEST_URL_ENV} is not set (./scripts/test sets it)");
+        return None;
+    };
+    let mut options = PgOptions::new(url);
+    let unique = format!(
+        "_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let name: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(IDENTIFIER_BYTES_MAX - unique.len() - 2)
+        .collect();
+    options.schema = format!("t_{name}{unique}");
+    options.pool_size = 2;
+    Some(options)
+}

@@ -1,0 +1,108 @@
+//! PgStore when its server stops (`pg_ctl stop -m fast`, as an operator or a crash would): the next commit fails
+//! quickly with `StoreError::Unavailable`, `failed()` turns true, later commits fail, and reads answer within
+//! the call timeout. The test starts a server of its own (scripts/pg-test-server) to stop it; it runs where the
+//! shared test server runs (`VEIL_TEST_POSTGRES_URL` set, so PostgreSQL 15 is installed).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use veil_core::*;
+use veil_postgres::testing::test_options;
+use veil_postgres::{PgOptions, PgStore};
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-server")
+}
+
+/// A server of this test's own, stopped (if still running) and removed when dropped.
+struct OwnServer {
+    dir: PathBuf,
+}
+
+impl OwnServer {
+    fn start() -> (Self, String) {
+        let dir = std::env::temp_dir().join(format!("veil-pg-down-{}", std::process::id()));
+        let output = Command::new(script())
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("scripts/pg-test-server runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let url = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (Self { dir }, url)
+    }
+
+    fn stop(&self) {
+        let status = Command::new(script())
+            .arg("stop")
+            .arg(&self.dir)
+            .status()
+            .expect("scripts/pg-test-server runs");
+        assert!(status.success());
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("stop").arg(&self.dir).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn record() -> QueueRecord {
+    QueueRecord {
+        id: 1,
+        key: QueueKey::new(DEFAULT_NAMESPACE, "orders"),
+        config: QueueConfig::default(),
+        created_at: 0,
+        modified_at: 0,
+        seq_reserved: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_stopped_server_fails_commits_quickly_as_unavailable() {
+    let Some(shared) = test_options("server_down") else {
+        return;
+    };
+    let (server, url) = OwnServer::start();
+    let options = PgOptions {
+        url,
+        connect_timeout: Duration::from_millis(500),
+        statement_timeout: Duration::from_millis(1_000),
+        ..shared
+    };
+    let store = PgStore::open(options.clone(), None).expect("opens");
+    let failed = store.failed();
+    store
+        .submit(vec![StoreOp::PutQueue(record())])
+        .await
+        .expect("committed while the server runs");
+    server.stop();
+    let started = Instant::now();
+    let result = store.submit(vec![StoreOp::PutNextQueueId(9)]).await;
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < options.call_timeout() + Duration::from_secs(1));
+    assert!(*failed.borrow());
+    assert!(matches!(
+        store.submit(vec![]).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    let started = Instant::now();
+    assert!(store.read_payloads(1, &[0]).is_err());
+    assert!(started.elapsed() < options.call_timeout() + Duration::from_secs(2));
+    let started = Instant::now();
+    assert!(matches!(
+        PgStore::open(options.clone(), None),
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(started.elapsed() < options.connect_timeout * 2 + Duration::from_secs(1));
+}

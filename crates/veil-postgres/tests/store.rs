@@ -1,0 +1,536 @@
+//! PgStore against a real PostgreSQL (skipped without `VEIL_TEST_POSTGRES_URL`; ./scripts/test starts one):
+//! every operation means what it means in veil-core's memory store, concurrent submissions share a
+//! transaction, acknowledged commits survive a crash, a deposed leader cannot write, and an unreachable or
+//! newer database is refused at open.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use veil_core::memory_store::MemoryStore;
+use veil_core::*;
+use veil_postgres::testing::test_options;
+use veil_postgres::{connect, PgOptions, PgStore};
+
+fn queue(id: QueueId, name: &str, fifo: bool) -> QueueRecord {
+    QueueRecord {
+        id,
+        key: QueueKey::new(DEFAULT_NAMESPACE, name),
+        config: QueueConfig {
+            fifo: fifo.then(FifoConfig::default),
+            ..QueueConfig::default()
+        },
+        created_at: 1_000,
+        modified_at: 2_000,
+        seq_reserved: 64,
+    }
+}
+
+fn state(receive_count: u32) -> MessageState {
+    MessageState {
+        sent_at: 1_000,
+        visible_at: 5_000 + u64::from(receive_count),
+        expires_at: NEVER,
+        first_received_at: 0,
+        receive_count,
+        generation: receive_count,
+        body_bytes: 5,
+        dead_letter_on_release: receive_count % 2 == 1,
+    }
+}
+
+fn payload(n: u8, group: Option<&str>) -> Payload {
+    let mut attributes = Attributes::new();
+    attributes.insert(
+        "a".into(),
+        AttributeValue {
+            data_type: "Binary".into(),
+            value: AttributeData::Binary(Bytes::from_static(&[1, 2, 3])),
+        },
+    );
+    Payload {
+        message_id: [n; 16],
+        body: Bytes::from(format!("body{n}")),
+        body_md5: [n + 1; 16],
+        attributes,
+        sent_at: 1_000 + u64::from(n),
+        sender_id: format!("sender{n}"),
+        moved_from: None,
+        group: group.map(str::to_owned),
+        dedup_id: group.map(|_| format!("dedup{n}")),
+    }
+}
+
+fn put(queue: QueueId, seq: Seq, n: u8, group: Option<&str>, redrive: bool) -> StoreOp {
+    StoreOp::PutMessage {
+        queue,
+        seq,
+        payload: payload(n, group),
+        state: state(0),
+        redrive: redrive.then(|| MessageRedrivePolicy {
+            max_receive_count: 3,
+            dead_letter_queue: Some(QueueKey::new(DEFAULT_NAMESPACE, "dlq")),
+        }),
+        fifo_group: group.map(str::to_owned),
+    }
+}
+
+fn history(n: u8) -> DeliveryHistory {
+    DeliveryHistory {
+        message_id: Some([n; 16]),
+        deliveries: Vec::new(),
+    }
+}
+
+fn task(number: u64, moved: u64) -> MoveTaskRecord {
+    MoveTaskRecord {
+        number,
+        id: [9; 16],
+        source: 2,
+        source_key: QueueKey::new(DEFAULT_NAMESPACE, "dlq"),
+        destination: None,
+        rate_per_s_max: Some(10),
+        started_at: 3_000,
+        seq_end: 10,
+        to_move: 4,
+        moved,
+        status: MoveTaskStatus::Running,
+        failure: None,
+    }
+}
+
+/// Every kind of operation, in the shapes the engine makes them (moves, replaced bodies, purges, a deleted
+/// queue with messages, dedup ids and histories, move tasks written and deleted).
+fn every_op() -> Vec<Vec<StoreOp>> {
+    let moved_from = MovedFrom {
+        queue: QueueKey::new(DEFAULT_NAMESPACE, "orders"),
+        reason: MoveReason::DeadLetter,
+    };
+    vec![
+        vec![
+            StoreOp::PutNextQueueId(5),
+            StoreOp::PutQueue(queue(1, "orders", false)),
+            StoreOp::PutQueue(queue(2, "dlq", false)),
+            StoreOp::PutQueue(queue(3, "fifo.fifo", true)),
+            StoreOp::PutQueue(queue(4, "doomed", true)),
+        ],
+        vec![
+            put(1, 0, 10, None, false),
+            put(1, 1, 11, None, true),
+            put(1, 2, 12, None, false),
+            put(1, 3, 13, None, true),
+            put(3, 0, 30, Some("g1"), false),
+            put(3, 1, 31, Some("g2"), false),
+            put(4, 0, 40, Some("g"), false),
+            // Overwritten by the next: a group writes each queue's counters once.
+            StoreOp::PutCounters {
+                queue: 1,
+                counters: Counters {
+                    sends: 1,
+                    ..Counters::default()
+                },
+            },
+            StoreOp::PutCounters {
+                queue: 1,
+                counters: Counters {
+                    sends: 4,
+                    deliveries: 2,
+                    redeliveries: 1,
+                    deletes: 7,
+                    expiries: 8,
+                    dead_letter_moves: 9,
+                    dead_letter_drops: 10,
+                },
+            },
+            StoreOp::PutDedup {
+                queue: 3,
+                key: "dedup30".into(),
+                entry: DedupEntry {
+                    sent_at: 1_030,
+                    message_id: [30; 16],
+                    seq: 0,
+                },
+            },
+            StoreOp::PutDedup {
+                queue: 3,
+                key: "gone".into(),
+                entry: DedupEntry {
+                    sent_at: 1,
+                    message_id: [1; 16],
+                    seq: 7,
+                },
+            },
+            StoreOp::PutDedup {
+                queue: 4,
+                key: "dedup40".into(),
+                entry: DedupEntry {
+                    sent_at: 1_040,
+                    message_id: [40; 16],
+                    seq: 0,
+                },
+            },
+        ],
+        vec![
+            StoreOp::PutState {
+                queue: 1,
+                seq: 0,
+                state: state(1),
+            },
+            StoreOp::PutHistory {
+                queue: 1,
+                seq: 0,
+                history: history(10),
+            },
+            StoreOp::PutHistory {
+                queue: 1,
+                seq: 1,
+                history: history(11),
+            },
+            StoreOp::PutHistory {
+                queue: 4,
+                seq: 0,
+                history: history(40),
+            },
+            // No message: no history (as in veil-store).
+            StoreOp::PutHistory {
+                queue: 1,
+                seq: 99,
+                history: history(99),
+            },
+            StoreOp::ReplaceBody {
+                queue: 1,
+                seq: 2,
+                body: Bytes::from_static(b"replaced"),
+                body_md5: [7; 16],
+            },
+            StoreOp::MoveMessage {
+                from: (1, 1),
+                to: (2, 0),
+                state: state(0),
+                moved_from: moved_from.clone(),
+                redrive: None,
+                fifo_group: None,
+            },
+            StoreOp::PutHistory {
+                queue: 2,
+                seq: 0,
+                history: history(12),
+            },
+            // Its payload is gone: nothing arrives.
+            StoreOp::MoveMessage {
+                from: (1, 50),
+                to: (2, 1),
+                state: state(0),
+                moved_from: moved_from.clone(),
+                redrive: None,
+                fifo_group: None,
+            },
+            StoreOp::MoveMessage {
+                from: (1, 3),
+                to: (3, 2),
+                state: state(2),
+                moved_from: MovedFrom {
+                    queue: QueueKey::new(DEFAULT_NAMESPACE, "orders"),
+                    reason: MoveReason::Requeue,
+                },
+                redrive: Some(MessageRedrivePolicy {
+                    max_receive_count: 1,
+                    dead_letter_queue: None,
+                }),
+                fifo_group: Some("g3".into()),
+            },
+            StoreOp::PutMoveTask(task(1, 0)),
+            StoreOp::PutMoveTask(task(2, 0)),
+        ],
+        vec![
+            StoreOp::PutMoveTask(task(1, 3)),
+            StoreOp::DeleteMoveTask { number: 2 },
+            StoreOp::DeleteDedup {
+                queue: 3,
+                key: "gone".into(),
+            },
+            StoreOp::DeleteMessage { queue: 1, seq: 0 },
+            StoreOp::DeleteQueue(4),
+            StoreOp::PutQueue(QueueRecord {
+                modified_at: 9_000,
+                ..queue(2, "dlq", false)
+            }),
+        ],
+        vec![],
+        vec![put(1, 4, 14, None, false), put(1, 5, 15, None, false)],
+        vec![StoreOp::PurgeQueue(1), put(1, 6, 16, None, false)],
+    ]
+}
+
+/// Everything a store gives back: what start-up loads, and every loaded message's payload.
+#[derive(Debug, PartialEq)]
+struct Dump {
+    next_queue_id: QueueId,
+    queues: Vec<(QueueRecord, Counters)>,
+    messages: Vec<(QueueId, Seq, MessageState, Option<Payload>)>,
+    redrives: Vec<(QueueId, Seq, MessageRedrivePolicy)>,
+    groups: Vec<(QueueId, Seq, String)>,
+    dedup: BTreeMap<(QueueId, String), DedupEntry>,
+    move_tasks: Vec<MoveTaskRecord>,
+    histories: Vec<(QueueId, Seq, DeliveryHistory)>,
+}
+
+fn dump(store: &dyn Store) -> Dump {
+    let snapshot = store.load_queues().unwrap();
+    let mut messages = Vec::new();
+    store
+        .load_messages(&mut |q, s, state| messages.push((q, s, state, None)))
+        .unwrap();
+    for message in &mut messages {
+        message.3 = store
+            .read_payloads(message.0, &[message.1])
+            .unwrap()
+            .remove(0);
+    }
+    let mut redrives = Vec::new();
+    store
+        .load_redrives(&mut |q, s, p| redrives.push((q, s, p)))
+        .unwrap();
+    let mut groups = Vec::new();
+    store
+        .load_groups(&mut |q, s, g| groups.push((q, s, g)))
+        .unwrap();
+    let mut dedup = BTreeMap::new();
+    store
+        .load_dedup(&mut |q, k, e| {
+            dedup.insert((q, k), e);
+        })
+        .unwrap();
+    let mut histories = Vec::new();
+    store
+        .load_history(&mut |q, s, h| histories.push((q, s, h)))
+        .unwrap();
+    Dump {
+        next_queue_id: snapshot.next_queue_id,
+        queues: snapshot.queues,
+        messages,
+        redrives,
+        groups,
+        dedup,
+        move_tasks: store.load_move_tasks().unwrap(),
+        histories,
+    }
+}
+
+fn open(options: &PgOptions) -> PgStore {
+    PgStore::open(options.clone(), None).expect("the store opens")
+}
+
+#[tokio::test]
+async fn every_operation_round_trips_as_in_the_memory_store() {
+    let Some(options) = test_options("round_trips") else {
+        return;
+    };
+    let store = open(&options);
+    let memory = MemoryStore::new();
+    for ops in every_op() {
+        memory.submit(ops.clone()).await.unwrap();
+        store.submit(ops).await.unwrap();
+    }
+    let expected = dump(&memory);
+    assert_eq!(dump(&store), expected, "read back by the same store");
+    // Payloads the moves and replacements made, spelled out.
+    let moved = store.read_payloads(2, &[0, 1]).unwrap();
+    assert_eq!(
+        moved[0].as_ref().unwrap().dead_letter_source(),
+        Some(&QueueKey::new(DEFAULT_NAMESPACE, "orders"))
+    );
+    assert!(
+        moved[1].is_none(),
+        "a move of a gone message leaves nothing"
+    );
+    store.close();
+    let reopened = open(&options);
+    assert_eq!(dump(&reopened), expected, "read back after a reopen");
+    assert_eq!(reopened.stored_counts().unwrap(), (5, 1));
+}
+
+#[tokio::test]
+async fn a_reopened_engine_over_the_same_store_reads_the_database_afresh() {
+    let Some(options) = test_options("reload") else {
+        return;
+    };
+    let store = open(&options);
+    store.load_queues().unwrap();
+    store
+        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .await
+        .unwrap();
+    assert_eq!(store.load_queues().unwrap().queues.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submissions_share_transactions() {
+    let Some(options) = test_options("group_commit") else {
+        return;
+    };
+    let store = std::sync::Arc::new(open(&options));
+    store
+        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .await
+        .unwrap();
+    let before = store.transactions();
+    const SUBMISSIONS: u64 = 200;
+    // All submitted before any is awaited, as the engine's concurrent callers do.
+    let commits: Vec<_> = (0..SUBMISSIONS)
+        .map(|seq| store.submit(vec![put(1, seq, 1, None, false)]))
+        .collect();
+    for commit in commits {
+        commit.await.unwrap();
+    }
+    let transactions = store.transactions() - before;
+    assert!(
+        transactions * 4 <= SUBMISSIONS,
+        "{SUBMISSIONS} submissions took {transactions} transactions"
+    );
+    assert_eq!(store.stored_counts().unwrap().0, SUBMISSIONS);
+}
+
+#[tokio::test]
+async fn an_acknowledged_commit_survives_a_crash() {
+    let Some(options) = test_options("crash") else {
+        return;
+    };
+    let store = open(&options);
+    store
+        .submit(vec![
+            StoreOp::PutQueue(queue(1, "orders", false)),
+            put(1, 0, 1, None, false),
+        ])
+        .await
+        .unwrap();
+    drop(store); // no close: what a killed process leaves
+    let reopened = open(&options);
+    let dump = dump(&reopened);
+    assert_eq!(dump.queues.len(), 1);
+    assert_eq!(dump.messages.len(), 1);
+    assert_eq!(dump.messages[0].3, Some(payload(1, None)));
+}
+
+#[tokio::test]
+async fn a_deposed_leader_cannot_write() {
+    let Some(options) = test_options("fencing") else {
+        return;
+    };
+    // The migrations make the lease row (epoch 0).
+    drop(open(&options));
+    let store = PgStore::open(options.clone(), Some(0)).expect("opens under epoch 0");
+    let failed = store.failed();
+    store
+        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .await
+        .expect("the leader writes");
+    assert!(!*failed.borrow());
+    let other = connect(&options).await.unwrap();
+    other
+        .batch_execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1")
+        .await
+        .unwrap();
+    let refused = store
+        .submit(vec![StoreOp::PutQueue(queue(2, "dlq", false))])
+        .await;
+    match refused {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("leader lease"), "{message}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(*failed.borrow(), "failed() turns true");
+    assert!(matches!(
+        store.submit(vec![]).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(matches!(
+        store
+            .submit(vec![StoreOp::PutQueue(queue(3, "x", false))])
+            .await,
+        Err(StoreError::Unavailable(_))
+    ));
+    let row = other
+        .query_one("SELECT count(*) FROM veil_queue", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        row.get::<_, i64>(0),
+        1,
+        "nothing after the epoch bump was written"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_database_fails_open_quickly() {
+    let Some(options) = test_options("unreachable") else {
+        return;
+    };
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let options = PgOptions {
+        url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        ..options
+    };
+    let started = Instant::now();
+    let result = PgStore::open(options.clone(), None);
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{:?}",
+        result.err()
+    );
+    assert!(started.elapsed() < options.connect_timeout * 2 + Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_schema_migrated_by_a_newer_veil_is_refused() {
+    let Some(options) = test_options("newer_schema") else {
+        return;
+    };
+    drop(open(&options));
+    let client = connect(&options).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO veil_schema_history (version, name, applied_on, checksum) \
+             VALUES (99, 'from_the_future', '2030-01-01T00:00:00Z', '0')",
+        )
+        .await
+        .unwrap();
+    let result = PgStore::open(options, None);
+    assert!(
+        matches!(result, Err(StoreError::Incompatible(_))),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[tokio::test]
+async fn reads_after_a_failure_answer_within_the_call_timeout() {
+    let Some(options) = test_options("read_after_failure") else {
+        return;
+    };
+    drop(open(&options));
+    let store = PgStore::open(options.clone(), Some(0)).unwrap();
+    store
+        .submit(vec![
+            StoreOp::PutQueue(queue(1, "orders", false)),
+            put(1, 0, 1, None, false),
+        ])
+        .await
+        .unwrap();
+    let other = connect(&options).await.unwrap();
+    other
+        .batch_execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1")
+        .await
+        .unwrap();
+    assert!(store.submit(vec![put(1, 1, 2, None, false)]).await.is_err());
+    let started = Instant::now();
+    let read = store.read_payloads(1, &[0, 1]);
+    assert!(started.elapsed() < options.call_timeout() + Duration::from_secs(1));
+    if let Ok(payloads) = read {
+        assert_eq!(payloads, vec![Some(payload(1, None)), None]);
+    }
+}
