@@ -702,7 +702,7 @@ def test_postgres_down_answers_service_unavailable_at_once_and_nodes_resume_when
     n1, n2, n3 = cluster.nodes
     name = unique("pgdown")
     sqs_client(n1).create_queue(QueueName=name)
-    az_name = name.lower()
+    az_name = unique("az")  # not the SQS queue's name: the protocols share one namespace
     azure_queue(n2, az_name).create_queue()
     channel = channel_name("pgdown")
     # Acknowledged on each protocol before the first stop: must survive both.
@@ -772,7 +772,7 @@ def test_a_promoted_standby_takes_over_with_every_acknowledged_message(make_clus
         deleted = {m["Body"] for m in got[:5]}
         for m in got[:5]:
             c1.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        az_name = name.lower()
+        az_name = unique("az")  # not the SQS queue's name: the protocols share one namespace
         azure_queue(n3, az_name).create_queue()
         azure_queue(n3, az_name).send_message("azure acknowledged")
         channel = channel_name("promote")
