@@ -106,16 +106,7 @@ class VeilServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         self.log_path = self.log_dir / f"veil-{self.port}-{self.starts}.log"
-        cmd = [
-            veil_bin(), "serve",
-            "--data-dir", str(self.data_dir),
-            "--sqs-listen", f"127.0.0.1:{self.port}",
-            "--azure-listen", f"127.0.0.1:{self.azure_port}",
-            "--kubemq-listen", f"127.0.0.1:{self.kubemq_port}",
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
-            "--log-level", "info",
-            *self.extra_args,
-        ]
+        cmd = self.command()
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -144,6 +135,22 @@ class VeilServer:
                     f"command: {' '.join(cmd)}\n{self.log_tail()}"
                 )
             time.sleep(0.05)
+
+    def store_args(self) -> list[str]:
+        """Where the server keeps its queues: the embedded store in its data dir (a cluster node overrides it)."""
+        return ["--data-dir", str(self.data_dir)]
+
+    def command(self) -> list[str]:
+        return [
+            veil_bin(), "serve",
+            *self.store_args(),
+            "--sqs-listen", f"127.0.0.1:{self.port}",
+            "--azure-listen", f"127.0.0.1:{self.azure_port}",
+            "--kubemq-listen", f"127.0.0.1:{self.kubemq_port}",
+            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--log-level", "info",
+            *self.extra_args,
+        ]
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,311 @@
+"""A real PostgreSQL 15 for the cluster tests, and Veil nodes that run on it.
+
+`PgServer` is one PostgreSQL instance of the installed binaries (env VEIL_PG_BIN, default
+/usr/lib/postgresql/15/bin; `./scripts/test` installs them with apt-get where missing): `initdb` into a fresh temp
+dir, `pg_ctl start` on a free port of 127.0.0.1 with trust authentication, and stop (fast or immediate), kill -9
+(the postmaster and every backend: the host died), start again on the same port, `pg_ctl promote`, and a
+streaming standby made with `pg_basebackup -R`. initdb and pg_ctl refuse to run as root, so as root they run as
+the `postgres` user (`runuser`) in a temp dir that user owns. Missing binaries fail the tests loudly: a cluster
+test never skips.
+
+Settings that a standby must not inherit (wal_level, synchronous_standby_names) are given on the pg_ctl command
+line (`-o`), never in the data dir's config files, which pg_basebackup copies: a promoted standby that inherited
+synchronous_standby_names='*' would wait for a synchronous standby of its own forever. fsync is off: the tests
+kill processes, not the machine, and the OS page cache survives a process kill.
+
+`ClusterNode` is a `veil serve --store <postgres> --pg-schema <schema> --node-id <name>` process (no data dir);
+`Cluster` is a set of them over one schema, with the lease table's view of who leads.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from helpers import VeilServer, free_port, make_client
+
+PG_BIN_DEFAULT = "/usr/lib/postgresql/15/bin"
+# Every pg_ctl start/stop/promote waits at most this long (seconds) before the test fails.
+PG_CTL_WAIT_S = 30
+# How long a node's first lease takes at most (seconds): the lease TTL, a schema migration and the engine load.
+CLUSTER_READY_S = 30.0
+# The cluster tests' lease: short, so a takeover after a kill -9 takes about a second, not the default 5.
+LEASE_TTL_MS = 1000
+
+
+def pg_bin() -> Path:
+    return Path(os.environ.get("VEIL_PG_BIN", PG_BIN_DEFAULT))
+
+
+def require_pg_binaries() -> None:
+    """Fails the test (never skips it) when the PostgreSQL 15 server binaries are missing."""
+    missing = [b for b in ("initdb", "pg_ctl", "pg_basebackup", "psql") if not (pg_bin() / b).is_file()]
+    if missing:
+        pytest.fail(
+            f"PostgreSQL 15 binaries missing from {pg_bin()} ({', '.join(missing)}): install them with "
+            "`apt-get install postgresql-15` (./scripts/test does) or point VEIL_PG_BIN at their directory",
+            pytrace=False,
+        )
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    """initdb and pg_ctl refuse root: as root, run them as the postgres user."""
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+def _run(cmd: list[str], what: str, timeout: float = 60) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{what} exited {proc.returncode}: {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid` (from /proc), so a kill -9 can take the postmaster's backends with it."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state, ppid, ...
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+class PgServer:
+    """One PostgreSQL instance in its own temp dir on its own port of 127.0.0.1."""
+
+    def __init__(self, name: str = "pg", options: tuple[str, ...] = (), port: int | None = None):
+        require_pg_binaries()
+        self.name = name
+        self.port = port or free_port()
+        # `-c name=value` settings given on the command line only (see the module docstring).
+        self.options = tuple(options)
+        self.base = Path(tempfile.mkdtemp(prefix=f"veil-{name}-"))
+        if os.geteuid() == 0:
+            pg = pwd.getpwnam("postgres")
+            os.chown(self.base, pg.pw_uid, pg.pw_gid)
+        self.data = self.base / "data"
+        self.log = self.base / "postgres.log"
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+
+    def init(self) -> PgServer:
+        _run(_as_postgres([str(pg_bin() / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                           "-E", "UTF8", "--no-sync"]), f"initdb of {self.name}")
+        return self
+
+    def start(self) -> PgServer:
+        opts = [f"-p {self.port}", f"-k {shlex.quote(str(self.base))}", "-c listen_addresses=127.0.0.1",
+                "-c fsync=off", "-c max_connections=200"]
+        opts += [f"-c {shlex.quote(o)}" for o in self.options]
+        _run(_as_postgres([str(pg_bin() / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
+                           "-t", str(PG_CTL_WAIT_S), "-o", " ".join(opts), "start"]),
+             f"pg_ctl start of {self.name}\n{self.log_tail()}", timeout=PG_CTL_WAIT_S + 10)
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        """pg_ctl stop -m fast (clients disconnected, a clean shutdown) or immediate (no shutdown checkpoint)."""
+        _run(_as_postgres([str(pg_bin() / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
+                           "-t", str(PG_CTL_WAIT_S), "stop"]), f"pg_ctl stop of {self.name}",
+             timeout=PG_CTL_WAIT_S + 10)
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        pid = self.postmaster_pid()
+        if pid is None:
+            return False
+        # A killed postmaster may linger as a zombie until its (re)parent reaps it: that is not running.
+        return not _zombie(pid)
+
+    def kill9(self) -> None:
+        """SIGKILL the postmaster and its backends at once: the database host died."""
+        pid = self.postmaster_pid()
+        assert pid is not None, f"{self.name} is not running"
+        victims = [pid, *_children(pid)]
+        for p in victims:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in victims):
+            assert time.monotonic() < deadline, f"{self.name}: processes survived SIGKILL: {victims}"
+            time.sleep(0.02)
+
+    def promote(self) -> None:
+        _run(_as_postgres([str(pg_bin() / "pg_ctl"), "-D", str(self.data), "-w", "-t", str(PG_CTL_WAIT_S),
+                           "promote"]), f"pg_ctl promote of {self.name}", timeout=PG_CTL_WAIT_S + 10)
+
+    def standby(self, name: str = "standby") -> PgServer:
+        """A streaming standby of this server (pg_basebackup -R), started on its own port."""
+        replica = PgServer(name, port=None)
+        _run(_as_postgres([str(pg_bin() / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port),
+                           "-U", "postgres", "-D", str(replica.data), "-R", "-X", "stream", "-c", "fast",
+                           "--no-sync"]), f"pg_basebackup of {self.name}")
+        return replica.start()
+
+    def wait_sync_standby(self, timeout: float = 20) -> None:
+        """Until a standby streams synchronously from this primary (commits then wait for its flush)."""
+        deadline = time.monotonic() + timeout
+        while self.sql("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") != "1":
+            assert time.monotonic() < deadline, f"no synchronous standby on {self.name}\n{self.log_tail()}"
+            time.sleep(0.1)
+
+    def destroy(self) -> None:
+        if self.running():
+            try:
+                self.stop("immediate")
+            except AssertionError:
+                self.kill9()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # ---- access -------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def sql(self, statement: str) -> str:
+        """Runs one statement through psql; its unaligned, tuples-only output, stripped."""
+        return _run([str(pg_bin() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                     "-d", "postgres", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", statement],
+                    f"psql on {self.name}", timeout=30).strip()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return f"(no log for {self.name})"
+        return f"--- last {min(lines, len(text))} lines of {self.log} ---\n" + "\n".join(text[-lines:])
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def both_hosts(primary: PgServer, standby: PgServer) -> str:
+    """A libpq connection string naming a primary and its standby, connecting to whichever accepts writes."""
+    return (f"host=127.0.0.1,127.0.0.1 port={primary.port},{standby.port} user=postgres dbname=postgres "
+            "target_session_attrs=read-write")
+
+
+# ---- Veil nodes on PostgreSQL --------------------------------------------------------------------------
+
+
+def fresh_schema() -> str:
+    return f"veil_e2e_{uuid.uuid4().hex[:10]}"
+
+
+class ClusterNode(VeilServer):
+    """One `veil serve` node of a cluster: its queues live in PostgreSQL, so it has no data dir."""
+
+    def __init__(self, log_dir: Path, store: str, schema: str, node_id: str, lease_ttl_ms: int = LEASE_TTL_MS,
+                 extra_args=()):
+        super().__init__(log_dir / node_id, log_dir=log_dir, extra_args=extra_args)
+        self.store = store
+        self.schema = schema
+        self.node_id = node_id
+        self.lease_ttl_ms = lease_ttl_ms
+
+    def store_args(self) -> list[str]:
+        return ["--store", self.store, "--pg-schema", self.schema, "--node-id", self.node_id,
+                "--lease-ttl-ms", str(self.lease_ttl_ms)]
+
+
+class Cluster:
+    """`size` nodes over one schema of `pg` (or of the connection string `store`)."""
+
+    def __init__(self, pg: PgServer, log_dir: Path, size: int = 3, store: str | None = None,
+                 schema: str | None = None, lease_ttl_ms: int = LEASE_TTL_MS, extra_args=()):
+        self.pg = pg
+        self.schema = schema or fresh_schema()
+        self.store = store or pg.url
+        self.nodes = [
+            ClusterNode(Path(log_dir), self.store, self.schema, f"node{i + 1}", lease_ttl_ms, extra_args)
+            for i in range(size)
+        ]
+
+    def start(self) -> Cluster:
+        for node in self.nodes:
+            node.start()
+        self.wait_ready()
+        return self
+
+    def leader_id(self, pg: PgServer | None = None) -> tuple[str, int] | None:
+        """(node, epoch) of the unexpired lease, on the database's clock; None while nobody leads."""
+        row = (pg or self.pg).sql(
+            f"SELECT node || ' ' || epoch FROM {self.schema}.veil_lease WHERE expires_at > clock_timestamp()"
+        )
+        if not row:
+            return None
+        node, epoch = row.rsplit(" ", 1)
+        return node, int(epoch)
+
+    def node(self, node_id: str) -> ClusterNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def leader(self) -> ClusterNode:
+        held = self.leader_id()
+        assert held is not None, "no node holds the lease"
+        return self.node(held[0])
+
+    def followers(self) -> list[ClusterNode]:
+        leader = self.leader()
+        return [n for n in self.nodes if n is not leader and n.running()]
+
+    def wait_ready(self, nodes=None, timeout: float = CLUSTER_READY_S) -> float:
+        """Until a node leads and every running node (or each of `nodes`) answers an SQS request; returns the
+        seconds it took."""
+        started = time.monotonic()
+        deadline = started + timeout
+        pending = list(nodes or [n for n in self.nodes if n.running()])
+        last = None
+        while pending:
+            node = pending[0]
+            assert node.running(), f"{node.node_id} died\n{node.log_tail()}"
+            try:
+                make_client(node.endpoint, read_timeout=5).list_queues()
+                pending.pop(0)
+                continue
+            except Exception as e:  # noqa: BLE001 - any failure is "not ready yet"; the last one is reported
+                last = e
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{node.node_id} did not serve within {timeout}s (last error: {last!r})\n{node.log_tail()}"
+                )
+            time.sleep(0.1)
+        return time.monotonic() - started
+
+    def kill_all(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    def logs(self) -> str:
+        return "\n".join(n.log_tail(20) for n in self.nodes)
