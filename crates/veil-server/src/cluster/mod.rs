@@ -381,12 +381,19 @@ impl Member<'_, '_> {
                 _ = shutdown.wait_for(|stop| *stop) => return "the node is stopping",
             }
             let attempt = Instant::now();
-            match self.renew(lease).await {
-                Ok(true) => renewed_at = attempt,
-                Ok(false) => return "another node took the lease",
-                Err(error) => {
+            // A renewal may not outlast the term it would extend: a database that hangs rather than refuses
+            // must not keep this node leading past its lease while the call waits for its own timeout.
+            let left = usable.saturating_sub(renewed_at.elapsed());
+            match tokio::time::timeout(left, self.renew(lease)).await {
+                Ok(Ok(true)) => renewed_at = attempt,
+                Ok(Ok(false)) => return "another node took the lease",
+                Ok(Err(error)) => {
                     tracing::warn!(%error, "cannot renew the leader lease");
                     self.control = None;
+                }
+                Err(_) => {
+                    self.control = None;
+                    return "the lease could not be renewed in time";
                 }
             }
             if renewed_at.elapsed() >= usable {
