@@ -144,6 +144,30 @@ def consume_until(deliveries: Deliveries, expected: set[str], done: threading.Ev
     done.set()
 
 
+def assert_kubemq_holds(node, channel: str, bodies: list[bytes]):
+    """Receives through KubeMQ on `node` exactly `bodies` from `channel`, and acks them."""
+    kmq = kubemq_client(node, client_id="after")
+    try:
+        response = kmq.receive_queue_messages(channel=channel, max_messages=10, wait_timeout_in_seconds=1)
+        assert not response.is_error, response.error
+        assert [m.body for m in response.messages] == bodies
+        response.ack_all()
+    finally:
+        kmq.close()
+
+
+def run_load(producer, consumer, consumer_args: list[tuple], deliveries: Deliveries, expected: set[str],
+             done: threading.Event):
+    """Runs `producer` and one `consumer` per argument tuple in threads until `expected` was seen."""
+    threads = [threading.Thread(target=producer)]
+    threads += [threading.Thread(target=consumer, args=args) for args in consumer_args]
+    for t in threads:
+        t.start()
+    consume_until(deliveries, expected, done)
+    for t in threads:
+        t.join(timeout=20)
+
+
 # ---- the single-node semantics across nodes ----------------------------------------------------------------
 
 
@@ -188,13 +212,7 @@ def test_sqs_messages_sent_through_one_node_reach_consumers_on_the_others_once_e
                 deliveries.failed(f"consumer on {node.node_id}", e)
                 return
 
-    threads = [threading.Thread(target=producer), threading.Thread(target=consumer, args=(n2, n3)),
-               threading.Thread(target=consumer, args=(n3, n1))]
-    for t in threads:
-        t.start()
-    consume_until(deliveries, bodies, done)
-    for t in threads:
-        t.join(timeout=20)
+    run_load(producer, consumer, [(n2, n3), (n3, n1)], deliveries, bodies, done)
 
     assert not deliveries.errors, deliveries.errors
     assert not deletes_failed, f"deletes with another node's receipt failed: {deletes_failed}"
@@ -242,13 +260,7 @@ def test_azure_messages_sent_through_one_node_reach_consumers_on_the_others_once
                 deliveries.failed(f"consumer on {node.node_id}", e)
                 return
 
-    threads = [threading.Thread(target=producer), threading.Thread(target=consumer, args=(n2, n3)),
-               threading.Thread(target=consumer, args=(n3, n1))]
-    for t in threads:
-        t.start()
-    consume_until(deliveries, bodies, done)
-    for t in threads:
-        t.join(timeout=20)
+    run_load(producer, consumer, [(n2, n3), (n3, n1)], deliveries, bodies, done)
 
     assert not deliveries.errors, deliveries.errors
     missing = bodies - deliveries.seen()
@@ -303,13 +315,7 @@ def test_kubemq_messages_sent_through_one_node_reach_consumers_on_the_others_onc
         finally:
             client.close()
 
-    threads = [threading.Thread(target=producer), threading.Thread(target=consumer, args=(n2,)),
-               threading.Thread(target=consumer, args=(n3,))]
-    for t in threads:
-        t.start()
-    consume_until(deliveries, bodies, done)
-    for t in threads:
-        t.join(timeout=20)
+    run_load(producer, consumer, [(n2,), (n3,)], deliveries, bodies, done)
 
     assert not deliveries.errors, deliveries.errors
     missing = bodies - deliveries.seen()
@@ -739,14 +745,7 @@ def test_postgres_down_answers_service_unavailable_at_once_and_nodes_resume_when
     print(f"client errors while the database was away: {dict(load.transient)}")
     load.assert_nothing_acknowledged_lost(n3)
     assert [m.content for m in azure_queue(n1, az_name).receive_messages()] == ["azure before"]
-    kmq = kubemq_client(n1, client_id="after")
-    try:
-        response = kmq.receive_queue_messages(channel=channel, max_messages=10, wait_timeout_in_seconds=1)
-        assert not response.is_error, response.error
-        assert [m.body for m in response.messages] == [b"kubemq before"]
-        response.ack_all()
-    finally:
-        kmq.close()
+    assert_kubemq_holds(n1, channel, [b"kubemq before"])
 
 
 def test_a_promoted_standby_takes_over_with_every_acknowledged_message(make_cluster):
@@ -808,14 +807,7 @@ def test_a_promoted_standby_takes_over_with_every_acknowledged_message(make_clus
         )
         assert all(k == 1 for k in found.values()), "a message delivered twice inside a 60 s visibility"
         assert [m.content for m in azure_queue(n1, az_name).receive_messages()] == ["azure acknowledged"]
-        kmq = kubemq_client(n1, client_id="after")
-        try:
-            response = kmq.receive_queue_messages(channel=channel, max_messages=10, wait_timeout_in_seconds=1)
-            assert not response.is_error, response.error
-            assert [m.body for m in response.messages] == [b"kubemq acknowledged"]
-            response.ack_all()
-        finally:
-            kmq.close()
+        assert_kubemq_holds(n1, channel, [b"kubemq acknowledged"])
     finally:
         primary.destroy()
         if standby is not None:
