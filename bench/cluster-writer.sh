@@ -5,13 +5,11 @@
 # backend of PgStore's writer connection. Needs target/release/veil and veil-bench, root (runuser).
 
 set -e
-T=$(mktemp -d); chown postgres $T
-P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-B=/usr/lib/postgresql/15/bin
-runuser -u postgres -- $B/initdb -D $T/pg -U postgres --auth=trust >/dev/null 2>&1
-runuser -u postgres -- $B/pg_ctl -D $T/pg -l $T/log -w start -o "-p $P -k $T -c listen_addresses=127.0.0.1" >/dev/null
-PM=$(head -1 $T/pg/postmaster.pid)
-target/release/veil serve --store postgres://postgres@127.0.0.1:$P/postgres --node-id n1 --pg-schema s1 --lease-ttl-ms 2000 --sqs-listen 127.0.0.1:9480 --azure-listen 127.0.0.1:9481 --kubemq-listen 127.0.0.1:9482 --admin-listen 127.0.0.1:9483 --log-level warn & V=$!
+cd "$(dirname "$0")/.."
+T=$(mktemp -d); chmod 711 $T
+URL=$(scripts/pg-test-server start $T/pg)
+PM=$(head -1 $T/pg/data/postmaster.pid)
+target/release/veil serve --store $URL --node-id n1 --pg-schema s1 --lease-ttl-ms 2000 --sqs-listen 127.0.0.1:9480 --azure-listen 127.0.0.1:9481 --kubemq-listen 127.0.0.1:9482 --admin-listen 127.0.0.1:9483 --log-level warn & V=$!
 sleep 4
 snap() { for c in $(ps -o pid= --ppid $PM); do echo "$c $(sed 's/.*) //' /proc/$c/stat | awk '{print $12+$13}')"; done | sort; }
 snap > $T/a
@@ -19,4 +17,4 @@ target/release/veil-bench run --target veil --endpoint http://127.0.0.1:9480 --p
 snap > $T/b
 join $T/a $T/b | awk '{print $3-$2, $1}' | sort -rn | head -8 | while read d p; do echo "$d ticks $(tr '\0' ' ' </proc/$p/cmdline)"; done
 kill $V; wait $V || true
-runuser -u postgres -- $B/pg_ctl -D $T/pg -m fast -w stop >/dev/null; rm -rf $T
+scripts/pg-test-server stop $T/pg; rm -rf $T

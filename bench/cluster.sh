@@ -1,8 +1,7 @@
 #!/bin/bash
 # bench/cluster.sh — the scale-out benchmarks of issue 14 (docs/benchmarks.md, "Scale-out over PostgreSQL").
 #
-# Starts its own PostgreSQL 15 (initdb + pg_ctl as the postgres user, in a temp dir, on a free port, stopped on
-# exit), then runs veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many
+# Starts its own PostgreSQL 15 (scripts/pg-test-server: a temp dir, a free port, stopped on exit), then runs veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many
 # consumers, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:
 #   veil embedded      Veil on its embedded store (one process, one data dir)
 #   veil pg 1 node     Veil on PostgreSQL, one node (clients -> the node's door -> the leader's listener)
@@ -35,9 +34,10 @@ for bin in "$VEIL" "$BENCH" "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql"; do
   [ -x "$bin" ] || { echo "cluster.sh: $bin is missing" >&2; exit 1; }
 done
 
-TMP=$(mktemp -d /tmp/veil-cluster-bench.XXXXXX)
-chown postgres "$TMP"
-PGDATA_DIR="$TMP/pg"
+# Scratch space of this run (node logs, PostgreSQL's directory), removed on exit unless KEEP_DATA is set.
+TMP=$(mktemp -d)
+chmod 711 "$TMP" # PostgreSQL runs as the postgres user and must reach its directory inside
+PG_DIR="$TMP/pg"
 NODE_PIDS=()
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -51,20 +51,16 @@ stop_nodes() {
 
 cleanup() {
   stop_nodes
-  if [ -f "$PGDATA_DIR/postmaster.pid" ]; then
-    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1 || true
-  fi
+  scripts/pg-test-server stop "$PG_DIR" >/dev/null 2>&1 || true
   if [ -z "${KEEP_DATA:-}" ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- PostgreSQL 15, defaults except what the measurement needs (pg_stat_statements; trust auth on loopback).
-PGPORT=$(free_port)
-runuser -u postgres -- "$PGBIN/initdb" -D "$PGDATA_DIR" -U postgres --auth=trust >"$TMP/initdb.log" 2>&1
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMP/pg.log" -w start \
-  -o "-p $PGPORT -k $TMP -c listen_addresses=127.0.0.1 -c shared_preload_libraries=pg_stat_statements -c max_connections=200" >/dev/null
-PGURL="postgres://postgres@127.0.0.1:$PGPORT/postgres"
+PGURL=$(PG_SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements" scripts/pg-test-server start "$PG_DIR")
+PGPORT=$(cat "$PG_DIR/port")
+PGDATA_DIR="$PG_DIR/data"
 PG_PID=$(head -1 "$PGDATA_DIR/postmaster.pid")
 psql_q() { PGOPTIONS='-c client_min_messages=warning' "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c "$1"; }
 psql_q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
