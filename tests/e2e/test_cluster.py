@@ -127,6 +127,13 @@ class Deliveries:
         with self.lock:
             return set(self.times)
 
+    def assert_all_of(self, bodies: set[str]) -> None:
+        """No consumer failed, and exactly `bodies` were delivered, each at least once."""
+        assert not self.errors, self.errors
+        missing = bodies - self.seen()
+        assert not missing, f"{len(missing)} messages never delivered, e.g. {sorted(missing)[:5]}"
+        assert self.seen() == bodies, f"unknown bodies delivered: {self.seen() - bodies}"
+
     def redelivered_inside_visibility(self, visibility_s: float) -> dict[str, list[float]]:
         """Bodies delivered again before their previous delivery's visibility window closed."""
         with self.lock:
@@ -214,11 +221,8 @@ def test_sqs_messages_sent_through_one_node_reach_consumers_on_the_others_once_e
 
     run_load(producer, consumer, [(n2, n3), (n3, n1)], deliveries, bodies, done)
 
-    assert not deliveries.errors, deliveries.errors
     assert not deletes_failed, f"deletes with another node's receipt failed: {deletes_failed}"
-    missing = bodies - deliveries.seen()
-    assert not missing, f"{len(missing)} messages never delivered, e.g. {sorted(missing)[:5]}"
-    assert deliveries.seen() == bodies, f"unknown bodies delivered: {deliveries.seen() - bodies}"
+    deliveries.assert_all_of(bodies)
     early = deliveries.redelivered_inside_visibility(VISIBILITY_S)
     assert not early, f"delivered twice inside the visibility window: {dict(list(early.items())[:5])}"
     for node in cluster.nodes:
@@ -262,10 +266,7 @@ def test_azure_messages_sent_through_one_node_reach_consumers_on_the_others_once
 
     run_load(producer, consumer, [(n2, n3), (n3, n1)], deliveries, bodies, done)
 
-    assert not deliveries.errors, deliveries.errors
-    missing = bodies - deliveries.seen()
-    assert not missing, f"{len(missing)} messages never delivered, e.g. {sorted(missing)[:5]}"
-    assert deliveries.seen() == bodies, f"unknown bodies delivered: {deliveries.seen() - bodies}"
+    deliveries.assert_all_of(bodies)
     early = deliveries.redelivered_inside_visibility(VISIBILITY_S)
     assert not early, f"delivered twice inside the visibility window: {dict(list(early.items())[:5])}"
     for node in cluster.nodes:
@@ -317,10 +318,7 @@ def test_kubemq_messages_sent_through_one_node_reach_consumers_on_the_others_onc
 
     run_load(producer, consumer, [(n2,), (n3,)], deliveries, bodies, done)
 
-    assert not deliveries.errors, deliveries.errors
-    missing = bodies - deliveries.seen()
-    assert not missing, f"{len(missing)} messages never delivered, e.g. {sorted(missing)[:5]}"
-    assert deliveries.seen() == bodies, f"unknown bodies delivered: {deliveries.seen() - bodies}"
+    deliveries.assert_all_of(bodies)
     twice = {b: ts for b, ts in deliveries.times.items() if len(ts) > 1}
     assert not twice, f"delivered twice before any visibility lapse: {dict(list(twice.items())[:5])}"
     # The SDK sends acks without waiting for an answer: wait until every node reports the channel settled.
