@@ -1018,3 +1018,54 @@ async fn a_get_that_reaches_the_in_flight_limit_while_collecting_answers_with_wh
     drop(requests);
     veil.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_that_outlives_the_visibility_answers_each_message_once() {
+    let clock = ManualClock::new(MANUAL_START_MS);
+    let settings = veil_kubemq::Settings {
+        default_visibility_s: 1,
+        ..Default::default()
+    };
+    let veil = Veil::start_on(settings, Arc::new(clock.clone())).await;
+    let client = veil.client("rust-once").await;
+    send(&client, "rs.once", "only one").await;
+    let (requests, mut responses) = raw_downstream(veil.addr).await;
+    requests
+        .send(get("get-1", "rs.once", 5, 5_000))
+        .await
+        .expect("send get");
+    // The poll holds the message and keeps collecting; its 1 s visibility lapses during the 5 s wait, so
+    // the same collect receives it again.
+    veil.until("rs.once", "hidden by the poll", |s| s.hidden == 1)
+        .await;
+    clock.advance(Duration::from_secs(1));
+    veil.until("rs.once", "received a second time", |s| {
+        s.hidden == 1 && s.visible == 0
+    })
+    .await;
+    silent(&mut responses, "the poll still collects").await;
+    clock.advance(Duration::from_secs(4));
+    let got = next(&mut responses).await;
+    assert_eq!(got.ref_request_id, "get-1");
+    assert_eq!(got.messages.len(), 1, "answered once: {:?}", got.messages);
+    assert_eq!(got.messages[0].body.as_ref(), b"only one");
+    // Received at 0 s, at 1 s and, its second visibility lapsed too, once more when the wait ended at 5 s.
+    assert_eq!(
+        got.messages[0].attributes.as_ref().map(|a| a.receive_count),
+        Some(3)
+    );
+    // The answer carries the newest delivery, so its transaction can settle it.
+    requests
+        .send(settle(
+            "ack-1",
+            pb::QueuesDownstreamRequestType::AckAll,
+            &got.transaction_id,
+            vec![],
+        ))
+        .await
+        .expect("send ack");
+    veil.until("rs.once", "acked", |s| s.hidden == 0 && s.visible == 0)
+        .await;
+    drop(requests);
+    veil.stop().await;
+}

@@ -142,6 +142,22 @@ struct Polled {
     expired: u64,
 }
 
+impl Polled {
+    /// Adds a delivery. A message whose visibility lapsed while the receive was still collecting (a visibility
+    /// no longer than the wait) is delivered again by a later engine receive of the same collect: it replaces
+    /// its earlier delivery, whose receipt is stale now, so an answer never holds one message twice.
+    fn hold(&mut self, delivery: Held) {
+        match self
+            .held
+            .iter_mut()
+            .find(|held| held.message.seq == delivery.message.seq)
+        {
+            Some(earlier) => *earlier = delivery,
+            None => self.held.push(delivery),
+        }
+    }
+}
+
 /// A message received by a pull, a downstream transaction or a legacy stream, with the receipt that
 /// settles it.
 struct Held {
@@ -292,16 +308,16 @@ impl Inner {
             if received.messages.is_empty() {
                 break;
             }
-            polled
-                .held
-                .extend(received.messages.into_iter().filter_map(|message| {
-                    let receipt = message.receipt.clone()?;
-                    Some(Held {
-                        channel: channel.to_string(),
-                        message,
-                        receipt,
-                    })
-                }));
+            for message in received.messages {
+                let Some(receipt) = message.receipt.clone() else {
+                    continue;
+                };
+                polled.hold(Held {
+                    channel: channel.to_string(),
+                    message,
+                    receipt,
+                });
+            }
         }
         Ok(polled)
     }
