@@ -1069,3 +1069,55 @@ async fn a_poll_that_outlives_the_visibility_answers_each_message_once() {
     drop(requests);
     veil.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_longer_than_the_visibility_receives_each_message_once() {
+    let clock = ManualClock::new(MANUAL_START_MS);
+    let settings = veil_kubemq::Settings {
+        default_visibility_s: 1,
+        ..Default::default()
+    };
+    let veil = Veil::start_on(settings, Arc::new(clock.clone())).await;
+    let client = veil.client("rust-pull").await;
+    send(&client, "rs.long-pull", "once").await;
+    let mut raw = raw_client(veil.addr).await;
+    let pull = tokio::spawn(async move {
+        raw.receive_queue_messages(pb::ReceiveQueueMessagesRequest {
+            request_id: "pull-1".into(),
+            client_id: "raw".into(),
+            channel: "rs.long-pull".into(),
+            max_number_of_messages: 5,
+            wait_time_seconds: 5,
+            is_peak: false,
+        })
+        .await
+    });
+    veil.until("rs.long-pull", "held by the pull", |s| s.hidden == 1)
+        .await;
+    // Past the 1 s visibility but inside the wait: the pull still holds the message.
+    clock.advance(Duration::from_secs(2));
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(veil.stats("rs.long-pull").hidden, 1, "still hidden");
+    clock.advance(Duration::from_secs(3));
+    let pulled = pull
+        .await
+        .expect("join")
+        .expect("pull answers")
+        .into_inner();
+    assert!(!pulled.is_error, "{}", pulled.error);
+    assert_eq!(pulled.messages.len(), 1);
+    assert_eq!(
+        pulled.messages[0]
+            .attributes
+            .as_ref()
+            .map(|a| a.receive_count),
+        Some(1),
+        "received once, not again when the visibility lapsed mid-pull"
+    );
+    assert_eq!(
+        counts(&veil.stats("rs.long-pull")),
+        (0, 0),
+        "the pull acked it"
+    );
+    veil.stop().await;
+}

@@ -85,8 +85,9 @@ impl Inner {
     }
 
     /// ReceiveQueueMessages has no ack of its own: the pull settles what it returns. The messages stay
-    /// hidden (the server-side visibility) while the pull collects, so a pull whose client goes away before
-    /// the answer loses nothing: they come back when that visibility lapses.
+    /// hidden while the pull collects — the server-side visibility on top of the whole wait, so none lapses
+    /// and is received again (counted again, perhaps dead-lettered) before the pull answers — and a pull
+    /// whose client goes away before the answer loses nothing: they come back when that visibility lapses.
     async fn pull(
         &self,
         channel: &str,
@@ -96,7 +97,7 @@ impl Inner {
     ) -> Result<Pulled, KubemqError> {
         let collect = Collect {
             max,
-            visibility_ms: self.default_visibility_ms(),
+            visibility_ms: self.default_visibility_ms().saturating_add(wait_ms),
             wait_ms,
             consumer,
         };
