@@ -14,42 +14,15 @@ allow both outcomes for exactly the messages they named. Worker receives use a 2
 receive (whose messages are unknown) has expired before the drain starts."""
 
 import random
-import threading
-import time
-from collections import defaultdict
 
 from botocore.exceptions import ClientError
 
+from crash_support import Ledger, run_until_killed, sleep_until
 from helpers import counts, drain, make_client, receive
 
 RUN_SECONDS = 2.0
 WORKER_VISIBILITY = 2
 LONG = 60
-
-
-class Ledger:
-    """What the server acknowledged, and what was in doubt when it died."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.killed = threading.Event()
-        self.attempted_bodies = set()
-        self.sent = {}  # id -> body (acknowledged)
-        self.deleted = set()  # ids whose delete was acknowledged
-        self.delete_in_doubt = set()
-        self.long_hidden = {}  # id -> handle whose ChangeMessageVisibility(60) was acknowledged
-        self.long_in_doubt = {}  # id -> handle whose ChangeMessageVisibility(60) was in doubt
-        self.nacked = set()  # ids a consumer tried to make visible again (acknowledged or in doubt)
-        self.receives = defaultdict(int)  # id -> acknowledged receives
-        self.errors = []  # unexpected failures before the kill
-
-    def failed(self, what, exc):
-        """Classify a failed request: before the kill it is a server error, after it the request is in doubt."""
-        if self.killed.is_set():
-            return True
-        with self.lock:
-            self.errors.append(f"{what}: {type(exc).__name__}: {exc}")
-        return False
 
 
 def producer(endpoint, url, ledger, tag, seed):
@@ -148,28 +121,12 @@ def test_kill_9_mid_traffic_loses_no_acknowledged_write(make_server):
     assert {m["MessageId"] for m in held} == held_ids
 
     ledger = Ledger()
-    threads = [threading.Thread(target=producer, args=(srv.endpoint, url, ledger, f"p{i}", i)) for i in range(2)]
-    threads += [threading.Thread(target=consumer, args=(srv.endpoint, url, ledger, 100 + i)) for i in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(RUN_SECONDS)
-    ledger.killed.set()
-    srv.kill()
-    killed_at = time.monotonic()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads), "worker threads did not stop after the kill"
-
-    assert not ledger.errors, "requests failed before the kill:\n" + "\n".join(ledger.errors[:20])
-    assert len(ledger.sent) >= 20, f"too little traffic to mean anything: {len(ledger.sent)} acknowledged sends"
-    assert ledger.deleted and ledger.receives, "the consumers never received or deleted anything"
-
-    print(
-        f"\ncrash test: {len(ledger.sent)} sends, {sum(ledger.receives.values())} receives, "
-        f"{len(ledger.deleted)} deletes, {len(ledger.long_hidden)} 60 s hides acknowledged; in doubt at the kill: "
-        f"{len(ledger.attempted_bodies) - len(ledger.sent)} sends, {len(ledger.delete_in_doubt)} deletes, "
-        f"{len(ledger.long_in_doubt)} hides"
-    )
+    workers = [lambda i=i: producer(srv.endpoint, url, ledger, f"p{i}", i) for i in range(2)]
+    workers += [lambda i=i: consumer(srv.endpoint, url, ledger, 100 + i) for i in range(2)]
+    killed_at = run_until_killed(srv, ledger, workers, RUN_SECONDS)
+    ledger.assert_meaningful()
+    assert ledger.deleted, "the consumers never deleted anything"
+    print(ledger.summary("SQS"))
     srv.start()
     c = make_client(srv.endpoint)
 
@@ -186,7 +143,7 @@ def test_kill_9_mid_traffic_loses_no_acknowledged_write(make_server):
     assert counts(c, held_url) == (0, 3, 0), "deletes with pre-kill receipts did not delete"
 
     # Work queue: wait until every worker receive (2 s, possibly in doubt) has expired, then drain.
-    time.sleep(max(0.0, killed_at + WORKER_VISIBILITY + 0.5 - time.monotonic()))
+    sleep_until(killed_at + WORKER_VISIBILITY + 0.5)
     drained = drain(c, url, visibility=LONG, AttributeNames=["ApproximateReceiveCount"])
     ids = [m["MessageId"] for m in drained]
     by_id = {m["MessageId"]: m for m in drained}
