@@ -23,6 +23,7 @@ class Ledger:
         self.long_in_doubt = {}  # id -> receipt whose 60 s hide was in doubt
         self.nacked = set()  # ids a consumer tried to make visible again (acknowledged or in doubt)
         self.receives = defaultdict(int)  # id -> acknowledged receives
+        self.taken_in_doubt = 0  # messages that requests cut off by the kill may have removed unseen (at most)
         self.errors = []  # unexpected failures before the kill
 
     def failed(self, what, exc):

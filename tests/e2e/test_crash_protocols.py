@@ -7,7 +7,8 @@ after a graceful restart:
   appears and nothing comes twice in one drain; deleted messages stay deleted; messages hidden for 60 s before
   the kill stay hidden, and their pre-kill pop receipts still update and delete them; dequeue counts survive.
 - KubeMQ: every acknowledged send is there unless a pull (which acks before it answers) took it or a
-  fire-and-forget ack may have; delayed messages stay delayed; messages held by a downstream transaction that
+  fire-and-forget ack may have (a pull cut off by the kill may have taken up to its maximum, unseen: the
+  number missing is bounded by those maxima); delayed messages stay delayed; messages held by a downstream transaction that
   died with the server come back when the server-side visibility lapses, with their receive count kept.
 
 Requests cut off by the kill are "in doubt": the checks allow both outcomes for exactly the messages they
@@ -264,7 +265,15 @@ def kubemq_consumer(server, channel, ledger, seed):
         while not ledger.killed.is_set():
             try:
                 if rng.random() < 0.3:
-                    pulled = client.pull(channel, max_messages=rng.randint(1, 10), wait_timeout_in_seconds=1)
+                    pull_max = rng.randint(1, 10)
+                    try:
+                        pulled = client.pull(channel, max_messages=pull_max, wait_timeout_in_seconds=1)
+                    except Exception:
+                        # A pull acks before it answers: one cut off by the kill may have taken up to its
+                        # maximum, unseen.
+                        with ledger.lock:
+                            ledger.taken_in_doubt += pull_max
+                        raise
                     if pulled.is_error:
                         raise RuntimeError(pulled.error)
                     with ledger.lock:
@@ -377,8 +386,9 @@ def test_kubemq_kill_9_mid_traffic_loses_no_acknowledged_send(short_visibility_s
             )
         missing = [i for i in ledger.sent if i not in by_id and i not in ledger.deleted
                    and i not in ledger.delete_in_doubt]
-        assert not missing, (
-            f"{len(missing)} of {len(ledger.sent)} acknowledged sends are gone after kill -9: {missing[:5]}"
+        assert len(missing) <= ledger.taken_in_doubt, (
+            f"{len(missing)} of {len(ledger.sent)} acknowledged sends are gone after kill -9, and the pulls cut "
+            f"off by it could have taken only {ledger.taken_in_doubt}: {missing[:5]}"
         )
         assert channel_counts(sqs, work) == (0, 0), "the drain left messages behind"
     finally:
