@@ -69,8 +69,8 @@ fn main() {
         summary.elapsed.as_secs_f64()
     );
     println!(
-        "  steps {}, requests {} (acknowledged {}, errors {}, in doubt {}), deliveries {}, drained {}",
-        s.steps, s.requests, s.acknowledged, s.errors, s.in_doubt, s.deliveries, s.drained
+        "  steps {}, requests {} (acknowledged {}, errors {}, in doubt {}), deliveries {}, drained {}, statistics recounts {}",
+        s.steps, s.requests, s.acknowledged, s.errors, s.in_doubt, s.deliveries, s.drained, s.recounts
     );
     println!(
         "  faults: flushes {}, slow commits {}, commit failures {}, crashes {} (commits lost {}), clock jumps {}, restarts {}",

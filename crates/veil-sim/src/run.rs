@@ -70,6 +70,8 @@ pub struct RunStats {
     pub clock_jumps: u64,
     pub restarts: u64,
     pub drained: u64,
+    /// Times the engine's statistics were compared with a recount of the store.
+    pub recounts: u64,
 }
 
 impl RunStats {
@@ -88,6 +90,7 @@ impl RunStats {
         self.clock_jumps += other.clock_jumps;
         self.restarts += other.restarts;
         self.drained += other.drained;
+        self.recounts += other.recounts;
     }
 }
 
@@ -117,33 +120,24 @@ impl Default for Options {
 /// Runs one scenario to its end (or its first violation). An engine panic (a failed state assertion) is a
 /// violation too.
 pub fn run(scenario: &Scenario, options: Options) -> RunResult {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut sim = Sim::new(scenario, options);
-        let violation = sim.run_all().err();
-        (sim.stats, violation, std::mem::take(&mut sim.trace))
-    }));
-    match outcome {
-        Ok((stats, violation, trace)) => RunResult {
-            stats,
-            violation,
-            trace,
-        },
+    let mut sim = Sim::new(scenario, options);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run_all().err()));
+    let violation = match outcome {
+        Ok(violation) => violation,
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "a panic without a message".into());
-            RunResult {
-                stats: RunStats::default(),
-                violation: Some(Violation {
-                    kind: "engine panicked",
-                    detail: message,
-                    step: usize::MAX,
-                }),
-                trace: Vec::new(),
-            }
+            // The step it happened in, and the trace up to it, are still the simulator's.
+            Some(sim.violation("engine panicked", message))
         }
+    };
+    RunResult {
+        stats: sim.stats,
+        violation,
+        trace: std::mem::take(&mut sim.trace),
     }
 }
 
@@ -234,6 +228,9 @@ struct Msg {
     receives_seen: u32,
     /// It may have left its origin queue (a dead-letter move, a re-queue, a move task).
     moved_possible: bool,
+    /// The highest receive count an acknowledged delivery showed (counts reset only when a move makes a
+    /// fresh message of it).
+    receive_count_seen: u32,
     /// Latest start tick of a request that may have changed its visibility.
     touched: u64,
     window: Option<Window>,
@@ -896,6 +893,7 @@ impl<'a> Sim<'a> {
             never_stored: false,
             receives_seen: 0,
             moved_possible: false,
+            receive_count_seen: 0,
             touched: 0,
             window: None,
         };
@@ -1381,6 +1379,17 @@ impl<'a> Sim<'a> {
                     format!("m{tag}'s delete (started at tick {deleted}) was acknowledged, yet it was delivered again"),
                 ));
             }
+            if message.state.receive_count == 0
+                || (!msg.moved_possible && message.state.receive_count < msg.receive_count_seen)
+            {
+                return Err(self.violation(
+                    "receive count went back",
+                    format!(
+                        "m{tag} was delivered with receive count {} after an acknowledged delivery with {}",
+                        message.state.receive_count, msg.receive_count_seen
+                    ),
+                ));
+            }
             if let Some(window) = &msg.window {
                 if window.at < flight.tick
                     && msg.touched <= window.at
@@ -1438,6 +1447,9 @@ impl<'a> Sim<'a> {
                 Some(queue),
             );
             self.add_location(tag, queue);
+            if let Some(msg) = self.msgs.get_mut(&tag) {
+                msg.receive_count_seen = msg.receive_count_seen.max(message.state.receive_count);
+            }
             let held = &mut self.clients[usize::from(client)].held;
             held.retain(|h| h.tag != tag);
             held.push_back(Held {
@@ -1681,6 +1693,7 @@ impl<'a> Sim<'a> {
             .load_messages(&mut |queue, seq, state| {
                 states.entry(queue).or_default().push((seq, state))
             });
+        self.stats.recounts += 1;
         for (record, counters) in &snapshot.queues {
             let stats = match self.engine.stats(&record.key) {
                 Ok(stats) => stats,

@@ -29,7 +29,7 @@ pub fn shrink(scenario: &Scenario, options: Options, violation: Violation) -> Sh
         (found.kind == kind).then_some((candidate, found))
     };
     // Operations after the failing step matter only to a failure found at the end.
-    if best_violation.step + 1 < best.ops.len() {
+    if best_violation.step.saturating_add(1) < best.ops.len() {
         let ops = best.ops[..=best_violation.step].to_vec();
         if let Some((s, v)) = attempt(ops, &mut runs) {
             (best, best_violation) = (s, v);
@@ -45,7 +45,7 @@ pub fn shrink(scenario: &Scenario, options: Options, violation: Violation) -> Sh
             ops.drain(start..end);
             match attempt(ops, &mut runs) {
                 Some((mut s, v)) => {
-                    if v.step + 1 < s.ops.len() {
+                    if v.step.saturating_add(1) < s.ops.len() {
                         s.ops.truncate(v.step + 1);
                     }
                     (best, best_violation) = (s, v);
