@@ -35,6 +35,11 @@ pub const DEDUP_INTERVAL_MS: Millis = 5 * 60 * SECOND_MS;
 pub const RECEIVE_WAIT_MS_MAX: Millis = 5 * SECOND_MS;
 /// SQS and KubeMQ refuse a visibility deadline later than this after the receive.
 pub const SINCE_RECEIVE_MS_MAX: Millis = 12 * HOUR_MS;
+/// Visibility of the final drain's receives: long enough that nothing it holds comes back before its delete.
+pub const DRAIN_VISIBILITY_MS: Millis = HOUR_MS;
+/// Rounds of flushing and polling (or sweeping and re-reading) after which the simulator stops waiting for
+/// the engine to settle; one or two always do.
+pub const SETTLE_PASSES_MAX: usize = 3;
 /// Receives of one queue the final drain makes at most before it calls the queue stuck.
 pub const DRAIN_RECEIVES_MAX: usize = 10_000;
 /// Re-runs the shrinker may spend on one failure.

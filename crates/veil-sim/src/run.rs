@@ -193,11 +193,18 @@ struct Client {
     attempts_made: u64,
 }
 
+/// (tag, seq, group) of a message one receive delivered.
+type Delivered = (u64, Seq, Option<String>);
+
 /// A visibility window granted by an acknowledged receive or change.
 #[derive(Clone, Debug)]
 struct Window {
-    /// Start tick of the request that granted it.
+    /// Start tick of the request that granted it: a request naming the message after this may have changed
+    /// the window.
     at: u64,
+    /// The latest tick at which the grant may have happened (a long poll delivers some time after it
+    /// started): only requests that started after this are bound by the window.
+    granted_by: u64,
     until: Millis,
     queue: usize,
     receipt: String,
@@ -231,6 +238,8 @@ struct Msg {
     /// The highest receive count an acknowledged delivery showed (counts reset only when a move makes a
     /// fresh message of it).
     receive_count_seen: u32,
+    /// The generation of that delivery.
+    generation_seen: u32,
     /// Latest start tick of a request that may have changed its visibility.
     touched: u64,
     window: Option<Window>,
@@ -407,7 +416,7 @@ impl<'a> Sim<'a> {
                 }),
                 _ => None,
             };
-            let fifo = is_fifo(queue).then(|| veil_core::FifoConfig {
+            let fifo = is_fifo(queue).then_some(veil_core::FifoConfig {
                 content_based_dedup: false,
                 dedup_scope: if setup.dedup_by_group {
                     veil_core::DedupScope::Group
@@ -894,6 +903,7 @@ impl<'a> Sim<'a> {
             receives_seen: 0,
             moved_possible: false,
             receive_count_seen: 0,
+            generation_seen: 0,
             touched: 0,
             window: None,
         };
@@ -1117,7 +1127,8 @@ impl<'a> Sim<'a> {
                     unreachable!("a change answers a change")
                 };
                 self.note(|| format!("-> m{tag} invisible until t+{}", until - CLOCK_START_MS));
-                self.grant(*tag, flight.tick, until, receipt.clone(), None);
+                let ticks = (flight.tick, flight.tick);
+                self.grant(*tag, ticks, until, receipt.clone(), None);
                 Ok(())
             }
             Outcome::Updated(Ok(updated)) => {
@@ -1136,7 +1147,8 @@ impl<'a> Sim<'a> {
                     }
                 }
                 self.note(|| format!("-> m{tag} updated, new receipt"));
-                self.grant(*tag, flight.tick, updated.visible_at, updated.receipt, None);
+                let ticks = (flight.tick, flight.tick);
+                self.grant(*tag, ticks, updated.visible_at, updated.receipt, None);
                 Ok(())
             }
             Outcome::Deleted(Ok(outcomes)) => {
@@ -1198,15 +1210,24 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Records a visibility window granted by an acknowledged request that started at `tick`.
-    fn grant(&mut self, tag: u64, tick: u64, until: Millis, receipt: String, queue: Option<usize>) {
+    /// Records a visibility window granted by an acknowledged request that started at tick `at` and made
+    /// the grant by tick `granted_by`.
+    fn grant(
+        &mut self,
+        tag: u64,
+        (at, granted_by): (u64, u64),
+        until: Millis,
+        receipt: String,
+        queue: Option<usize>,
+    ) {
         if let Some(msg) = self.msgs.get_mut(&tag) {
-            if msg.window.as_ref().is_none_or(|w| w.at < tick) {
+            if msg.window.as_ref().is_none_or(|w| w.at < at) {
                 let queue = queue
                     .or_else(|| msg.window.as_ref().map(|w| w.queue))
                     .unwrap_or(msg.origin);
                 msg.window = Some(Window {
-                    at: tick,
+                    at,
+                    granted_by,
                     until,
                     queue,
                     receipt,
@@ -1329,17 +1350,20 @@ impl<'a> Sim<'a> {
             queue,
             visibility_ms,
             protocol,
-            ..
+            waits,
         } = flight.request
         else {
             unreachable!("a receive answers a receive")
         };
+        // A long poll may have delivered at any poll up to this answer; any other receive delivers in its
+        // first poll.
+        let granted_by = if waits { self.tick } else { flight.tick };
         if !messages.is_empty() {
             self.clients[usize::from(client)].attempt = None;
         }
         self.stats.deliveries += messages.len() as u64;
         let durable_states = self.durable_states();
-        let mut delivered_here: Vec<(u64, Seq, Option<String>)> = Vec::new();
+        let mut delivered_here: Vec<Delivered> = Vec::new();
         let all_here: Vec<u64> = messages
             .iter()
             .filter_map(|m| tag_of(&m.payload.body))
@@ -1380,7 +1404,9 @@ impl<'a> Sim<'a> {
                 ));
             }
             if message.state.receive_count == 0
-                || (!msg.moved_possible && message.state.receive_count < msg.receive_count_seen)
+                || (!msg.moved_possible
+                    && message.state.generation > msg.generation_seen
+                    && message.state.receive_count < msg.receive_count_seen)
             {
                 return Err(self.violation(
                     "receive count went back",
@@ -1391,7 +1417,7 @@ impl<'a> Sim<'a> {
                 ));
             }
             if let Some(window) = &msg.window {
-                if window.at < flight.tick
+                if window.granted_by < flight.tick
                     && msg.touched <= window.at
                     && delivered_at < window.until
                     && window.receipt != receipt
@@ -1441,14 +1467,19 @@ impl<'a> Sim<'a> {
             let wire = wire_receipt(protocol, &message.payload.message_id, &receipt);
             self.grant(
                 tag,
-                flight.tick,
+                (flight.tick, granted_by),
                 message.state.visible_at,
                 receipt.clone(),
                 Some(queue),
             );
             self.add_location(tag, queue);
             if let Some(msg) = self.msgs.get_mut(&tag) {
-                msg.receive_count_seen = msg.receive_count_seen.max(message.state.receive_count);
+                // Answers may come back in another order than the deliveries happened (a long poll started
+                // earlier delivers later); the generation tells which delivery is the later one.
+                if message.state.generation > msg.generation_seen {
+                    msg.generation_seen = message.state.generation;
+                    msg.receive_count_seen = message.state.receive_count;
+                }
             }
             let held = &mut self.clients[usize::from(client)].held;
             held.retain(|h| h.tag != tag);
@@ -1473,7 +1504,7 @@ impl<'a> Sim<'a> {
         queue: usize,
         message: &Message,
         (tick, delivered_at): (u64, Millis),
-        (delivered_here, all_here): (&[(u64, Seq, Option<String>)], &[u64]),
+        (delivered_here, all_here): (&[Delivered], &[u64]),
     ) -> Result<(), Violation> {
         let group = message.payload.group.clone();
         if let Some((earlier, seq, _)) = delivered_here
@@ -1502,7 +1533,7 @@ impl<'a> Sim<'a> {
             let still_there = other.maybe_gone.is_none() && !self.maybe_expired(other_tag);
             if let Some(window) = &other.window {
                 if window.queue == queue
-                    && window.at < tick
+                    && window.granted_by < tick
                     && other.touched <= window.at
                     && delivered_at < window.until
                     && still_there
@@ -1666,7 +1697,7 @@ impl<'a> Sim<'a> {
         // be enough: a dead-letter move can land an already expired message in a queue the sweep visited
         // before, and the next look at that queue expires it.
         let keys: Vec<QueueKey> = (0..QUEUE_NAMES.len()).map(key).collect();
-        for _ in 0..3 {
+        for _ in 0..SETTLE_PASSES_MAX {
             self.engine.sweep();
             for key in &keys {
                 let _ = self.engine.stats(key);
@@ -1755,7 +1786,7 @@ impl<'a> Sim<'a> {
         // Long polls still waiting end at their deadline.
         self.clock
             .advance_ms(VISIBILITY_MS_MAX + DELAY_MS_MAX + RECEIVE_WAIT_MS_MAX + 1_000);
-        for _ in 0..3 {
+        for _ in 0..SETTLE_PASSES_MAX {
             self.store.flush(usize::MAX);
             self.poll_all()?;
         }
@@ -1829,7 +1860,7 @@ impl<'a> Sim<'a> {
             client,
             queue,
             RECEIVE_MAX,
-            3_600_000,
+            DRAIN_VISIBILITY_MS,
             0,
             Protocol::Sqs,
             false,

@@ -13,7 +13,10 @@ use veil_core::{
 use veil_sim::{generate, report, run, Options};
 
 fn passes(seed: u64) {
-    let steps = veil_sim::limits::STEPS_DEFAULT;
+    passes_with(seed, veil_sim::limits::STEPS_DEFAULT);
+}
+
+fn passes_with(seed: u64, steps: usize) {
     if let Some(violation) = run(&generate(seed, steps), Options::default()).violation {
         panic!("{}", report(seed, steps, violation, Options::default()));
     }
@@ -51,6 +54,14 @@ fn seed_170_statistics_are_compared_once_the_engine_has_settled() {
 #[test]
 fn seed_323_a_waiting_long_poll_may_receive_later_sends() {
     passes(323);
+}
+
+/// Answers can come back in another order than the deliveries happened: a long poll that started first
+/// delivered second (a higher receive count) but was answered first. Receive counts are compared in
+/// generation order, and a long poll's window binds only requests that started after its answer.
+#[test]
+fn seed_100109_of_1500_steps_a_long_poll_answered_first_may_have_delivered_last() {
+    passes_with(100_109, 1_500);
 }
 
 fn now<F: std::future::Future>(future: F) -> F::Output {
