@@ -454,7 +454,11 @@ impl Engine {
     pub fn sweep(&self) {
         let now = self.clock.now();
         let mut guard = self.state.lock();
-        let ids: Vec<QueueId> = guard.queues.keys().copied().collect();
+        // In id order, not the map's (random) order: a dead-letter move made while bringing one queue up can
+        // land in a queue visited before or after it, so the order decides what this sweep leaves behind, and
+        // the same history must give the same state (the simulator replays runs by seed; veil-sim).
+        let mut ids: Vec<QueueId> = guard.queues.keys().copied().collect();
+        ids.sort_unstable();
         let mut ops = Vec::new();
         for id in ids {
             ops = self.brought_up_to(&mut guard, id, now, ops).ops;
