@@ -36,7 +36,7 @@ use crate::tables::{
 use crate::wal::Segment;
 use crate::writer::{self, Job, Writer};
 
-const DATABASE_FILE: &str = "veil.redb";
+pub(crate) const DATABASE_FILE: &str = "veil.redb";
 
 /// Whether a commit waits for fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -101,10 +101,14 @@ impl RedbStore {
             StoreError::Io(format!("creating data directory {}: {e}", dir.display()))
         })?;
         let path = dir.join(DATABASE_FILE);
+        // Every page's checksum is verified at open (docs/reliability.md "Storage faults"): redb trusts a
+        // cleanly closed file otherwise, and serves a flipped byte as data or panics on it. The check reads
+        // the whole file once per start-up; nothing on the request path pays for it.
         let db = Database::builder()
             .set_cache_size(options.cache_bytes)
+            .set_check_integrity_on_open(true)
             .create(&path)
-            .map_err(redb_err!(format!("opening {}", path.display())))?;
+            .map_err(|e| open_error(e, &path))?;
         tables::prepare(&db, &path)?;
         let recovered = recover(&db, dir)?;
         let mut db = db;
@@ -209,6 +213,20 @@ impl RedbStore {
                 tracing::error!("the store writer thread panicked");
             }
         }
+    }
+}
+
+/// A file redb finds damaged is corruption, named with its path, so that start-up stops with a clear error.
+fn open_error(error: redb::DatabaseError, path: &Path) -> StoreError {
+    match error {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+            StoreError::Corrupt(format!(
+            "{} fails its checksums ({why}): it was changed outside Veil (a bad disk, a bit flip); \
+             restore the data directory from a backup",
+            path.display()
+        ))
+        }
+        other => StoreError::Io(format!("opening {}: {other}", path.display())),
     }
 }
 

@@ -283,6 +283,14 @@ impl Writer {
     /// Starts the next segment and hands the closed one to the checkpointer, after the previous checkpoint
     /// (if any) has finished.
     fn rotate(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
+        // Never on a failed store: its full segment would otherwise be rotated at the next (refused)
+        // submission, and a later checkpoint would record a generation past the one whose checkpoint failed,
+        // so that start-up skips it (tests/faults.rs found this).
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Io(format!(
+                "the store failed earlier: {reason}"
+            )));
+        }
         self.wait_for_checkpoint(checkpointer)?;
         let next = Segment::create(
             &self.dir,
