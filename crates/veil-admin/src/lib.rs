@@ -12,7 +12,7 @@ pub mod limits;
 mod metrics;
 mod series;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::Router;
 use veil_core::Engine;
@@ -22,13 +22,17 @@ pub use health::{Phase, Readiness};
 pub use prometheus_client::registry::Registry;
 pub use series::Series;
 
+/// The engine the admin endpoint serves: empty while the store opens, replaced when the server reopens it.
+pub type EngineSlot = Arc<parking_lot::RwLock<Option<Arc<Engine>>>>;
+
 /// What every admin handler shares.
 #[derive(Clone)]
 pub struct AdminState {
     /// Set once the store is open and the index rebuilt; until then the API answers 503 and the probes say
-    /// "starting". A `OnceLock` because the admin listener is bound before the (possibly long) recovery, so
-    /// that probes get an answer during it.
-    engine: Arc<OnceLock<Arc<Engine>>>,
+    /// "starting". A slot the server fills because the admin listener is bound before the (possibly long)
+    /// recovery, so that probes get an answer during it, and refills when it reopens a failed store
+    /// (docs/reliability.md "Storage faults").
+    engine: EngineSlot,
     /// The server's metrics (requests, store); `/metrics` appends every queue's own.
     registry: Arc<Registry>,
     readiness: Readiness,
@@ -41,7 +45,7 @@ pub struct AdminState {
 impl AdminState {
     /// `registry` holds the metrics the server exports besides the per-queue ones.
     pub fn new(
-        engine: Arc<OnceLock<Arc<Engine>>>,
+        engine: EngineSlot,
         registry: Registry,
         readiness: Readiness,
         series: Series,
@@ -61,8 +65,8 @@ impl AdminState {
         self
     }
 
-    fn engine(&self) -> Result<&Arc<Engine>, api::ApiError> {
-        self.engine.get().ok_or(api::ApiError::Starting)
+    fn engine(&self) -> Result<Arc<Engine>, api::ApiError> {
+        self.engine.read().clone().ok_or(api::ApiError::Starting)
     }
 }
 

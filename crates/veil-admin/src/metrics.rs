@@ -24,7 +24,8 @@ pub(crate) fn routes() -> Router<AdminState> {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let queues = state.engine.get().map(|engine| engine.overview());
+    let engine = state.engine.read().clone();
+    let queues = engine.map(|engine| engine.overview());
     let mut text = String::with_capacity(4096 + queues.as_ref().map_or(0, |q| q.len() * 1536));
     if prometheus_client::encoding::prometheus_text::encode(&mut text, &state.registry).is_err() {
         return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n").into_response();

@@ -14,6 +14,10 @@ pub const KUBEMQ_LISTEN_DEFAULT: &str = veil_kubemq::limits::LISTEN_DEFAULT;
 pub const ADMIN_LISTEN_DEFAULT: &str = "127.0.0.1:9325";
 pub const LOG_LEVEL_DEFAULT: &str = "info";
 const MIB: usize = 1024 * 1024;
+/// The largest log segment `wal_segment_mib` may ask for: a segment is held in memory until its checkpoint
+/// (two at a time), so a larger one costs memory and start-up time for no measured gain
+/// (docs/decisions/0004-write-ahead-log.md).
+pub const WAL_SEGMENT_MIB_MAX: u64 = 1024;
 
 /// Whether each success waits for fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
@@ -283,7 +287,7 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, log_format, store_cache_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
+    /// durability, log_level, log_format, store_cache_mib, wal_segment_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
     /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [sqs] table with auth, dev_credential
     /// and [[sqs.credentials]] access_key/secret_key/account_id/session_token/grants, and an [azure] table
     /// with listen, auth, max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace;
@@ -318,6 +322,10 @@ pub struct ServeArgs {
     /// Memory for the store's page cache, in MiB [default: 64]
     #[arg(long, env = "VEIL_STORE_CACHE_MIB")]
     pub store_cache_mib: Option<usize>,
+    /// Size of one write-ahead log segment, in MiB: allocated on disk when the segment starts, held in memory
+    /// until it is checkpointed; a reopen after a full disk waits for room for two [default: 64]
+    #[arg(long, env = "VEIL_WAL_SEGMENT_MIB")]
+    pub wal_segment_mib: Option<u64>,
     /// on: verify SigV4 signatures and check each credential's permissions; off: accept any request
     /// (local development only) [default: on]
     #[arg(long, env = "VEIL_SQS_AUTH", value_enum)]
@@ -367,6 +375,7 @@ struct FileConfig {
     log_level: Option<String>,
     log_format: Option<LogFormat>,
     store_cache_mib: Option<usize>,
+    wal_segment_mib: Option<u64>,
     admin_listen: Option<SocketAddr>,
     admin_token: Option<String>,
     #[serde(default)]
@@ -402,6 +411,7 @@ pub struct Settings {
     pub log_level: String,
     pub log_format: LogFormat,
     pub store_cache_mib: usize,
+    pub wal_segment_mib: u64,
     pub azure_listen: SocketAddr,
     pub azure_auth: AzureAuthMode,
     /// 0 = no server-wide poison policy.
@@ -502,6 +512,10 @@ impl Settings {
                 .store_cache_mib
                 .or(file.store_cache_mib)
                 .unwrap_or(veil_store::CACHE_BYTES_DEFAULT / MIB),
+            wal_segment_mib: args
+                .wal_segment_mib
+                .or(file.wal_segment_mib)
+                .unwrap_or(veil_store::WAL_SEGMENT_BYTES_MAX / MIB as u64),
             azure_listen: listen_addr(
                 args.azure_listen.or(file.azure.listen),
                 AZURE_LISTEN_DEFAULT,
@@ -568,6 +582,11 @@ impl Settings {
             return Err(ConfigError::Invalid(
                 "inflight_max must be at least 1".into(),
             ));
+        }
+        if self.wal_segment_mib == 0 || self.wal_segment_mib > WAL_SEGMENT_MIB_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "wal_segment_mib must be 1..={WAL_SEGMENT_MIB_MAX}"
+            )));
         }
         kubemq_auth(&self.kubemq_auth_tokens, &self.kubemq_auth)?;
         check_admin_exposure(self.admin_listen, self.admin_token.as_deref())?;

@@ -5,10 +5,11 @@
 mod cli;
 mod cluster;
 mod config;
+mod embedded;
 mod listeners;
 
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -139,7 +140,9 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     certificates.reload_on_sighup();
     let shutdown = shutdown_on_signal();
     match &settings.store {
-        StoreSetting::Embedded => serve_embedded(&settings, &telemetry, &tls, shutdown).await,
+        StoreSetting::Embedded => {
+            embedded::serve_embedded(&settings, &telemetry, &tls, shutdown).await
+        }
         StoreSetting::Postgres(postgres) => {
             cluster::run(
                 cluster::Node {
@@ -153,57 +156,6 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
             .await
         }
     }
-}
-
-/// One node on the embedded store in the data directory.
-async fn serve_embedded(
-    settings: &Settings,
-    telemetry: &Telemetry,
-    tls: &TlsConfigs,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), ServeError> {
-    // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
-    let admin = Admin::start(
-        bind(settings.admin_listen).await?,
-        tls.admin.clone(),
-        settings.listeners.admin.limits.clone(),
-        settings.admin_token.clone(),
-        telemetry,
-    );
-    let Opened {
-        store,
-        engine,
-        secret,
-    } = open_engine(settings, telemetry)?;
-    admin.engine_opened(&engine);
-    let sampler = admin.series.spawn_sampler(engine.clone());
-    let sockets = Sockets {
-        sqs: bind(settings.sqs_listen).await?,
-        azure: bind(settings.azure_listen).await?,
-        kubemq: bind(settings.kubemq_listen).await?,
-    };
-    log_listening(settings);
-    // Every listener is bound and the store is open: ready for traffic.
-    admin.readiness.set(veil_admin::Phase::Ready);
-    let stopped = stop_engine_on(engine.clone(), shutdown, Some(admin.readiness.clone()));
-    let served = serve_engine(
-        engine.clone(),
-        secret,
-        sockets,
-        settings,
-        telemetry,
-        tls,
-        stopped,
-    )
-    .await;
-    sampler.abort();
-    tracing::info!("requests drained; closing the store");
-    // The admin endpoint stops last: /readyz keeps answering "stopping" while the others drain.
-    admin.stop().await;
-    drop(engine);
-    store.close();
-    tracing::info!("store closed; bye");
-    served
 }
 
 /// The bound sockets of the three protocol listeners.
@@ -272,7 +224,7 @@ async fn serve_engine(
 /// The admin endpoint (docs: README "Operating Veil"): served from before the store opens until after the
 /// protocol listeners drained.
 struct Admin {
-    engine: Arc<OnceLock<Arc<Engine>>>,
+    engine: veil_admin::EngineSlot,
     readiness: veil_admin::Readiness,
     series: veil_admin::Series,
     /// Tells the admin server to stop accepting and finish its requests.
@@ -288,7 +240,7 @@ impl Admin {
         token: Option<String>,
         telemetry: &Telemetry,
     ) -> Self {
-        let engine: Arc<OnceLock<Arc<Engine>>> = Arc::default();
+        let engine = veil_admin::EngineSlot::default();
         let mut registry = veil_admin::Registry::default();
         telemetry.register(&mut registry);
         let readiness = veil_admin::Readiness::default();
@@ -328,8 +280,13 @@ impl Admin {
     }
 
     fn engine_opened(&self, engine: &Arc<Engine>) {
-        // Set once, right after the one open; a second set cannot happen.
-        let _ = self.engine.set(engine.clone());
+        *self.engine.write() = Some(engine.clone());
+    }
+
+    /// The engine is about to be dropped (its store failed and is reopened): the API answers "starting"
+    /// meanwhile, and lets go of the engine so that the store's file is released.
+    fn engine_closed(&self) {
+        self.engine.write().take();
     }
 
     async fn stop(self) {
@@ -345,18 +302,23 @@ struct Opened {
     store: Arc<RedbStore>,
     engine: Arc<Engine>,
     /// Read once: the receipt key, and the root of Azure's user delegation keys. (The file may be anything
-    /// the operator made it, a pipe included, so it is not read a second time.)
-    secret: Vec<u8>,
+    /// the operator made it, a pipe included, so it is not read a second time: a reopen passes it in.)
+    secret: [u8; veil_core::receipt::SECRET_BYTES],
 }
 
 /// Opens the store in the data directory and the engine over it, rebuilding the engine's index.
-fn open_engine(settings: &Settings, telemetry: &Telemetry) -> Result<Opened, ServeError> {
+fn open_engine(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    secret: Option<[u8; veil_core::receipt::SECRET_BYTES]>,
+) -> Result<Opened, ServeError> {
     let options = StoreOptions {
         durability: match settings.durability {
             DurabilityMode::Durable => Durability::Durable,
             DurabilityMode::Relaxed => Durability::Relaxed,
         },
         cache_bytes: settings.store_cache_mib.saturating_mul(1024 * 1024),
+        wal_segment_bytes_max: settings.wal_segment_mib.saturating_mul(1024 * 1024),
         metrics: telemetry.store(),
         ..StoreOptions::default()
     };
@@ -365,13 +327,15 @@ fn open_engine(settings: &Settings, telemetry: &Telemetry) -> Result<Opened, Ser
     }
     let started = std::time::Instant::now();
     let store = Arc::new(RedbStore::open(&settings.data_dir, options)?);
-    let secret = veil_store::load_or_create_secret(&settings.data_dir, rand::random)?;
+    let secret = match secret {
+        Some(secret) => secret,
+        None => veil_store::load_or_create_secret(&settings.data_dir, rand::random)?,
+    };
     let engine = Arc::new(Engine::open(
         store.clone(),
         Arc::new(SystemClock),
         ReceiptKey::new(secret),
     )?);
-    let secret = secret.to_vec();
     tracing::info!(
         data_dir = %settings.data_dir.display(),
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -19,9 +19,13 @@ use crate::wal;
 
 /// Applies `ops` (in log order) to redb and records `generation` as applied, in one durable transaction.
 pub fn checkpoint(db: &Database, ops: &[StoreOp], generation: u64) -> Result<(), StoreError> {
-    let txn = db
+    let mut txn = db
         .begin_write()
         .map_err(redb_err!("starting a checkpoint"))?;
+    // Two fsyncs instead of one, once per segment: a primary commit slot that later fails its checksums is
+    // then reported as corruption rather than silently replaced by the previous commit, whose log segments
+    // may already be gone.
+    txn.set_two_phase_commit(true);
     {
         let mut tables = Tables::open(&txn)?;
         apply_logged(&mut tables, ops)?;
@@ -29,6 +33,10 @@ pub fn checkpoint(db: &Database, ops: &[StoreOp], generation: u64) -> Result<(),
         tables.finish()?;
     }
     txn.commit().map_err(redb_err!("committing a checkpoint"))
+}
+
+fn db_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(crate::redb_store::DATABASE_FILE)
 }
 
 /// What recovery found.
@@ -54,6 +62,19 @@ pub fn recover(db: &Database, dir: &Path) -> Result<Recovered, StoreError> {
         next_generation: applied.max(newest) + 1,
         ..Recovered::default()
     };
+    // A segment is removed only once redb holds its checkpoint, so every generation before the oldest
+    // segment on disk is applied. redb knowing less means its file went back to an older commit (a damaged
+    // header or commit slot): the changes of the removed segments would be lost in silence.
+    if let Some((oldest, path)) = segments.first() {
+        if applied.saturating_add(1) < *oldest {
+            return Err(StoreError::Corrupt(format!(
+                "{} records log generation {applied} as applied, but the log starts at {}: the store \
+                 file is older than its log (restore the data directory from a backup)",
+                db_path(dir).display(),
+                path.display()
+            )));
+        }
+    }
     for (generation, path) in segments.iter().filter(|(g, _)| *g > applied) {
         let contents = wal::read_segment(path)?;
         if contents.torn_bytes > 0 && *generation != newest {
@@ -67,7 +88,8 @@ pub fn recover(db: &Database, dir: &Path) -> Result<Recovered, StoreError> {
         recovered.records += contents.records.len();
         ops.extend(contents.records.into_iter().flatten());
     }
-    if recovered.records > 0 {
+    // Recorded even when the segments held no records, so that the check above holds at the next start.
+    if newest > applied {
         checkpoint(db, &ops, newest)?;
     }
     if recovered.torn_bytes > 0 {

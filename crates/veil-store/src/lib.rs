@@ -6,6 +6,7 @@
 
 mod checkpoint;
 mod codec;
+mod faults;
 mod limits;
 mod overlay;
 mod redb_store;
@@ -15,6 +16,7 @@ mod wal;
 mod writer;
 
 pub use checkpoint::Recovered;
-pub use limits::CACHE_BYTES_DEFAULT;
-pub use redb_store::{Durability, RedbStore, StoreOptions};
+pub use faults::{Fault, FaultPlan};
+pub use limits::{CACHE_BYTES_DEFAULT, WAL_SEGMENT_BYTES_MAX};
+pub use redb_store::{probe_writable, Durability, RedbStore, StoreOptions};
 pub use secret::load_or_create_secret;

@@ -32,3 +32,11 @@ pub const COMPACT_FILE_BYTES_MIN: u64 = 64 * 1024 * 1024;
 /// large queue was drained or purged: compacting it is quick, while compacting a mostly live file would take
 /// long for little.
 pub const COMPACT_FILE_PER_PAYLOAD_MIN: u64 = 4;
+
+/// Bytes the server's probe writes and syncs into the data directory of a failed store to learn whether it
+/// takes writes again (`probe_writable`): one page, enough to see ENOSPC or EIO, too little to matter.
+pub const PROBE_BYTES: usize = 4096;
+
+/// A failed store is reopened only when the file system has room for this many log segments: the reopen
+/// creates one at once, and its recovery applies the unapplied log to redb, which needs up to about one more.
+pub const REOPEN_FREE_SEGMENTS_MIN: u64 = 2;

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use veil_core::store::{Commit, Snapshot};
 use veil_core::{
     Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord,
@@ -23,9 +23,10 @@ use veil_telemetry::StoreMetrics;
 
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
+use crate::faults::FaultPlan;
 use crate::limits::{
-    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_PAYLOAD_MIN,
-    WAL_SEGMENT_BYTES_MAX,
+    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_PAYLOAD_MIN, PROBE_BYTES,
+    REOPEN_FREE_SEGMENTS_MIN, WAL_SEGMENT_BYTES_MAX,
 };
 use crate::overlay::{Found, Overlay};
 use crate::tables::{
@@ -35,7 +36,7 @@ use crate::tables::{
 use crate::wal::Segment;
 use crate::writer::{self, Job, Writer};
 
-const DATABASE_FILE: &str = "veil.redb";
+pub(crate) const DATABASE_FILE: &str = "veil.redb";
 
 /// Whether a commit waits for fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -57,6 +58,8 @@ pub struct StoreOptions {
     /// Where the writer reports commits, syncs and bytes, and start-up its recovery time (the server's
     /// telemetry; the default is a detached handle).
     pub metrics: StoreMetrics,
+    /// Faults to inject, for the store's own tests (`faults.rs`); `None` everywhere else.
+    pub faults: Option<Arc<FaultPlan>>,
 }
 
 impl Default for StoreOptions {
@@ -66,6 +69,7 @@ impl Default for StoreOptions {
             cache_bytes: CACHE_BYTES_DEFAULT,
             wal_segment_bytes_max: WAL_SEGMENT_BYTES_MAX,
             metrics: StoreMetrics::default(),
+            faults: None,
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct RedbStore {
     /// Log syncs (group commits) so far; shared with the writer thread (group-commit tests and metrics).
     commits: Arc<AtomicU64>,
     recovered: Recovered,
+    /// Turns true when the writer fail-stops (see [`RedbStore::failed`]).
+    failed: watch::Receiver<bool>,
 }
 
 impl RedbStore {
@@ -95,10 +101,14 @@ impl RedbStore {
             StoreError::Io(format!("creating data directory {}: {e}", dir.display()))
         })?;
         let path = dir.join(DATABASE_FILE);
+        // Every page's checksum is verified at open (docs/reliability.md "Storage faults"): redb trusts a
+        // cleanly closed file otherwise, and serves a flipped byte as data or panics on it. The check reads
+        // the whole file once per start-up; nothing on the request path pays for it.
         let db = Database::builder()
             .set_cache_size(options.cache_bytes)
+            .set_check_integrity_on_open(true)
             .create(&path)
-            .map_err(redb_err!(format!("opening {}", path.display())))?;
+            .map_err(|e| open_error(e, &path))?;
         tables::prepare(&db, &path)?;
         let recovered = recover(&db, dir)?;
         let mut db = db;
@@ -112,6 +122,7 @@ impl RedbStore {
         let db = Arc::new(db);
         let overlay = Arc::new(Mutex::new(Overlay::new(segment.generation)));
         let commits = Arc::new(AtomicU64::new(0));
+        let (failed_watch, failed) = watch::channel(false);
         let writer = Writer {
             dir: dir.to_path_buf(),
             db: db.clone(),
@@ -123,6 +134,8 @@ impl RedbStore {
             metrics: options.metrics,
             failed: None,
             records: Vec::new(),
+            failed_watch,
+            faults: options.faults,
         };
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
@@ -137,7 +150,16 @@ impl RedbStore {
             path,
             commits,
             recovered,
+            failed,
         })
+    }
+
+    /// Turns true when a log write, sync or checkpoint has failed. From then on the store refuses every write
+    /// (the engine's memory may hold changes the disk does not), while reads keep working; only a reopen —
+    /// drop the engine, open the store and the engine again from disk — takes writes again. The server
+    /// watches it (docs/reliability.md "Storage faults").
+    pub fn failed(&self) -> watch::Receiver<bool> {
+        self.failed.clone()
     }
 
     /// How many group commits the writer has made (each one log sync in durable mode).
@@ -192,6 +214,65 @@ impl RedbStore {
             }
         }
     }
+}
+
+/// A file redb finds damaged is corruption, named with its path, so that start-up stops with a clear error.
+fn open_error(error: redb::DatabaseError, path: &Path) -> StoreError {
+    match error {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+            StoreError::Corrupt(format!(
+            "{} fails its checksums ({why}): it was changed outside Veil (a bad disk, a bit flip); \
+             restore the data directory from a backup",
+            path.display()
+        ))
+        }
+        other => StoreError::Io(format!("opening {}: {other}", path.display())),
+    }
+}
+
+/// The file [`probe_writable`] writes and removes.
+const PROBE_FILE: &str = "veil-probe.tmp";
+
+/// Whether a failed store in `dir` could be reopened now: a small write with fdatasync, then the file's
+/// removal, succeed, and the file system has room for the log segments a reopen needs
+/// (`REOPEN_FREE_SEGMENTS_MIN` of `segment_bytes`). The error says what is still wrong.
+pub fn probe_writable(dir: &Path, segment_bytes: u64) -> Result<(), StoreError> {
+    let path = dir.join(PROBE_FILE);
+    let io = |e: std::io::Error| StoreError::Io(format!("probing {}: {e}", path.display()));
+    let written = std::fs::File::create(&path)
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &[0; PROBE_BYTES])?;
+            file.sync_data()
+        })
+        .map_err(io);
+    let removed = std::fs::remove_file(&path).map_err(io);
+    written?;
+    removed?;
+    let free = free_bytes(dir)?;
+    let needed = segment_bytes.saturating_mul(REOPEN_FREE_SEGMENTS_MIN);
+    if free < needed {
+        return Err(StoreError::Io(format!(
+            "{} has {free} bytes free; reopening the store needs {needed}",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still allocate on the file system of `dir`.
+fn free_bytes(dir: &Path) -> Result<u64, StoreError> {
+    use std::os::unix::ffi::OsStrExt;
+    let io = |e: std::io::Error| StoreError::Io(format!("statvfs {}: {e}", dir.display()));
+    let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| StoreError::Io(format!("{}: {e}", dir.display())))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a NUL-terminated path and a pointer to a zeroed statvfs that lives through the call.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    // SAFETY: statvfs returned 0, so it filled the struct (and it was zeroed before).
+    let stat = unsafe { stat.assume_init() };
+    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
 /// Returns the space of deleted messages to the file system when most of the file is free pages. redb reuses

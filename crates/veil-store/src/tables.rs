@@ -55,9 +55,10 @@ pub(crate) use redb_err;
 
 /// Creates every table once so that readers never meet a missing one, and checks the format version.
 pub fn prepare(db: &Database, path: &Path) -> Result<(), StoreError> {
-    let txn = db
+    let mut txn = db
         .begin_write()
         .map_err(redb_err!("starting the first transaction"))?;
+    txn.set_two_phase_commit(true); // as a checkpoint's (checkpoint.rs)
     {
         let tables = Tables::open(&txn)?;
         let mut meta = tables.meta;

@@ -119,6 +119,14 @@ impl Segment {
         Ok(())
     }
 
+    /// Writes `bytes` after the last record without counting them as appended: a torn write that a fault
+    /// plan injects (`faults.rs`).
+    pub fn write_torn(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.file
+            .write_all_at(bytes, self.bytes)
+            .map_err(|e| StoreError::Io(format!("appending to the log: {e}")))
+    }
+
     /// Makes every appended record durable: fdatasync, the only sync of a group commit.
     pub fn sync(&self) -> Result<(), StoreError> {
         self.file

@@ -14,11 +14,12 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use redb::Database;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use veil_core::{Payload, StoreError, StoreOp};
 use veil_telemetry::StoreMetrics;
 
 use crate::checkpoint::checkpoint;
+use crate::faults::{self, Fault, FaultPlan, Point};
 use crate::limits::{GROUP_OPS_MAX, WAL_SEGMENT_OPS_MAX};
 use crate::overlay::{Key, Overlay, Window};
 use crate::wal::{self, Segment};
@@ -57,6 +58,15 @@ pub struct Writer {
     pub failed: Option<String>,
     /// Reused for every group's records, so a commit allocates nothing once it has grown.
     pub records: Vec<u8>,
+    /// Turns true with `failed`: the server watches it to reopen the store once the disk takes writes again.
+    pub failed_watch: watch::Sender<bool>,
+    /// Test faults (`faults.rs`); `None` in production.
+    pub faults: Option<Arc<FaultPlan>>,
+}
+
+/// The error of an injected fault, worded as the real one would be.
+fn injected(doing: &str) -> StoreError {
+    StoreError::Io(format!("{doing}: {}", faults::eio()))
 }
 
 /// The checkpointer's end of the channels: closed windows in, one result per window out, and emptied windows
@@ -145,11 +155,20 @@ impl Writer {
         let overlay = self.overlay.clone();
         let dir = self.dir.clone();
         let metrics = self.metrics.clone();
+        let faults = self.faults.clone();
         let thread = std::thread::Builder::new()
             .name("veil-store-checkpoint".into())
             .spawn(move || {
                 for window in to_apply {
-                    let result = checkpoint(&db, &window.ops, window.generation).and_then(|()| {
+                    let fault = faults.as_ref().and_then(|f| f.at(Point::Checkpoint));
+                    let result = match fault {
+                        Some(Fault::CheckpointEio) => Err(injected("committing a checkpoint")),
+                        _ => checkpoint(&db, &window.ops, window.generation),
+                    };
+                    let result = result.and_then(|()| {
+                        if fault == Some(Fault::CheckpointAfterCommit) {
+                            return Err(injected("removing a checkpointed log segment"));
+                        }
                         if let Ok(mut overlay) = overlay.lock() {
                             overlay.checkpointed();
                         }
@@ -218,9 +237,25 @@ impl Writer {
             return Ok(()); // only barriers: everything before them is already durable
         }
         let started = Instant::now();
-        self.segment.append(&self.records)?;
+        match self.faults.as_ref().and_then(|f| f.at(Point::Append)) {
+            Some(Fault::WriteEio) => return Err(injected("appending to the log")),
+            Some(_) => {
+                self.segment
+                    .write_torn(&self.records[..self.records.len() / 2])?;
+                return Err(injected("appending to the log"));
+            }
+            None => self.segment.append(&self.records)?,
+        }
         let synced = self.durability == Durability::Durable;
         if synced {
+            if self
+                .faults
+                .as_ref()
+                .and_then(|f| f.at(Point::Sync))
+                .is_some()
+            {
+                return Err(injected("syncing the log"));
+            }
             self.segment.sync()?;
         }
         self.commits.fetch_add(1, Ordering::Relaxed);
@@ -248,6 +283,14 @@ impl Writer {
     /// Starts the next segment and hands the closed one to the checkpointer, after the previous checkpoint
     /// (if any) has finished.
     fn rotate(&mut self, checkpointer: &mut Checkpointer) -> Result<(), StoreError> {
+        // Never on a failed store: its full segment would otherwise be rotated at the next (refused)
+        // submission, and a later checkpoint would record a generation past the one whose checkpoint failed,
+        // so that start-up skips it (tests/faults.rs found this).
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Io(format!(
+                "the store failed earlier: {reason}"
+            )));
+        }
         self.wait_for_checkpoint(checkpointer)?;
         let next = Segment::create(
             &self.dir,
@@ -293,10 +336,17 @@ impl Writer {
             )));
         }
         let pending = self.overlay.lock().map_or(0, |o| o.active.ops.len());
-        if pending > 0 {
-            self.rotate(checkpointer)?;
+        // A failed rotation (the previous checkpoint failed, or the next segment cannot be created) fails the
+        // store like any other: a later checkpoint would otherwise record a newer generation as applied and
+        // start-up would skip the segment whose checkpoint failed.
+        let mut result = if pending > 0 {
+            self.rotate(checkpointer)
+        } else {
+            Ok(())
+        };
+        if result.is_ok() {
+            result = self.wait_for_checkpoint(checkpointer);
         }
-        let result = self.wait_for_checkpoint(checkpointer);
         if let Err(error) = &result {
             self.fail(error);
         }
@@ -304,8 +354,13 @@ impl Writer {
     }
 
     fn fail(&mut self, error: &StoreError) {
-        tracing::error!(%error, "store write failed; the store is now read-only");
-        self.failed.get_or_insert_with(|| error.to_string());
+        if self.failed.is_some() {
+            return;
+        }
+        tracing::error!(%error, "store write failed; the store now refuses writes until it is reopened");
+        self.failed = Some(error.to_string());
+        self.metrics.failed();
+        self.failed_watch.send_replace(true);
     }
 
     fn refuse_all(&self, jobs: &mpsc::Receiver<Job>) {

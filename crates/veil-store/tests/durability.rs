@@ -1,5 +1,7 @@
 //! The redb store under the real engine: what was acknowledged is there after the store is closed and opened
-//! again, and concurrent submissions share commits (group commit).
+//! again — or dropped without closing (no final checkpoint, what `kill -9` leaves) at any point of the log —,
+//! and concurrent submissions share commits (group commit). A crash in the middle of a checkpoint (redb
+//! committed, the segment not yet removed) is in `tests/faults.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,13 +33,48 @@ fn receive_one(visibility_ms: u64) -> ReceiveOptions {
     }
 }
 
+/// How a test's first store stops before the reopen.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// `close`: the writer commits and checkpoints everything, as at a clean shutdown.
+    Close,
+    /// `abandon`: the writer stops without its final checkpoint, as `kill -9` leaves the disk; the reopen
+    /// replays the log.
+    DropWithoutClose,
+}
+
+impl Stop {
+    fn stop(self, store: &RedbStore) {
+        match self {
+            Stop::Close => store.close(),
+            Stop::DropWithoutClose => store.abandon(),
+        }
+    }
+}
+
+/// Segments of a few KiB: the scenarios below rotate the log and run checkpoints before they stop.
+fn tiny_segments() -> StoreOptions {
+    StoreOptions {
+        wal_segment_bytes_max: 512,
+        ..StoreOptions::default()
+    }
+}
+
 #[tokio::test]
 async fn acknowledged_changes_survive_reopening_the_store() {
+    for stop in [Stop::Close, Stop::DropWithoutClose] {
+        for options in [StoreOptions::default, tiny_segments] {
+            acknowledged_changes_survive(stop, options).await;
+        }
+    }
+}
+
+async fn acknowledged_changes_survive(stop: Stop, options: fn() -> StoreOptions) {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(START_MS);
     let receipt;
     {
-        let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+        let store = Arc::new(RedbStore::open(dir.path(), options()).unwrap());
         let engine = engine_on(store.clone(), &clock);
         engine
             .create_queue(orders(), QueueConfig::default())
@@ -62,15 +99,15 @@ async fn acknowledged_changes_survive_reopening_the_store() {
             )
             .await
             .unwrap();
-        store.close();
+        stop.stop(&store);
     }
-    let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
+    let store = Arc::new(RedbStore::open(dir.path(), options()).unwrap());
     let engine = engine_on(store, &clock);
     let stats = engine.stats(&orders()).unwrap();
     assert_eq!(
         (stats.visible, stats.hidden),
         (1, 1),
-        "one visible, one still hidden, one deleted"
+        "one visible, one still hidden, one deleted ({stop:?})"
     );
     assert_eq!(stats.counters.sends, 3);
     assert_eq!(stats.counters.deletes, 1);
@@ -309,4 +346,78 @@ async fn a_data_directory_written_by_this_build_opens_again() {
     }
     let store = Arc::new(RedbStore::open(dir.path(), StoreOptions::default()).unwrap());
     assert!(engine_on(store, &clock).queue_exists(&orders()));
+}
+
+/// One step of the workload below: send a message, and every third step receive one and delete it.
+async fn workload_step(engine: &Engine, step: usize) {
+    let body = format!("{step:04}-{}", "b".repeat(200));
+    engine
+        .send(&orders(), vec![NewMessage::new(body)])
+        .await
+        .unwrap();
+    if step % 3 == 2 {
+        let got = engine
+            .receive(&orders(), receive_one(60_000))
+            .await
+            .unwrap();
+        engine
+            .delete(
+                &orders(),
+                got[0].receipt.as_deref().unwrap(),
+                ReceiptRule::AnyIssued,
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_drop_without_close_at_any_point_of_the_log_keeps_every_acknowledged_change() {
+    // Steps 0..n with 512-byte segments: the stop falls in the first segment, right after a rotation, while a
+    // checkpoint may be running, and after many checkpoints.
+    for steps in [0, 1, 2, 3, 5, 8, 13, 21, 34] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START_MS);
+        {
+            let store = Arc::new(RedbStore::open(dir.path(), tiny_segments()).unwrap());
+            let engine = engine_on(store.clone(), &clock);
+            engine
+                .create_queue(orders(), QueueConfig::default())
+                .await
+                .unwrap();
+            for step in 0..steps {
+                workload_step(&engine, step).await;
+            }
+            store.abandon();
+        }
+        let store = Arc::new(RedbStore::open(dir.path(), tiny_segments()).unwrap());
+        let engine = engine_on(store.clone(), &clock);
+        let stats = engine.stats(&orders()).unwrap();
+        let deletes = (steps / 3) as u64;
+        assert_eq!(
+            (stats.visible, stats.hidden),
+            (steps as u64 - deletes, 0),
+            "after {steps} steps"
+        );
+        assert_eq!(
+            (stats.counters.sends, stats.counters.deletes),
+            (steps as u64, deletes),
+            "after {steps} steps"
+        );
+        // The bodies left are exactly the ones never deleted (each delete took the oldest).
+        let mut left = Vec::new();
+        loop {
+            let got = engine
+                .receive(&orders(), receive_one(60_000))
+                .await
+                .unwrap();
+            let Some(message) = got.first() else { break };
+            left.push(String::from_utf8_lossy(&message.payload.body)[..4].to_owned());
+        }
+        let expected: Vec<String> = (deletes as usize..steps)
+            .map(|step| format!("{step:04}"))
+            .collect();
+        assert_eq!(left, expected, "after {steps} steps");
+        store.close();
+    }
 }

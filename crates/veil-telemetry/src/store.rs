@@ -25,6 +25,8 @@ pub struct StoreMetrics {
     fsyncs: Counter,
     written_bytes: Counter,
     checkpoints: Counter,
+    failures: Counter,
+    reopens: Counter,
     recovery_seconds: Gauge<f64, AtomicU64>,
 }
 
@@ -36,6 +38,8 @@ impl Default for StoreMetrics {
             fsyncs: Counter::default(),
             written_bytes: Counter::default(),
             checkpoints: Counter::default(),
+            failures: Counter::default(),
+            reopens: Counter::default(),
             recovery_seconds: Gauge::default(),
         }
     }
@@ -69,6 +73,18 @@ impl StoreMetrics {
             self.checkpoints.clone(),
         );
         registry.register(
+            "veil_store_failures",
+            "Times the store stopped taking writes after a failed log write, sync or checkpoint (a full or \
+             failing disk); reads go on, and the server reopens the store once the data directory takes \
+             writes again",
+            self.failures.clone(),
+        );
+        registry.register(
+            "veil_store_reopens",
+            "Times the server reopened the store from disk after a failure",
+            self.reopens.clone(),
+        );
+        registry.register(
             "veil_store_recovery_duration_seconds",
             "Time the last start-up took to open the store: recovery of the log and compaction",
             self.recovery_seconds.clone(),
@@ -90,6 +106,21 @@ impl StoreMetrics {
     /// One checkpoint applied to redb.
     pub fn checkpointed(&self) {
         self.checkpoints.inc();
+    }
+
+    /// The store stopped taking writes.
+    pub fn failed(&self) {
+        self.failures.inc();
+    }
+
+    /// The server reopened a failed store.
+    pub fn reopened(&self) {
+        self.reopens.inc();
+    }
+
+    /// Failures so far (tests).
+    pub fn failures(&self) -> u64 {
+        self.failures.get()
     }
 
     /// How long opening the store took.

@@ -38,7 +38,7 @@ pub(crate) async fn browse(
     Path((namespace, queue)): Path<(String, String)>,
     Query(params): Query<BrowseParams>,
 ) -> ApiResult<MessageList> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let max = params
         .max
@@ -79,7 +79,7 @@ pub(crate) async fn send(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<SendRequest>,
 ) -> ApiResult<Sent> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     if request.messages.is_empty() || request.messages.len() > limits::SEND_MESSAGES_MAX {
         return Err(ApiError::InvalidArgument(format!(
@@ -178,7 +178,7 @@ pub(crate) async fn receive(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<MessageList> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let max = request.max.unwrap_or(1);
     if max == 0 || max > limits::RECEIVE_MESSAGES_MAX {
@@ -215,7 +215,7 @@ pub(crate) async fn ack(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<AckRequest>,
 ) -> ApiResult<Deleted> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let outcome = engine
         .delete(&key, &request.receipt, ReceiptRule::Current)
@@ -234,7 +234,7 @@ pub(crate) async fn visibility(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<VisibilityRequest>,
 ) -> ApiResult<VisibilityChanged> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let change = VisibilityChange {
         visibility_ms: request.visibility_timeout_s.saturating_mul(1000),
@@ -292,7 +292,7 @@ pub(crate) async fn get_one(
     State(state): State<AdminState>,
     Path((namespace, queue, message)): Path<(String, String, String)>,
 ) -> ApiResult<MessageView> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let found = find(engine, &key, &message).await?;
     Ok(Json(MessageView::new(found, engine.now())))
@@ -307,7 +307,7 @@ pub(crate) async fn delete_one(
     State(state): State<AdminState>,
     Path((namespace, queue, message)): Path<(String, String, String)>,
 ) -> ApiResult<Deleted> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let found = find(engine, &key, &message).await?;
     let result = engine.remove_message(&key, found.seq).await;
@@ -329,7 +329,7 @@ pub(crate) async fn history(
     State(state): State<AdminState>,
     Path((namespace, queue, message)): Path<(String, String, String)>,
 ) -> ApiResult<HistoryView> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     // A deleted message has no seq to browse to any more: by id, ask the engine directly.
     let id = match uuid::Uuid::parse_str(&message) {

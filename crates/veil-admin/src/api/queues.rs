@@ -32,7 +32,7 @@ pub(crate) async fn list(
     State(state): State<AdminState>,
     Query(params): Query<ListParams>,
 ) -> ApiResult<QueueList> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let queues = engine
         .overview()
         .iter()
@@ -60,7 +60,7 @@ pub(crate) async fn create(
     State(state): State<AdminState>,
     Json(request): Json<CreateQueue>,
 ) -> Result<(StatusCode, Json<QueueDetail>), ApiError> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let namespace = request
         .namespace
         .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
@@ -145,7 +145,7 @@ fn apply_settings(config: &mut QueueConfig, settings: &QueueSettings) -> Result<
 }
 
 fn detail_of(state: &AdminState, key: &QueueKey) -> Result<Json<QueueDetail>, ApiError> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let info = engine.queue_info(key)?;
     let overview = engine.overview_of(key)?;
     let sources = engine
@@ -180,7 +180,7 @@ pub(crate) async fn update(
     Path((namespace, queue)): Path<(String, String)>,
     Json(settings): Json<QueueSettings>,
 ) -> ApiResult<QueueDetail> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     // Checked first for a precise error, then applied to the queue's settings as they are at the change.
     apply_settings(&mut engine.queue_info(&key)?.config, &settings)?;
@@ -202,7 +202,7 @@ pub(crate) async fn delete(
     State(state): State<AdminState>,
     Path((namespace, queue)): Path<(String, String)>,
 ) -> ApiResult<Deleted> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let result = engine.delete_queue(&key).await;
     audit("delete_queue", &key, outcome(&result));
@@ -256,7 +256,7 @@ pub(crate) async fn purge(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<PurgeRequest>,
 ) -> ApiResult<Purged> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     if request.confirm != key.name {
         audit("purge", &key, "ConfirmationMismatch");

@@ -19,7 +19,7 @@ pub(crate) async fn start(
     Path((namespace, queue)): Path<(String, String)>,
     Json(request): Json<RedriveRequest>,
 ) -> ApiResult<Redrive> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     engine.queue_info(&key)?;
     let destination = request.to.as_ref().map(veil_core::QueueKey::from);
@@ -38,7 +38,7 @@ pub(crate) async fn list(
     State(state): State<AdminState>,
     Path((namespace, queue)): Path<(String, String)>,
 ) -> ApiResult<RedriveList> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     engine.queue_info(&key)?;
     let redrives = engine
@@ -57,7 +57,7 @@ pub(crate) async fn cancel(
     State(state): State<AdminState>,
     Path((namespace, queue, task)): Path<(String, String, String)>,
 ) -> ApiResult<Redrive> {
-    let engine = state.engine()?;
+    let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     let id = uuid::Uuid::parse_str(&task)
         .map_err(|_| ApiError::RedriveNotFound)?
