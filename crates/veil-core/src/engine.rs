@@ -1141,7 +1141,11 @@ impl Engine {
             }
         }
         for (target, rearm) in woken {
-            let waiters = &mut state.queues.get_mut(&target).expect("resolved above").waiters;
+            let waiters = &mut state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above")
+                .waiters;
             if rearm {
                 waiters.rearm();
             }

@@ -9,7 +9,6 @@
 //! A FIFO queue's visible messages enter `ready` only as their group's head; the others wait "behind" it
 //! (counted, in no ordered set) and enter `ready` when the head leaves (docs/semantics.md §4).
 
-use std::collections::{BTreeSet, HashMap};
 use crate::clock::Millis;
 use crate::fifo::Fifo;
 use crate::history::Histories;
@@ -20,6 +19,7 @@ use crate::model::{
 use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;
 use crate::waiters::Waiters;
+use std::collections::{BTreeSet, HashMap};
 
 pub(crate) struct QueueIndex {
     pub record: QueueRecord,

@@ -317,7 +317,11 @@ async fn a_waiter_woken_for_a_message_another_consumer_took_waits_again_and_lose
     );
     assert_eq!(b.received().await, ["next"]);
     h.send(&q, "last").await;
-    assert_eq!(a.wakes(), 2, "a's wait went on and is woken for the next message");
+    assert_eq!(
+        a.wakes(),
+        2,
+        "a's wait went on and is woken for the next message"
+    );
     assert_eq!(a.received().await, ["last"]);
 }
 

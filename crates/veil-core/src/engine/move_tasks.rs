@@ -416,7 +416,11 @@ impl Engine {
         // The source's own promotions, net of what moved out.
         locked.index().waiters.wake();
         for target in targets {
-            let index = locked.state.queues.get_mut(&target).expect("resolved above");
+            let index = locked
+                .state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above");
             // The moved messages that became deliverable there wake as many of its waiters.
             index.waiters.wake();
             locked.ops.push(StoreOp::PutCounters {
