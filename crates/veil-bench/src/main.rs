@@ -7,6 +7,7 @@ mod cpu;
 mod error;
 mod kind;
 mod noop;
+mod overload;
 mod report;
 mod results;
 mod run;
@@ -53,6 +54,12 @@ enum Command {
     /// A few-second run against a freshly started Veil, on a standard queue and then on a FIFO queue of 8
     /// groups; fails unless nothing is missing or duplicated.
     Smoke(SmokeArgs),
+    /// The wake-up scenario with many waiting long polls (25 … 10,000 raw keep-alive connections): wake
+    /// latency, server CPU per send and server RSS per waiting connection, optionally against a baseline binary.
+    ManyWaiters(suite::ManyWaitersArgs),
+    /// Overload: measure capacity, offer 3× of it, then half of it; latency, throttled vs timed-out requests,
+    /// server RSS over time and recovery.
+    Overload(overload::OverloadArgs),
     /// Serve the no-op SQS endpoint (every request gets a canned SendMessage reply) until interrupted.
     NoopServer(NoopArgs),
 }
@@ -203,6 +210,8 @@ fn main() -> ExitCode {
             Command::Report(args) => report::report(args).map(|()| ExitCode::SUCCESS),
             Command::Smoke(args) => smoke(args).await,
             Command::NoopServer(args) => noop_server(args).await,
+            Command::ManyWaiters(args) => suite::many_waiters(args).await,
+            Command::Overload(args) => overload::overload(args).await,
         }
     });
     // Long polls cancelled at the end of a run may still hold connections; do not wait for them.

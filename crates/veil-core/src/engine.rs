@@ -211,6 +211,9 @@ impl Engine {
         let mut locked = self.brought_up_to(&mut guard, id, now, Vec::new());
         let result = op(&mut locked);
         self.release_dead_letters(&mut locked);
+        // What the operation made deliverable (or its dead-letter moves, in their targets) wakes as many
+        // waiters, still under the lock.
+        locked.index().waiters.wake();
         Ok((result, self.submit(locked.ops)))
     }
 
@@ -312,8 +315,9 @@ impl Engine {
             let mut state = self.state.lock();
             let id = state.queue_id(key)?;
             state.by_key.remove(key);
-            if let Some(index) = state.queues.remove(&id) {
-                index.notify.notify_waiters();
+            if let Some(mut index) = state.queues.remove(&id) {
+                // Every waiter re-checks and ends with QueueDoesNotExist.
+                index.waiters.wake_all();
             }
             state.deleted_at.insert(key.clone(), now);
             self.submit(vec![StoreOp::DeleteQueue(id)])
@@ -461,7 +465,10 @@ impl Engine {
         ids.sort_unstable();
         let mut ops = Vec::new();
         for id in ids {
-            ops = self.brought_up_to(&mut guard, id, now, ops).ops;
+            let mut locked = self.brought_up_to(&mut guard, id, now, ops);
+            // Messages whose deadline passed wake as many waiters.
+            locked.index().waiters.wake();
+            ops = locked.ops;
         }
         drop(self.submit(ops));
     }
@@ -671,7 +678,7 @@ impl Engine {
             counters: index.counters,
         });
         if wake {
-            index.notify.notify_waiters();
+            index.waiters.rearm();
         }
         Ok(sent)
     }
@@ -730,6 +737,7 @@ impl Engine {
             let notified = attempt
                 .notified
                 .expect("an empty attempt registers for wake-ups");
+            crate::park::parking();
             tokio::select! {
                 _ = notified => {}
                 _ = self.clock.sleep_until(wake_at) => {}
@@ -751,8 +759,8 @@ impl Engine {
                 let index = locked.index();
                 attempt.queue_wait_ms = index.record.config.receive_wait_ms;
                 if attempt.delivered.is_empty() {
-                    // Before the lock is let go: every send and nack notifies under it.
-                    attempt.notified = Some(index.notify.clone().notified_owned());
+                    // Before the lock is let go: every send and nack wakes under it (src/waiters.rs).
+                    attempt.notified = Some(index.waiters.register());
                 }
                 Ok(attempt)
             })?;
@@ -1130,12 +1138,22 @@ impl Engine {
                 group,
                 history,
             };
-            if Self::arrive(state, arrival, now, ops) && !woken.contains(&target) {
-                woken.push(target);
+            let earliest = Self::arrive(state, arrival, now, ops);
+            match woken.iter_mut().find(|(t, _)| *t == target) {
+                Some((_, rearm)) => *rearm |= earliest,
+                None => woken.push((target, earliest)),
             }
         }
-        for target in woken {
-            state.queues[&target].notify.notify_waiters();
+        for (target, rearm) in woken {
+            let waiters = &mut state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above")
+                .waiters;
+            if rearm {
+                waiters.rearm();
+            }
+            waiters.wake();
         }
     }
 
@@ -1216,8 +1234,9 @@ impl Engine {
                 let source_counters = locked.index().counters;
                 let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
                 if wake {
-                    target_index.notify.notify_waiters();
+                    target_index.waiters.rearm();
                 }
+                target_index.waiters.wake();
                 let target_counters = target_index.counters;
                 locked.ops.push(StoreOp::PutCounters {
                     queue: id,
@@ -1615,7 +1634,7 @@ impl Engine {
             new_receipt = Some(self.receipts.encode(&issued));
         }
         if index.replace(receipt.seq, next, now) {
-            index.notify.notify_waiters();
+            index.waiters.rearm();
         }
         ops.push(StoreOp::PutState {
             queue: id,
@@ -1863,7 +1882,7 @@ struct ReceiveAttempt {
     /// The queue's default receive wait, for a receive that names none.
     queue_wait_ms: Millis,
     /// An attempt that delivered nothing registers for the queue's wake-ups before the lock is let go.
-    notified: Option<tokio::sync::futures::OwnedNotified>,
+    notified: Option<crate::waiters::Waiting>,
     commit: Option<Commit>,
 }
 

@@ -9,11 +9,6 @@
 //! A FIFO queue's visible messages enter `ready` only as their group's head; the others wait "behind" it
 //! (counted, in no ordered set) and enter `ready` when the head leaves (docs/semantics.md §4).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
-
-use tokio::sync::Notify;
-
 use crate::clock::Millis;
 use crate::fifo::Fifo;
 use crate::history::Histories;
@@ -23,6 +18,8 @@ use crate::model::{
 };
 use crate::slab::{ExpiryBound, SeqSlab};
 use crate::store::StoreOp;
+use crate::waiters::Waiters;
+use std::collections::{BTreeSet, HashMap};
 
 pub(crate) struct QueueIndex {
     pub record: QueueRecord,
@@ -44,9 +41,10 @@ pub(crate) struct QueueIndex {
     /// The rules of messages sent with their own dead-letter policy. Sparse: most messages have none, so the
     /// per-message cost stays in `states`.
     redrives: HashMap<Seq, MessageRedrivePolicy>,
-    /// Wakes this queue's long-polling receivers on a send, a nack, or an earlier pending deadline; they
-    /// re-check the index themselves, so a spurious wake is harmless.
-    pub notify: Arc<Notify>,
+    /// This queue's long-polling receivers. The index counts the messages that become deliverable; the engine
+    /// wakes that many waiters when the operation ends (src/waiters.rs). Waiters re-check the index
+    /// themselves, so a spurious wake is harmless.
+    pub waiters: Waiters,
     pub last_purge_at: Option<Millis>,
     /// Messages released (visible again after a delivery, by a lapse or a nack) with their receives used up
     /// under an `OnRelease` dead-letter rule. The engine drains it before it lets go of the lock, so it is
@@ -89,7 +87,7 @@ impl QueueIndex {
             next_seq,
             stored_bytes: 0,
             redrives: HashMap::new(),
-            notify: Arc::new(Notify::new()),
+            waiters: Waiters::default(),
             last_purge_at: None,
             released: Vec::new(),
             fifo,
@@ -173,11 +171,13 @@ impl QueueIndex {
         }
     }
 
-    /// Puts a message into `ready` or `pending` by its deadline. Returns true when it is visible now or became
-    /// the earliest pending deadline, i.e. when long-polling receivers should re-check.
+    /// Puts a message into `ready` or `pending` by its deadline. Returns true when it became the earliest
+    /// pending deadline, i.e. when long-polling receivers should re-arm their timers; one that became
+    /// deliverable is counted in `waiters` instead.
     fn schedule(&mut self, seq: Seq, state: MessageState, now: Millis) -> bool {
         if state.visible_at <= now {
-            self.make_visible(state.visible_at, seq)
+            self.make_visible(state.visible_at, seq);
+            false
         } else {
             let earliest = self
                 .next_pending_due()
@@ -204,6 +204,7 @@ impl QueueIndex {
             }
             _ => {
                 self.ready.insert((visible_at, seq));
+                self.waiters.gained(1);
                 true
             }
         }
@@ -220,7 +221,9 @@ impl QueueIndex {
             } else {
                 self.delayed -= 1;
             }
-        } else if !self.ready.remove(&(state.visible_at, seq)) {
+        } else if self.ready.remove(&(state.visible_at, seq)) {
+            self.waiters.lost();
+        } else {
             let fifo = self.fifo.as_mut();
             let fifo = fifo.unwrap_or_else(|| panic!("seq {seq} neither ready nor pending"));
             assert!(
@@ -291,6 +294,7 @@ impl QueueIndex {
             let fifo = self.fifo.as_mut().expect("checked above");
             fifo.behind -= 1;
             self.ready.insert((head_state.visible_at, new_head));
+            self.waiters.gained(1);
         }
     }
 
@@ -457,6 +461,8 @@ impl QueueIndex {
         if let Some(fifo) = &mut self.fifo {
             fifo.clear();
         }
+        // Every waiter re-checks: its timer may be armed for a deadline that is gone.
+        self.waiters.wake_all();
         count
     }
 

@@ -14,9 +14,11 @@ pub mod limits;
 pub mod memory_store;
 pub mod model;
 pub mod move_task;
+pub mod park;
 pub mod receipt;
 mod slab;
 pub mod store;
+mod waiters;
 
 pub use access::{Access, AccessDenied, Grant, GrantSpec, Pattern, Permission, Permissions};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

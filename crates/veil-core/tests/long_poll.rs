@@ -1,10 +1,15 @@
 //! Long polling: a waiting receive wakes promptly on a send, on a delay ending, on a visibility deadline
-//! passing and on a nack, and returns empty when its wait ends. The clock is manual; the only real time here
-//! is a guard that fails a test whose waiter never wakes.
+//! passing and on a nack, and returns empty when its wait ends. A change that makes k messages deliverable
+//! wakes k waiters, oldest first, and no wake-up is lost (ARCHITECTURE.md, "Long polling"). The clock is
+//! manual; the only real time here is a guard that fails a test whose waiter never wakes.
 
 mod common;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use common::*;
@@ -171,4 +176,182 @@ async fn a_long_poll_on_a_deleted_queue_ends_with_queue_not_found() {
         .expect("woken")
         .unwrap();
     assert!(matches!(result, Err(EngineError::QueueNotFound(_))));
+}
+
+/// Counts the wake-ups of one hand-polled waiter.
+#[derive(Default)]
+struct Probe(AtomicUsize);
+
+impl Wake for Probe {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type Receiving = Pin<Box<dyn Future<Output = EngineResult<Vec<Message>>> + Send>>;
+
+/// A long poll polled by hand, so a test sees exactly which waiters a change woke, and can let another
+/// consumer act between a wake and the woken waiter's re-check.
+struct Waiter {
+    receiving: Receiving,
+    probe: Arc<Probe>,
+}
+
+impl Waiter {
+    /// A long poll of one message that has registered (polled once, found nothing).
+    fn registered(engine: &Arc<Engine>, key: &QueueKey) -> Self {
+        let (engine, key) = (engine.clone(), key.clone());
+        let receiving: Receiving = Box::pin(async move {
+            let options = ReceiveOptions {
+                dead_letter: veil_core::DeadLetterTiming::OnReceive,
+                max_messages: 1,
+                visibility_ms: Some(30_000),
+                wait_ms: Some(WAIT_MS),
+                attempt_id: None,
+                consumer: None,
+            };
+            engine.receive(&key, options).await
+        });
+        let mut waiter = Self {
+            receiving,
+            probe: Arc::default(),
+        };
+        assert!(waiter.poll().is_pending(), "nothing to receive yet");
+        waiter.probe.0.store(0, Ordering::SeqCst);
+        waiter
+    }
+
+    fn poll(&mut self) -> Poll<EngineResult<Vec<Message>>> {
+        let waker = Waker::from(self.probe.clone());
+        self.receiving
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+    }
+
+    fn wakes(&self) -> usize {
+        self.probe.0.load(Ordering::SeqCst)
+    }
+
+    /// Runs the woken waiter to its answer (the delivery awaits the store's commit).
+    async fn received(mut self) -> Vec<String> {
+        let messages = tokio::time::timeout(STUCK, self.receiving.as_mut())
+            .await
+            .expect("the waiter did not finish")
+            .unwrap();
+        messages.iter().map(|m| body(m).to_owned()).collect()
+    }
+}
+
+fn wakes(waiters: &[Waiter]) -> Vec<usize> {
+    waiters.iter().map(Waiter::wakes).collect()
+}
+
+#[tokio::test]
+async fn a_send_of_one_message_wakes_one_waiter() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let mut waiters: Vec<Waiter> = (0..3).map(|_| Waiter::registered(&h.engine, &q)).collect();
+    h.send(&q, "a").await;
+    assert_eq!(wakes(&waiters), [1, 0, 0], "the oldest waiter, and only it");
+    let first = waiters.remove(0);
+    assert_eq!(first.received().await, ["a"]);
+    assert!(waiters.iter_mut().all(|w| w.poll().is_pending()));
+}
+
+#[tokio::test]
+async fn a_send_of_n_messages_wakes_n_waiters() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let mut waiters: Vec<Waiter> = (0..5).map(|_| Waiter::registered(&h.engine, &q)).collect();
+    let batch = ["a", "b", "c"].map(NewMessage::new).to_vec();
+    h.engine.send(&q, batch).await.unwrap();
+    assert_eq!(wakes(&waiters), [1, 1, 1, 0, 0]);
+    let mut got = Vec::new();
+    for waiter in waiters.drain(..3) {
+        got.extend(waiter.received().await);
+    }
+    got.sort();
+    assert_eq!(got, ["a", "b", "c"]);
+    assert!(waiters.iter_mut().all(|w| w.poll().is_pending()));
+}
+
+#[tokio::test]
+async fn a_fifo_send_wakes_one_waiter_per_group_head_that_became_deliverable() {
+    let h = Harness::new();
+    let config = QueueConfig {
+        fifo: Some(FifoConfig::default()),
+        ..QueueConfig::default()
+    };
+    let q = h.queue_with("q.fifo", config).await;
+    let waiters: Vec<Waiter> = (0..4).map(|_| Waiter::registered(&h.engine, &q)).collect();
+    let grouped = |body: &str, group: &str| NewMessage {
+        group: Some(group.to_owned()),
+        dedup_id: Some(body.to_owned()),
+        ..NewMessage::new(body.to_owned())
+    };
+    let batch = vec![grouped("a1", "a"), grouped("a2", "a"), grouped("b1", "b")];
+    h.engine.send(&q, batch).await.unwrap();
+    assert_eq!(
+        wakes(&waiters),
+        [1, 1, 0, 0],
+        "two groups, two heads: a2 waits behind a1"
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_woken_for_a_message_another_consumer_took_waits_again_and_loses_no_wake() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let mut a = Waiter::registered(&h.engine, &q);
+    let b = Waiter::registered(&h.engine, &q);
+    h.send(&q, "taken").await;
+    assert_eq!((a.wakes(), b.wakes()), (1, 0));
+    // Another consumer takes the message before the woken waiter re-checks.
+    h.receive_one(&q, 30).await;
+    assert!(a.poll().is_pending(), "found nothing: waits again");
+    h.send(&q, "next").await;
+    assert_eq!(
+        (a.wakes(), b.wakes()),
+        (1, 1),
+        "b waited longer than a's new registration"
+    );
+    assert_eq!(b.received().await, ["next"]);
+    h.send(&q, "last").await;
+    assert_eq!(
+        a.wakes(),
+        2,
+        "a's wait went on and is woken for the next message"
+    );
+    assert_eq!(a.received().await, ["last"]);
+}
+
+#[tokio::test]
+async fn a_waiter_dropped_after_its_wake_passes_it_to_the_next_waiter() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let a = Waiter::registered(&h.engine, &q);
+    let b = Waiter::registered(&h.engine, &q);
+    h.send(&q, "a").await;
+    assert_eq!((a.wakes(), b.wakes()), (1, 0));
+    drop(a); // the client went away before its request ran again
+    assert_eq!(b.wakes(), 1, "the wake went on to b");
+    assert_eq!(b.received().await, ["a"]);
+}
+
+#[tokio::test]
+async fn a_purge_and_a_deletion_wake_every_waiter() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let mut waiters: Vec<Waiter> = (0..3).map(|_| Waiter::registered(&h.engine, &q)).collect();
+    h.engine.purge(&q, None).await.unwrap();
+    assert_eq!(wakes(&waiters), [1, 1, 1]);
+    assert!(waiters.iter_mut().all(|w| w.poll().is_pending()));
+    h.engine.delete_queue(&q).await.unwrap();
+    assert_eq!(wakes(&waiters), [2, 2, 2]);
+    for waiter in &mut waiters {
+        assert!(matches!(
+            waiter.poll(),
+            Poll::Ready(Err(EngineError::QueueNotFound(_)))
+        ));
+    }
 }

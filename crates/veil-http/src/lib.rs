@@ -4,14 +4,17 @@
 //!
 //! It also holds what every listener runs (docs/security.md "TLS", "Limits against abuse"): [`conn::accept`]
 //! (connection limit, TLS handshake under a timeout), [`tls`] (certificates reloaded on SIGHUP), [`serve()`]
-//! (the HTTP serve loop with its limits and graceful stop) and the per-connection rate limit ([`rate`]).
+//! (the HTTP serve loop with its limits and graceful stop), the per-connection rate limit ([`rate`]) and the
+//! per-listener admission limit ([`admission`]).
 
+pub mod admission;
 pub mod conn;
 pub mod limits;
 pub mod rate;
 pub mod serve;
 pub mod tls;
 
+pub use admission::{Admission, Admitted};
 pub use conn::{accept, Conn, ConnectionInfo};
 pub use limits::{Limits, Rate};
 pub use serve::{serve, Listener, Throttled};

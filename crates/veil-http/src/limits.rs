@@ -26,6 +26,15 @@ pub const HTTP2_KEEPALIVE_INTERVAL_MS: u64 = 60_000;
 pub const REQUEST_RATE_PER_S_DEFAULT: f64 = 0.0;
 /// Requests a connection may send at once above the rate, when the rate limit is on.
 pub const REQUEST_BURST_DEFAULT: u32 = 100;
+/// Requests one listener works on at once (docs/reliability.md "Load and overload"); one more waits up to
+/// `ADMISSION_WAIT_MS_DEFAULT` for a slot, then gets the protocol's throttling error. A long poll leaves the
+/// count while it waits. 0 = no limit. Durable sends commit in groups, so throughput needs many requests in
+/// flight; at 512 a shared 2-core machine sent about 4,000 messages/s (bench/overload.sh, docs/reliability.md
+/// "Load and overload"), which bounds the queueing inside Veil to about 512 / 4,000 s ≈ 130 ms.
+pub const MAX_REQUESTS_IN_FLIGHT_DEFAULT: usize = 512;
+/// Milliseconds a request over the admission limit waits for a slot before it is refused: a short burst is
+/// absorbed, sustained overload answered at once.
+pub const ADMISSION_WAIT_MS_DEFAULT: u64 = 100;
 /// Body bytes of a throttled request read (and dropped) so that its connection stays usable; a larger body
 /// closes the connection instead.
 pub const THROTTLED_BODY_DRAIN_BYTES: usize = 64 * 1024;
@@ -45,6 +54,10 @@ pub struct Limits {
     pub tls_handshake_timeout: Duration,
     /// `None`: no per-connection request-rate limit.
     pub rate: Option<Rate>,
+    /// Requests worked on at once (the admission limit); 0 = no limit.
+    pub max_requests_in_flight: usize,
+    /// Longest wait for an admission slot before the request is refused.
+    pub admission_wait: Duration,
 }
 
 /// A token bucket's parameters: `per_second` requests on average, `burst` at once.
@@ -64,6 +77,8 @@ impl Default for Limits {
             body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
             tls_handshake_timeout: Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT),
             rate: None,
+            max_requests_in_flight: MAX_REQUESTS_IN_FLIGHT_DEFAULT,
+            admission_wait: Duration::from_millis(ADMISSION_WAIT_MS_DEFAULT),
         }
     }
 }

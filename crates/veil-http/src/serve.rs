@@ -1,7 +1,7 @@
 //! The serve loop of the HTTP listeners (SQS, Azure, admin): hyper's HTTP/1 and HTTP/2 server over the
 //! connections of [`crate::conn::accept`], with the header and body limits and timeouts, the per-connection
-//! request-rate limit answered by the protocol's own throttling response, and a graceful stop (stop
-//! accepting, finish the requests in flight).
+//! request-rate limit and the listener's admission limit answered by the protocol's own throttling response,
+//! and a graceful stop (stop accepting, finish the requests in flight).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -26,11 +26,13 @@ use tokio::net::TcpListener;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use crate::admission::Admission;
 use crate::conn::{accept, ConnectionInfo};
 use crate::limits::{Limits, HTTP2_KEEPALIVE_INTERVAL_MS, THROTTLED_BODY_DRAIN_BYTES};
 
-/// The answer to a request over its connection's rate limit, in the protocol's own words (SQS
-/// `RequestThrottled`, Azure `ServerBusy`); it sees the request's headers to pick the protocol's dialect.
+/// The answer to a request over its connection's rate limit or its listener's admission limit, in the
+/// protocol's own words (SQS `RequestThrottled`, Azure `ServerBusy`); it sees the request's headers to pick
+/// the protocol's dialect.
 pub type Throttled = Arc<dyn Fn(&HeaderMap) -> Response + Send + Sync>;
 
 /// One HTTP listener.
@@ -68,6 +70,7 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
         .keep_alive_interval(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS));
     let builder = Arc::new(builder);
     let body_timeout = limits.body_read_timeout;
+    let admission = Admission::new(&limits);
     let mut connections = accept(name, tcp, tls, limits);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -85,6 +88,7 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
             info,
             throttled: throttled.clone(),
             body_timeout,
+            admission: admission.clone(),
         };
         let builder = builder.clone();
         let watcher = graceful.watcher();
@@ -100,14 +104,15 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
     graceful.shutdown().await;
 }
 
-/// hyper's service of one connection: admits the request past the rate limit, tags it with the connection,
-/// bounds its body's pauses and hands it to the router.
+/// hyper's service of one connection: admits the request past the rate limit and the admission limit, tags
+/// it with the connection and its admission slot, bounds its body's pauses and hands it to the router.
 #[derive(Clone)]
 struct RequestService {
     router: Router,
     info: ConnectionInfo,
     throttled: Throttled,
     body_timeout: Duration,
+    admission: Admission,
 }
 
 impl hyper::service::Service<Request<Incoming>> for RequestService {
@@ -117,27 +122,44 @@ impl hyper::service::Service<Request<Incoming>> for RequestService {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         if !self.info.admit() {
-            let throttled = self.throttled.clone();
-            let timeout = self.body_timeout;
-            return Box::pin(async move {
-                let (parts, body) = request.into_parts();
-                // A small body is read and dropped: hyper closes a connection whose request body was left
-                // unread, and a client would then get a fresh connection (and bucket) just by being throttled.
-                let drained = http_body_util::BodyExt::collect(http_body_util::Limited::new(
-                    body,
-                    THROTTLED_BODY_DRAIN_BYTES,
-                ));
-                let _ = tokio::time::timeout(timeout, drained).await;
-                Ok(throttled(&parts.headers))
-            });
+            return Box::pin(refuse(request, self.throttled.clone(), self.body_timeout));
         }
-        let mut request = request.map(|body| Body::new(TimedBody::new(body, self.body_timeout)));
-        request.extensions_mut().insert(ConnectInfo(self.info.peer));
-        request.extensions_mut().insert(self.info.clone());
+        let (throttled, body_timeout) = (self.throttled.clone(), self.body_timeout);
+        let admission = self.admission.clone();
+        let info = self.info.clone();
         let mut router = self.router.clone();
-        // A Router is always ready: no poll_ready needed before call.
-        Box::pin(async move { router.call(request).await })
+        Box::pin(async move {
+            let Some(admitted) = admission.enter().await else {
+                tracing::debug!(peer = %info.peer, "request refused: admission limit");
+                return refuse(request, throttled, body_timeout).await;
+            };
+            let mut request = request.map(|body| Body::new(TimedBody::new(body, body_timeout)));
+            request.extensions_mut().insert(ConnectInfo(info.peer));
+            request.extensions_mut().insert(info);
+            request.extensions_mut().insert(admitted.clone());
+            // A Router is always ready: no poll_ready needed before call.
+            let response = router.call(request).await;
+            drop(admitted); // the slot is held until the answer is ready
+            response
+        })
     }
+}
+
+/// The protocol's throttling answer to `request`. A small body is read and dropped first: hyper closes a
+/// connection whose request body was left unread, and a client would then get a fresh connection (and
+/// bucket) just by being throttled.
+async fn refuse(
+    request: Request<Incoming>,
+    throttled: Throttled,
+    timeout: Duration,
+) -> Result<Response, Infallible> {
+    let (parts, body) = request.into_parts();
+    let drained = http_body_util::BodyExt::collect(http_body_util::Limited::new(
+        body,
+        THROTTLED_BODY_DRAIN_BYTES,
+    ));
+    let _ = tokio::time::timeout(timeout, drained).await;
+    Ok(throttled(&parts.headers))
 }
 
 /// The client paused sending a request body longer than the body read timeout.

@@ -59,6 +59,11 @@ pub struct ListenerArgs {
     /// Requests a connection may send at once above --request-rate [default: 100]
     #[arg(long, env = "VEIL_REQUEST_BURST")]
     pub request_burst: Option<u32>,
+    /// Requests each listener works on at once; one more waits up to admission_wait_ms for a slot, then gets
+    /// the throttling error (SQS RequestThrottled, Azure ServerBusy). A parked long poll does not count;
+    /// 0 = no limit [default: 512]
+    #[arg(long, env = "VEIL_MAX_REQUESTS_IN_FLIGHT")]
+    pub max_requests_in_flight: Option<usize>,
 }
 
 /// The `[limits]` table of the config file, and each `[limits.<listener>]` within it.
@@ -73,6 +78,8 @@ pub struct LimitsFile {
     tls_handshake_timeout_ms: Option<u64>,
     request_rate: Option<f64>,
     request_burst: Option<u32>,
+    max_requests_in_flight: Option<usize>,
+    admission_wait_ms: Option<u64>,
     sqs: Option<Box<LimitsFile>>,
     azure: Option<Box<LimitsFile>>,
     kubemq: Option<Box<LimitsFile>>,
@@ -93,6 +100,8 @@ impl LimitsFile {
                 .or(base.tls_handshake_timeout_ms),
             request_rate: self.request_rate.or(base.request_rate),
             request_burst: self.request_burst.or(base.request_burst),
+            max_requests_in_flight: self.max_requests_in_flight.or(base.max_requests_in_flight),
+            admission_wait_ms: self.admission_wait_ms.or(base.admission_wait_ms),
             ..LimitsFile::default()
         }
     }
@@ -127,6 +136,10 @@ impl LimitsFile {
                 per_second: rate,
                 burst,
             }),
+            max_requests_in_flight: self
+                .max_requests_in_flight
+                .unwrap_or(defaults.max_requests_in_flight),
+            admission_wait: ms(self.admission_wait_ms, defaults.admission_wait),
         };
         if limits.max_connections == 0
             || limits.max_headers == 0
@@ -193,6 +206,7 @@ impl ListenerSettings {
             max_connections: args.max_connections,
             request_rate: args.request_rate,
             request_burst: args.request_burst,
+            max_requests_in_flight: args.max_requests_in_flight,
             ..LimitsFile::default()
         };
         // Flags apply to every listener, over the file's per-listener tables.

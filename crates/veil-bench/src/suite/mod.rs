@@ -15,6 +15,8 @@ mod scale;
 mod throughput;
 mod wake_up;
 
+pub use wake_up::{many_waiters, raise_fd_limit, ManyWaitersArgs};
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -163,6 +165,11 @@ fn durability_note(system: &str) -> String {
         "nats" => "JetStream file storage, written before the ack, fsync every 2 min (nats-server 2.9 default)".into(),
         other => format!("{other}: as started"),
     }
+}
+
+/// A fresh queue name for one run of `scenario` (also used by `veil-bench overload`).
+pub fn run_queue_name(scenario: &str) -> String {
+    run_queue(scenario)
 }
 
 fn run_queue(scenario: &str) -> String {

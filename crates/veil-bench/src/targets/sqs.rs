@@ -304,7 +304,7 @@ impl SqsTarget {
             .ok_or_else(|| fail(self.name, format!("queue {queue:?} was not prepared")))
     }
 
-    fn queue_url(&self, queue: &str) -> TargetResult<Arc<str>> {
+    pub(crate) fn queue_url(&self, queue: &str) -> TargetResult<Arc<str>> {
         self.prepared(queue).map(|prepared| prepared.url)
     }
 

@@ -40,7 +40,9 @@ impl Engine {
         let mut ops = Vec::new();
         for id in ids {
             if guard.queues[&id].is_due(now) {
-                ops = self.brought_up_to(&mut guard, id, now, ops).ops;
+                let mut locked = self.brought_up_to(&mut guard, id, now, ops);
+                locked.index().waiters.wake();
+                ops = locked.ops;
             }
             overview.push(Self::overview_entry(&guard.queues[&id], now));
         }
@@ -54,7 +56,9 @@ impl Engine {
         let now = self.clock.now();
         let mut guard = self.state.lock();
         let id = guard.queue_id(key)?;
-        let ops = self.brought_up_to(&mut guard, id, now, Vec::new()).ops;
+        let mut locked = self.brought_up_to(&mut guard, id, now, Vec::new());
+        locked.index().waiters.wake();
+        let ops = locked.ops;
         let entry = Self::overview_entry(&guard.queues[&id], now);
         drop(self.submit(ops));
         Ok(entry)
@@ -103,8 +107,8 @@ impl Engine {
                 queue: index.id(),
                 counters: index.counters,
             });
-            // A FIFO group behind the removed message may now deliver.
-            index.notify.notify_waiters();
+            // A FIFO group behind the removed message may now deliver: its new head counts as gained in the
+            // index, and the operation's end wakes a waiter for it.
             true
         })?;
         Self::durable(commit).await?;

@@ -413,9 +413,16 @@ impl Engine {
             }
         }
         let done = failure.is_none() && !Self::anything_left(&mut locked, position);
+        // The source's own promotions, net of what moved out.
+        locked.index().waiters.wake();
         for target in targets {
-            let index = &locked.state.queues[&target];
-            index.notify.notify_waiters();
+            let index = locked
+                .state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above");
+            // The moved messages that became deliverable there wake as many of its waiters.
+            index.waiters.wake();
             locked.ops.push(StoreOp::PutCounters {
                 queue: target,
                 counters: index.counters,

@@ -199,12 +199,22 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|info| info.0);
     let context = service.context(caller, &parts.headers, parts.uri.path(), address);
+    // Present when the listener has an admission limit (veil_http::serve); tests' routers have none.
+    let admitted = parts.extensions.get::<veil_http::Admitted>().cloned();
     let reply = match decoded {
         Ok(request) => {
             let action = request.action.name();
             let audited = service.audited(&context, &request.action);
             let result = match service.authorize(&context, &request.action) {
-                Ok(()) => service.dispatch(&context, request.action).await,
+                Ok(()) => match admitted.clone() {
+                    // A long poll gives its admission slot back while the engine parks it.
+                    Some(admitted) => {
+                        let on_park: veil_core::park::OnPark = Arc::new(move || admitted.release());
+                        let dispatch = service.dispatch(&context, request.action);
+                        veil_core::park::with_on_park(on_park, dispatch).await
+                    }
+                    None => service.dispatch(&context, request.action).await,
+                },
                 Err(error) => Err(error),
             };
             if let Some(key) = audited {
@@ -409,40 +419,51 @@ impl Service {
     }
 
     /// Hands each decoded action to its handler.
+    /// Each action's future is boxed: a request's future is as large as its largest action's, and a waiting
+    /// long poll keeps its request's future alive, so unboxed every waiting connection would pay for the
+    /// largest action (docs/reliability.md "Load and overload").
     async fn dispatch(&self, context: &RequestContext, action: Action) -> SqsResult<Output> {
         match action {
-            Action::CreateQueue(input) => self.create_queue(context, input).await,
-            Action::DeleteQueue(target) => self.delete_queue(context, &target).await,
+            Action::CreateQueue(input) => Box::pin(self.create_queue(context, input)).await,
+            Action::DeleteQueue(target) => Box::pin(self.delete_queue(context, &target)).await,
             Action::GetQueueUrl(input) => self.get_queue_url(context, input),
             Action::ListQueues(input) => self.list_queues(context, input),
             Action::GetQueueAttributes(input) => self.get_queue_attributes(context, input),
-            Action::SetQueueAttributes(input) => self.set_queue_attributes(context, input).await,
-            Action::PurgeQueue(target) => self.purge_queue(context, &target).await,
+            Action::SetQueueAttributes(input) => {
+                Box::pin(self.set_queue_attributes(context, input)).await
+            }
+            Action::PurgeQueue(target) => Box::pin(self.purge_queue(context, &target)).await,
             Action::ListDeadLetterSourceQueues(input) => {
                 self.list_dead_letter_source_queues(context, input)
             }
-            Action::TagQueue(input) => self.tag_queue(context, input).await,
-            Action::UntagQueue(input) => self.untag_queue(context, input).await,
+            Action::TagQueue(input) => Box::pin(self.tag_queue(context, input)).await,
+            Action::UntagQueue(input) => Box::pin(self.untag_queue(context, input)).await,
             Action::ListQueueTags(target) => self.list_queue_tags(context, &target),
-            Action::SendMessage(input) => self.send_message(context, input).await,
-            Action::ReceiveMessage(input) => self.receive_message(context, input).await,
-            Action::DeleteMessage(input) => self.delete_message(context, input).await,
+            Action::SendMessage(input) => Box::pin(self.send_message(context, input)).await,
+            Action::ReceiveMessage(input) => Box::pin(self.receive_message(context, input)).await,
+            Action::DeleteMessage(input) => Box::pin(self.delete_message(context, input)).await,
             Action::ChangeMessageVisibility(input) => {
-                self.change_message_visibility(context, input).await
+                Box::pin(self.change_message_visibility(context, input)).await
             }
-            Action::SendMessageBatch(input) => self.send_message_batch(context, input).await,
-            Action::DeleteMessageBatch(input) => self.delete_message_batch(context, input).await,
+            Action::SendMessageBatch(input) => {
+                Box::pin(self.send_message_batch(context, input)).await
+            }
+            Action::DeleteMessageBatch(input) => {
+                Box::pin(self.delete_message_batch(context, input)).await
+            }
             Action::ChangeMessageVisibilityBatch(input) => {
-                self.change_message_visibility_batch(context, input).await
+                Box::pin(self.change_message_visibility_batch(context, input)).await
             }
-            Action::AddPermission(input) => self.add_permission(context, input).await,
-            Action::RemovePermission(input) => self.remove_permission(context, input).await,
+            Action::AddPermission(input) => Box::pin(self.add_permission(context, input)).await,
+            Action::RemovePermission(input) => {
+                Box::pin(self.remove_permission(context, input)).await
+            }
             Action::StartMessageMoveTask(input) => {
-                self.start_message_move_task(context, input).await
+                Box::pin(self.start_message_move_task(context, input)).await
             }
             Action::ListMessageMoveTasks(input) => self.list_message_move_tasks(context, input),
             Action::CancelMessageMoveTask(input) => {
-                self.cancel_message_move_task(context, input).await
+                Box::pin(self.cancel_message_move_task(context, input)).await
             }
         }
     }

@@ -943,3 +943,27 @@ async fn trace_header_is_a_system_attribute_not_a_user_attribute() {
     assert_eq!(messages[0]["Attributes"]["AWSTraceHeader"], "Root=1-abc");
     assert!(messages[0].get("MessageAttributes").is_none());
 }
+
+/// What a waiting long poll keeps alive is the request's future (docs/reliability.md "Load and overload"):
+/// its size is paid by every waiting connection, so a large action's state must not inflate it.
+#[test]
+fn the_future_of_a_waiting_request_stays_small() {
+    let (engine, _clock) = test_support::engine();
+    let config = super::SqsConfig::default();
+    let service = std::sync::Arc::new(super::Service {
+        engine,
+        names: super::NamespaceMap {
+            default_account: config.account_id.clone(),
+            default_region: config.default_region.clone(),
+        },
+        credentials: super::auth::credential_map(&config.auth),
+        config,
+    });
+    let request = test_support::json_request("ReceiveMessage", true)
+        .body(Body::from("{}"))
+        .unwrap();
+    let future = super::handle(axum::extract::State(service), request);
+    let bytes = std::mem::size_of_val(&future);
+    eprintln!("SQS request future: {bytes} bytes");
+    assert!(bytes <= 2048, "the SQS request future is {bytes} bytes");
+}
