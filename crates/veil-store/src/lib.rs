@@ -6,6 +6,8 @@
 
 mod checkpoint;
 mod codec;
+#[doc(hidden)]
+pub mod fuzzing;
 mod limits;
 mod overlay;
 mod redb_store;
