@@ -7,6 +7,8 @@
 mod checkpoint;
 mod codec;
 mod faults;
+#[doc(hidden)]
+pub mod fuzzing;
 mod limits;
 mod overlay;
 mod redb_store;

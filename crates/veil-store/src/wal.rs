@@ -29,7 +29,7 @@ use veil_core::{StoreError, StoreOp};
 
 use crate::limits::WAL_RECORD_BYTES_MAX;
 
-const MAGIC: &[u8; 8] = b"VEILWAL1";
+pub(crate) const MAGIC: &[u8; 8] = b"VEILWAL1";
 const HEADER_BYTES: usize = 8;
 
 /// The file of one segment.
@@ -176,7 +176,7 @@ pub fn read_segment(path: &Path) -> Result<SegmentContents, StoreError> {
     })
 }
 
-fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
+pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
     if bytes.len() < MAGIC.len() {
         // Created but its magic never reached the disk: nothing was ever acknowledged from it.
         return Ok(SegmentContents {
