@@ -35,8 +35,8 @@ VISIBILITY_S = 3  # every consumer's visibility (KubeMQ: the server-side default
 # in-memory overlay fills up to a segment after every start, so a run's own first minutes are no baseline).
 RSS_SECOND_HALF_GROWTH_MAX = 1.25
 RSS_SLACK_KIB = 16 * 1024
-FD_GROWTH_MAX = 64
-pause_s = 0.01  # each worker's pause between rounds (--pause-ms)  # open descriptors may differ by this much between runs (connections come and go)
+FD_GROWTH_MAX = 64  # open descriptors may differ by this much between runs (connections come and go)
+pause_s = 0.01  # each worker's pause between rounds (--pause-ms)
 
 
 class Ledger:
