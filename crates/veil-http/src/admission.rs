@@ -44,6 +44,14 @@ impl Admission {
         }
     }
 
+    /// Admits every request (a service used without a listener, as in tests).
+    pub fn unlimited() -> Self {
+        Self {
+            slots: None,
+            wait: Duration::ZERO,
+        }
+    }
+
     /// A slot, waiting for one at most the admission wait; `None` when the request is to be refused.
     pub async fn enter(&self) -> Option<Admitted> {
         let Some(slots) = &self.slots else {

@@ -137,8 +137,13 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let auth = Arc::new(config.auth);
     let limits = config.limits;
-    let service =
-        service::KubemqService::new(engine, config.settings, shutdown.clone(), config.telemetry);
+    let service = service::KubemqService::with_admission(
+        engine,
+        config.settings,
+        shutdown.clone(),
+        config.telemetry,
+        veil_http::Admission::new(&limits),
+    );
     let interceptor = move |request: Request<()>| {
         admit(&request)?;
         authenticate(&auth, request)

@@ -60,7 +60,8 @@ pub struct ListenerArgs {
     #[arg(long, env = "VEIL_REQUEST_BURST")]
     pub request_burst: Option<u32>,
     /// Requests each listener works on at once; one more waits up to admission_wait_ms for a slot, then gets
-    /// the throttling error (SQS RequestThrottled, Azure ServerBusy). A parked long poll does not count;
+    /// the throttling error (SQS RequestThrottled, Azure ServerBusy, KubeMQ RESOURCE_EXHAUSTED on unary
+    /// RPCs). A parked long poll does not count;
     /// 0 = no limit [default: 512]
     #[arg(long, env = "VEIL_MAX_REQUESTS_IN_FLIGHT")]
     pub max_requests_in_flight: Option<usize>,

@@ -33,6 +33,7 @@ use veil_core::{
     Consumer, CreateOutcome, Engine, Message, Millis, Permission, QueueConfig, QueueKey,
     ReceiptRule, ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
+use veil_http::{Admission, Admitted};
 
 use veil_telemetry::audit::{self, AuditEvent};
 use veil_telemetry::{Code, Protocol, Telemetry};
@@ -49,6 +50,10 @@ type Reply<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 /// Responses a stream may have queued before the client reads them; a slow reader then holds back its own
 /// stream's task only.
 const STREAM_BUFFER: usize = 64;
+
+/// The text of an RPC refused by the admission limit.
+pub(crate) const SERVER_BUSY: &str =
+    "the server is busy: too many requests in flight; retry with back-off";
 
 pub struct KubemqService {
     inner: Arc<Inner>,
@@ -68,6 +73,9 @@ struct Inner {
     subscribers: Subscribers,
     /// Where each RPC, and each request of a stream, is counted (`veil_requests_total{protocol="kubemq"}`).
     telemetry: Telemetry,
+    /// The listener's admission limit (veil-http's, shared by its unary RPCs): a slot is held for the RPC's
+    /// life, given back when a pull parks; streams are bounded by connections and the request rate instead.
+    admission: Admission,
 }
 
 impl KubemqService {
@@ -76,6 +84,23 @@ impl KubemqService {
         settings: Settings,
         shutdown: watch::Receiver<bool>,
         telemetry: Telemetry,
+    ) -> Self {
+        Self::with_admission(
+            engine,
+            settings,
+            shutdown,
+            telemetry,
+            Admission::unlimited(),
+        )
+    }
+
+    /// A service whose unary RPCs enter `admission` first (the listener's limit, [`crate::serve`]).
+    pub fn with_admission(
+        engine: Arc<Engine>,
+        settings: Settings,
+        shutdown: watch::Receiver<bool>,
+        telemetry: Telemetry,
+        admission: Admission,
     ) -> Self {
         let started_at_s = i64::try_from(engine.now() / 1_000).unwrap_or(0);
         Self {
@@ -87,6 +112,7 @@ impl KubemqService {
                 started: std::time::Instant::now(),
                 subscribers: Subscribers::default(),
                 telemetry,
+                admission,
             }),
         }
     }
@@ -118,6 +144,26 @@ impl KubemqService {
                     started.elapsed(),
                 );
                 Err(Status::unauthenticated(reason.clone()))
+            }
+        }
+    }
+
+    /// A slot of the listener's admission limit for a unary RPC, held until the RPC answers; beyond the limit
+    /// (after the admission wait) the RPC fails at once with gRPC `RESOURCE_EXHAUSTED`, counted under
+    /// `operation` — the status KubeMQ's SDKs treat as retryable, as for the per-connection request rate.
+    #[allow(clippy::result_large_err)] // tonic's Status
+    async fn admit(&self, operation: &'static str, started: Instant) -> Result<Admitted, Status> {
+        match self.inner.admission.enter().await {
+            Some(admitted) => Ok(admitted),
+            None => {
+                let code = Code::Error("ResourceExhausted");
+                self.inner.telemetry.observe_request(
+                    Protocol::Kubemq,
+                    operation,
+                    code,
+                    started.elapsed(),
+                );
+                Err(Status::resource_exhausted(SERVER_BUSY))
             }
         }
     }
@@ -491,6 +537,9 @@ where
 #[cfg(test)]
 mod telemetry_tests;
 
+#[cfg(test)]
+mod admission_tests;
+
 #[tonic::async_trait]
 impl Kubemq for KubemqService {
     async fn ping(&self, _request: Request<pb::Empty>) -> Result<Response<pb::PingResult>, Status> {
@@ -506,6 +555,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::Response>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "SendRequest")?;
+        let _admitted = self.admit("SendRequest", started).await?;
         let peer = peer_of(&request);
         let request = request.into_inner();
         let deleted = channels::deleted_channel(&request).map(str::to_string);
@@ -527,6 +577,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "QueuesInfo")?;
+        let _admitted = self.admit("QueuesInfo", started).await?;
         let response = self.inner.queues_info(request.into_inner(), &caller);
         self.inner.observe("QueuesInfo", false, started);
         Ok(Response::new(response))
@@ -538,6 +589,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "SendQueueMessage")?;
+        let _admitted = self.admit("SendQueueMessage", started).await?;
         let peer = peer_of(&request);
         let message = request.into_inner();
         let who = (message.client_id.as_str(), message.channel.as_str());
@@ -561,6 +613,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::QueueMessagesBatchResponse>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "SendQueueMessagesBatch")?;
+        let _admitted = self.admit("SendQueueMessagesBatch", started).await?;
         let peer = peer_of(&request);
         let batch = request.into_inner();
         // KubeMQ authorizes every message of a batch first; one refusal fails the whole call.
@@ -587,6 +640,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "ReceiveQueueMessages")?;
+        let admitted = self.admit("ReceiveQueueMessages", started).await?;
         let peer = crate::peer_addr(&request);
         let request = request.into_inner();
         let permission = if request.is_peak {
@@ -604,7 +658,10 @@ impl Kubemq for KubemqService {
         {
             return Err(self.refused(operation, started));
         }
-        let response = self.inner.receive_queue_messages(request, peer).await;
+        // A pull that waits gives its slot back while the engine parks it, as an SQS long poll does.
+        let on_park: veil_core::park::OnPark = Arc::new(move || admitted.release());
+        let pull = self.inner.receive_queue_messages(request, peer);
+        let response = veil_core::park::with_on_park(on_park, pull).await;
         self.inner
             .observe("ReceiveQueueMessages", response.is_error, started);
         Ok(Response::new(response))
@@ -616,6 +673,7 @@ impl Kubemq for KubemqService {
     ) -> Result<Response<pb::AckAllQueueMessagesResponse>, Status> {
         let started = Instant::now();
         let caller = self.caller(&request, "AckAllQueueMessages")?;
+        let _admitted = self.admit("AckAllQueueMessages", started).await?;
         let peer = peer_of(&request);
         let request = request.into_inner();
         let (channel, client_id) = (request.channel.clone(), request.client_id.clone());

@@ -1,0 +1,159 @@
+//! The KubeMQ listener's admission limit (docs/reliability.md "Load and overload"): a unary RPC beyond
+//! `max_requests_in_flight` waits at most the admission wait, then fails at once with `RESOURCE_EXHAUSTED`,
+//! changing nothing; a pull that waits gives its slot back. The service is called directly, without a socket.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tonic::{Code, Request};
+use veil_core::memory_store::MemoryStore;
+use veil_core::{Engine, ManualClock, ReceiptKey};
+use veil_http::limits::Limits;
+use veil_http::Admission;
+use veil_telemetry::Telemetry;
+
+use super::{KubemqService, SERVER_BUSY};
+use crate::pb;
+use crate::pb::kubemq_server::Kubemq;
+
+const ADMISSION_WAIT_MS: u64 = 50;
+
+/// A service whose listener admits one request at once, and that admission, to hold its slot from outside.
+fn service_admitting_one() -> (KubemqService, Admission) {
+    let engine = Engine::open(
+        Arc::new(MemoryStore::new()),
+        Arc::new(ManualClock::new(1_700_000_000_000)),
+        ReceiptKey::new([7; 32]),
+    )
+    .expect("engine opens");
+    let admission = Admission::new(&Limits {
+        max_requests_in_flight: 1,
+        admission_wait: Duration::from_millis(ADMISSION_WAIT_MS),
+        ..Limits::default()
+    });
+    let (_stop, stopped) = watch::channel(false);
+    let service = KubemqService::with_admission(
+        Arc::new(engine),
+        crate::Settings::default(),
+        stopped,
+        Telemetry::default(),
+        admission.clone(),
+    );
+    (service, admission)
+}
+
+fn message(body: &str) -> pb::QueueMessage {
+    pb::QueueMessage {
+        client_id: "client-a".into(),
+        channel: "orders".into(),
+        body: body.as_bytes().to_vec().into(),
+        ..Default::default()
+    }
+}
+
+fn pull(wait_time_seconds: i32) -> pb::ReceiveQueueMessagesRequest {
+    pb::ReceiveQueueMessagesRequest {
+        client_id: "client-b".into(),
+        channel: "orders".into(),
+        max_number_of_messages: 1,
+        wait_time_seconds,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_unary_rpc_beyond_the_admission_limit_gets_resource_exhausted_after_the_wait() {
+    let (service, admission) = service_admitting_one();
+    let held = admission.enter().await.expect("the only slot");
+
+    let started = Instant::now();
+    let refused = service
+        .send_queue_message(Request::new(message("refused")))
+        .await
+        .expect_err("no slot within the admission wait");
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(refused.message(), SERVER_BUSY);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(ADMISSION_WAIT_MS) && waited < Duration::from_secs(2),
+        "refused after {waited:?}"
+    );
+    let info = service
+        .queues_info(Request::new(pb::QueuesInfoRequest::default()))
+        .await
+        .expect_err("every unary RPC is admitted alike");
+    assert_eq!(info.code(), Code::ResourceExhausted);
+
+    held.release();
+    let sent = service
+        .send_queue_message(Request::new(message("admitted")))
+        .await
+        .expect("a slot is free again")
+        .into_inner();
+    assert!(!sent.is_error, "{}", sent.error);
+    let pulled = service
+        .receive_queue_messages(Request::new(pull(1)))
+        .await
+        .expect("admitted")
+        .into_inner();
+    let bodies: Vec<&[u8]> = pulled.messages.iter().map(|m| m.body.as_ref()).collect();
+    assert_eq!(
+        bodies,
+        [b"admitted".as_slice()],
+        "the refused send stored nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_pull_gives_its_admission_slot_back() {
+    let (service, _admission) = service_admitting_one();
+    let service = Arc::new(service);
+    let waiting = tokio::spawn({
+        let service = service.clone();
+        async move {
+            service
+                .receive_queue_messages(Request::new(pull(5)))
+                .await
+                .map(|response| response.into_inner())
+        }
+    });
+    // The pull takes the only slot, then parks in the engine and gives it back: QueuesInfo, itself a unary
+    // RPC, is admitted and shows the pull waiting on the channel.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match service
+            .queues_info(Request::new(pb::QueuesInfoRequest::default()))
+            .await
+        {
+            Ok(info) => {
+                let info = info.into_inner().info.expect("info");
+                if info
+                    .queues
+                    .iter()
+                    .any(|q| q.name == "orders" && q.subscribers > 0)
+                {
+                    break;
+                }
+            }
+            Err(status) => assert_eq!(status.code(), Code::ResourceExhausted),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pull never parked without its slot"
+        );
+        tokio::task::yield_now().await;
+    }
+    let sent = service
+        .send_queue_message(Request::new(message("for the waiter")))
+        .await
+        .expect("the parked pull holds no slot")
+        .into_inner();
+    assert!(!sent.is_error, "{}", sent.error);
+    let pulled = waiting
+        .await
+        .expect("joined")
+        .expect("the pull was admitted");
+    assert_eq!(pulled.messages.len(), 1, "{}", pulled.error);
+    assert_eq!(pulled.messages[0].body.as_ref(), b"for the waiter");
+}
