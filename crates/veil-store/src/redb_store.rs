@@ -272,7 +272,10 @@ fn free_bytes(dir: &Path) -> Result<u64, StoreError> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct (and it was zeroed before).
     let stat = unsafe { stat.assume_init() };
-    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+    // fsblkcnt_t and c_ulong are u64 here but narrower on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let (blocks, block_bytes) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    Ok(blocks.saturating_mul(block_bytes))
 }
 
 /// Returns the space of deleted messages to the file system when most of the file is free pages. redb reuses
