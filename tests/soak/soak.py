@@ -73,6 +73,22 @@ class Ledger:
             self.last_delivery[key] = (sent_at, sent_at + visibility_s)
 
 
+def settle(ledger: Ledger, key, roll: float, delete, release):
+    """What a consumer does with a delivery, by `roll`: 70% deleted (in doubt until the delete answers), 10%
+    released at once (visibility 0), the rest left to time out."""
+    if roll < 0.7:
+        with ledger.lock:
+            ledger.delete_in_doubt.add(key)
+        delete()
+        with ledger.lock:
+            ledger.deleted[key] = time.monotonic()
+            ledger.delete_in_doubt.discard(key)
+    elif roll < 0.8:
+        with ledger.lock:
+            ledger.released.add(key)
+        release()
+
+
 # A worker makes its client anew after any failed request (the server may have restarted on the same ports).
 
 
@@ -104,20 +120,11 @@ def run_sqs(server: VeilServer, ledger: Ledger, stop: threading.Event, seed: int
             for m in msgs:
                 ledger.delivered("sqs", m["MessageId"], sent_at, VISIBILITY_S)
             for m in msgs:
-                key = ("sqs", m["MessageId"])
-                roll = rng.random()
-                if roll < 0.7:
-                    with ledger.lock:
-                        ledger.delete_in_doubt.add(key)
-                    client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-                    with ledger.lock:
-                        ledger.deleted[key] = time.monotonic()
-                        ledger.delete_in_doubt.discard(key)
-                elif roll < 0.8:
-                    with ledger.lock:
-                        ledger.released.add(key)
-                    client.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"],
-                                                     VisibilityTimeout=0)
+                handle = m["ReceiptHandle"]
+                settle(ledger, ("sqs", m["MessageId"]), rng.random(),
+                       lambda: client.delete_message(QueueUrl=url, ReceiptHandle=handle),
+                       lambda: client.change_message_visibility(QueueUrl=url, ReceiptHandle=handle,
+                                                                VisibilityTimeout=0))
         except Exception:  # noqa: BLE001 - restarts cut requests off; they are in doubt
             with ledger.lock:
                 ledger.errors["sqs"] += 1
@@ -154,19 +161,9 @@ def run_azure(server: VeilServer, ledger: Ledger, stop: threading.Event, seed: i
                 ledger.delivered("azure", m.id, sent_at, VISIBILITY_S)
             for m in got:
                 key = ("azure", m.id)
-                roll = rng.random()
                 try:
-                    if roll < 0.7:
-                        with ledger.lock:
-                            ledger.delete_in_doubt.add(key)
-                        q.delete_message(m.id, m.pop_receipt)
-                        with ledger.lock:
-                            ledger.deleted[key] = time.monotonic()
-                            ledger.delete_in_doubt.discard(key)
-                    elif roll < 0.8:
-                        with ledger.lock:
-                            ledger.released.add(key)
-                        q.update_message(m.id, m.pop_receipt, visibility_timeout=0)
+                    settle(ledger, key, rng.random(), lambda: q.delete_message(m.id, m.pop_receipt),
+                           lambda: q.update_message(m.id, m.pop_receipt, visibility_timeout=0))
                 except ResourceNotFoundError:
                     # Our visibility lapsed and someone else holds the message now: nothing happened.
                     with ledger.lock:

@@ -234,13 +234,18 @@ fn verdict(report: &RunReport) -> ExitCode {
     }
 }
 
-fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), BenchError> {
+/// Writes `value` as pretty JSON (and a newline) to `path`; `what` names the figures in errors.
+pub(crate) fn write_json(
+    path: &std::path::Path,
+    value: &impl serde::Serialize,
+    what: &'static str,
+) -> Result<(), BenchError> {
     let text = serde_json::to_string_pretty(value).map_err(|source| BenchError::Json {
-        context: "encoding results",
+        context: what,
         path: path.to_owned(),
         source,
     })?;
-    std::fs::write(path, text + "\n").map_err(BenchError::io("writing results", path))
+    std::fs::write(path, text + "\n").map_err(BenchError::io(what, path))
 }
 
 async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
@@ -292,7 +297,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
         }
         Some(path) => {
             print!("{}", report.summary());
-            write_json(path, &report)?;
+            write_json(path, &report, "results")?;
         }
         None => print!("{}", report.summary()),
     }
@@ -348,7 +353,7 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
         failed |= !smoke_verdict(report);
     }
     if let Some(path) = &args.json {
-        write_json(path, &reports)?;
+        write_json(path, &reports, "results")?;
     }
     Ok(if failed {
         ExitCode::FAILURE

@@ -288,13 +288,7 @@ pub async fn overload(args: OverloadArgs) -> Result<ExitCode, BenchError> {
         rss,
     };
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|source| BenchError::Json {
-            context: "encoding overload figures",
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text + "\n")
-            .map_err(BenchError::io("writing overload figures", path))?;
+        crate::write_json(path, &report, "overload figures")?;
     }
     Ok(ExitCode::SUCCESS)
 }

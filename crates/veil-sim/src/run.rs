@@ -909,6 +909,11 @@ impl<'a> Sim<'a> {
         };
         self.msgs.insert(tag, msg);
         // A long poll already waiting on the queue may receive it (and its dead-letter rule may follow).
+        self.waiting_receives_may_reach(tag, queue);
+    }
+
+    /// Each long poll waiting on `queue` may receive message `tag`, which just became deliverable there.
+    fn waiting_receives_may_reach(&mut self, tag: u64, queue: usize) {
         let waiting = self
             .inflight
             .iter()
@@ -1051,14 +1056,7 @@ impl<'a> Sim<'a> {
             return;
         }
         msg.locations |= 1 << queue;
-        let waiting = self
-            .inflight
-            .iter()
-            .filter(|f| matches!(f.request, Request::Receive { queue: q, waits: true, .. } if q == queue))
-            .count();
-        for _ in 0..waiting {
-            self.receive_may_reach(tag, queue);
-        }
+        self.waiting_receives_may_reach(tag, queue);
     }
 
     fn crash(&mut self, kept: usize) -> Result<(), Violation> {

@@ -644,12 +644,7 @@ pub async fn suite(args: SuiteArgs) -> Result<ExitCode, BenchError> {
         scenarios: collected.results,
     };
     let path = args.out.join(format!("suite-{started_unix}.json"));
-    let text = serde_json::to_string_pretty(&results).map_err(|source| BenchError::Json {
-        context: "encoding results",
-        path: path.clone(),
-        source,
-    })?;
-    std::fs::write(&path, text + "\n").map_err(BenchError::io("writing results", &path))?;
+    crate::write_json(&path, &results, "results")?;
     println!();
     print!("{}", crate::report::text_summary(&results));
     println!("results: {}", path.display());

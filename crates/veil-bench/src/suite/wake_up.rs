@@ -193,13 +193,7 @@ pub async fn many_waiters(args: ManyWaitersArgs) -> Result<std::process::ExitCod
         }
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&figures).map_err(|source| BenchError::Json {
-            context: "encoding many-waiters figures",
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text + "\n")
-            .map_err(BenchError::io("writing many-waiters figures", path))?;
+        crate::write_json(path, &figures, "many-waiters figures")?;
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
