@@ -223,6 +223,8 @@ struct Msg {
     message_id: Option<[u8; 16]>,
     seq_in_origin: Option<Seq>,
     own_redrive: OwnRedrive,
+    /// A move by its own rule may have happened, which clears the rule (the queue's policy applies after it).
+    own_rule_maybe_cleared: bool,
     /// Queues it may be in (a bit per queue): its origin, plus every move that may have happened.
     locations: u8,
     /// An operation that may remove it for good started at this tick (delete, purge, drop by its rule).
@@ -279,6 +281,8 @@ enum Request {
         protocol: Protocol,
         /// A long poll: it may receive messages that arrive while it waits.
         waits: bool,
+        /// Its SQS FIFO receive request attempt id.
+        attempt_id: Option<String>,
     },
     Change {
         tag: u64,
@@ -327,6 +331,9 @@ struct Sim<'a> {
     trace: Vec<String>,
     /// Message ids of acknowledged sends, to tell a duplicate's answer from another message's.
     by_id: HashMap<[u8; 16], u64>,
+    /// The latest start tick of a receive with each attempt id: a retry with the same id started while an
+    /// earlier one was unanswered may give that one's messages a new visibility (SQS resets it on a retry).
+    attempt_started: HashMap<String, u64>,
 }
 
 fn receipts() -> ReceiptKey {
@@ -358,6 +365,7 @@ impl<'a> Sim<'a> {
             stats: RunStats::default(),
             trace: Vec::new(),
             by_id: HashMap::new(),
+            attempt_started: HashMap::new(),
         }
     }
 
@@ -896,6 +904,7 @@ impl<'a> Sim<'a> {
             message_id: None,
             seq_in_origin: None,
             own_redrive,
+            own_rule_maybe_cleared: false,
             locations: 1 << queue,
             maybe_gone: None,
             deleted: None,
@@ -984,6 +993,9 @@ impl<'a> Sim<'a> {
                 })
                 .clone()
         });
+        if let Some(id) = &attempt_id {
+            self.attempt_started.insert(id.clone(), self.tick);
+        }
         let options = ReceiveOptions {
             max_messages: usize::from(max),
             visibility_ms: Some(visibility_ms),
@@ -993,7 +1005,7 @@ impl<'a> Sim<'a> {
             } else {
                 DeadLetterTiming::OnReceive
             },
-            attempt_id,
+            attempt_id: attempt_id.clone(),
             consumer: None,
         };
         let engine = self.engine.clone();
@@ -1006,6 +1018,7 @@ impl<'a> Sim<'a> {
                 visibility_ms,
                 protocol,
                 waits: wait_ms > 0,
+                attempt_id,
             },
             future,
         )
@@ -1030,19 +1043,28 @@ impl<'a> Sim<'a> {
             return;
         };
         msg.receives_seen += 1;
-        let target = match msg.own_redrive {
-            OwnRedrive::ToQueue(n) if used_up(msg.receives_seen, n) => Some(OWN_DEAD_LETTERS),
+        let by_own_rule = match msg.own_redrive {
+            OwnRedrive::ToQueue(n) if used_up(msg.receives_seen, n) => {
+                // A move by its own rule makes a fresh message without the rule: from then on the queue's
+                // policy applies to it (a re-queue may take it to a queue that has one).
+                msg.own_rule_maybe_cleared = true;
+                Some(OWN_DEAD_LETTERS)
+            }
             OwnRedrive::Drop(n) if used_up(msg.receives_seen, n) => {
                 msg.maybe_gone.get_or_insert(tick);
                 None
             }
-            OwnRedrive::None => queue_policy
-                .filter(|(_, n)| used_up(msg.receives_seen, *n))
-                .map(|(target, _)| target),
             _ => None,
         };
-        if let Some(target) = target {
-            msg.moved_possible = true;
+        let by_queue_policy = (msg.own_redrive == OwnRedrive::None || msg.own_rule_maybe_cleared)
+            .then_some(queue_policy)
+            .flatten()
+            .filter(|(_, n)| used_up(msg.receives_seen, *n))
+            .map(|(target, _)| target);
+        for target in [by_own_rule, by_queue_policy].into_iter().flatten() {
+            if let Some(msg) = self.msgs.get_mut(&tag) {
+                msg.moved_possible = true;
+            }
             self.add_location(tag, target);
         }
     }
@@ -1349,10 +1371,17 @@ impl<'a> Sim<'a> {
             visibility_ms,
             protocol,
             waits,
+            ref attempt_id,
         } = flight.request
         else {
             unreachable!("a receive answers a receive")
         };
+        // A retry of this receive's attempt that started after it may have reset the visibility of what it
+        // delivered, to the retry's visibility: its window binds only until then.
+        let retried_at = attempt_id
+            .as_ref()
+            .and_then(|id| self.attempt_started.get(id).copied())
+            .filter(|&started| started > flight.tick);
         // A long poll may have delivered at any poll up to this answer; any other receive delivers in its
         // first poll.
         let granted_by = if waits { self.tick } else { flight.tick };
@@ -1472,6 +1501,9 @@ impl<'a> Sim<'a> {
             );
             self.add_location(tag, queue);
             if let Some(msg) = self.msgs.get_mut(&tag) {
+                if let Some(retried_at) = retried_at {
+                    msg.touched = msg.touched.max(retried_at);
+                }
                 // Answers may come back in another order than the deliveries happened (a long poll started
                 // earlier delivers later); the generation tells which delivery is the later one.
                 if message.state.generation > msg.generation_seen {

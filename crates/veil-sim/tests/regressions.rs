@@ -64,6 +64,20 @@ fn seed_100109_of_1500_steps_a_long_poll_answered_first_may_have_delivered_last(
     passes_with(100_109, 1_500);
 }
 
+/// Two FIFO receives with the same attempt id in flight at once: the retry gives the first one's messages
+/// the retry's visibility (SQS resets it), so the first answer's window binds only until the retry started.
+#[test]
+fn seed_23988_a_retried_receive_attempt_resets_the_visibility_of_its_messages() {
+    passes(23_988);
+}
+
+/// A message moved by its own dead-letter rule arrives without the rule; re-queued to a queue with a redrive
+/// policy, that policy moves it (to orders-dlq), not the rule it no longer has.
+#[test]
+fn seed_93270_a_message_moved_by_its_own_rule_follows_the_queue_policy_after() {
+    passes(93_270);
+}
+
 fn now<F: std::future::Future>(future: F) -> F::Output {
     let mut future = Box::pin(future);
     match future
