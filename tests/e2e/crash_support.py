@@ -26,6 +26,14 @@ class Ledger:
         self.taken_in_doubt = 0  # messages that requests cut off by the kill may have removed unseen (at most)
         self.errors = []  # unexpected failures before the kill
 
+    def next_bodies(self, rng, tag: str, n: int, sizes) -> list:
+        """The bodies of a producer's next send (one of `sizes` messages, numbered from `n`), recorded as
+        attempted before the request goes out."""
+        bodies = [f"{tag}-{n + i}-{'x' * rng.randint(0, 300)}" for i in range(rng.choice(sizes))]
+        with self.lock:
+            self.attempted_bodies.update(bodies)
+        return bodies
+
     def failed(self, what, exc):
         """Classify a failed request: before the kill it is a server error, after it the request is in doubt."""
         if self.killed.is_set():

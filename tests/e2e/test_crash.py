@@ -30,13 +30,10 @@ def producer(endpoint, url, ledger, tag, seed):
     rng = random.Random(seed)
     n = 0
     while not ledger.killed.is_set():
-        size = rng.choice([1, 1, 1, 5, 10])
-        bodies = [f"{tag}-{n + i}-{'x' * rng.randint(0, 300)}" for i in range(size)]
-        n += size
-        with ledger.lock:
-            ledger.attempted_bodies.update(bodies)
+        bodies = ledger.next_bodies(rng, tag, n, [1, 1, 1, 5, 10])
+        n += len(bodies)
         try:
-            if size == 1:
+            if len(bodies) == 1:
                 r = c.send_message(QueueUrl=url, MessageBody=bodies[0])
                 acked = {r["MessageId"]: bodies[0]}
             else:

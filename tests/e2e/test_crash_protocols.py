@@ -230,13 +230,10 @@ def kubemq_producer(server, channel, ledger, tag, seed):
     n = 0
     try:
         while not ledger.killed.is_set():
-            size = rng.choice([1, 1, 1, 5])
-            bodies = [f"{tag}-{n + i}-{'x' * rng.randint(0, 300)}" for i in range(size)]
-            n += size
-            with ledger.lock:
-                ledger.attempted_bodies.update(bodies)
+            bodies = ledger.next_bodies(rng, tag, n, [1, 1, 1, 5])
+            n += len(bodies)
             try:
-                if size == 1:
+                if len(bodies) == 1:
                     results = [client.send_queue_message(QueueMessage(channel=channel, body=bodies[0].encode()))]
                 else:
                     results = client.send_queue_messages_batch(

@@ -45,6 +45,21 @@ enum TermEnd {
     Reopen,
 }
 
+/// The end of serving for good. The admin endpoint stops last, so /readyz answers "stopping" while the
+/// others drain; then the store closes.
+async fn close_for_good(
+    admin: Admin,
+    engine: Arc<veil_core::Engine>,
+    store: Arc<RedbStore>,
+    served: Result<Result<(), ServeError>, tokio::task::JoinError>,
+) -> Result<(), ServeError> {
+    admin.stop().await;
+    drop(engine);
+    store.close();
+    tracing::info!("store closed; bye");
+    served.unwrap_or_else(|error| Err(ServeError::Serving(error.to_string())))
+}
+
 /// Serves until `shutdown`, reopening the store whenever it failed and the disk recovered.
 pub async fn serve_embedded(
     settings: &Settings,
@@ -101,10 +116,7 @@ pub async fn serve_embedded(
                 // Serving ended on its own (a listener failed): stop as at a shutdown.
                 watching.abort();
                 sampler.abort();
-                admin.stop().await;
-                drop(engine);
-                store.close();
-                return served.unwrap_or_else(|error| Err(ServeError::Kubemq(error.to_string())));
+                return close_for_good(admin, engine, store, served).await;
             }
         };
         let served = match end {
@@ -126,12 +138,7 @@ pub async fn serve_embedded(
         sampler.abort();
         if end == TermEnd::Shutdown {
             tracing::info!("requests drained; closing the store");
-            // The admin endpoint stops last: /readyz keeps answering "stopping" while the others drain.
-            admin.stop().await;
-            drop(engine);
-            store.close();
-            tracing::info!("store closed; bye");
-            return served.unwrap_or_else(|error| Err(ServeError::Kubemq(error.to_string())));
+            return close_for_good(admin, engine, store, served).await;
         }
         if let Ok(Err(error)) = served {
             tracing::warn!(%error, "serving the failed store's engine ended with an error");

@@ -128,6 +128,9 @@ enum ServeError {
     Tls(#[from] veil_http::TlsError),
     #[error("cluster: {0}")]
     Cluster(String),
+    /// The task serving the listeners panicked or was cancelled.
+    #[error("serving the listeners failed: {0}")]
+    Serving(String),
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {

@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tonic::{Code, Request};
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
 use veil_http::limits::Limits;
 use veil_http::Admission;
 use veil_telemetry::Telemetry;
@@ -21,12 +19,6 @@ const ADMISSION_WAIT_MS: u64 = 50;
 
 /// A service whose listener admits one request at once, and that admission, to hold its slot from outside.
 fn service_admitting_one() -> (KubemqService, Admission) {
-    let engine = Engine::open(
-        Arc::new(MemoryStore::new()),
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-        ReceiptKey::new([7; 32]),
-    )
-    .expect("engine opens");
     let admission = Admission::new(&Limits {
         max_requests_in_flight: 1,
         admission_wait: Duration::from_millis(ADMISSION_WAIT_MS),
@@ -34,7 +26,7 @@ fn service_admitting_one() -> (KubemqService, Admission) {
     });
     let (_stop, stopped) = watch::channel(false);
     let service = KubemqService::with_admission(
-        Arc::new(engine),
+        super::test_engine(),
         crate::Settings::default(),
         stopped,
         Telemetry::default(),

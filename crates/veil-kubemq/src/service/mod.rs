@@ -537,6 +537,19 @@ where
 #[cfg(test)]
 mod telemetry_tests;
 
+/// An engine on memory and a manual clock, for the tests that call the service directly.
+#[cfg(test)]
+fn test_engine() -> Arc<Engine> {
+    let clock = veil_core::ManualClock::new(1_700_000_000_000);
+    let engine = Engine::open(
+        Arc::new(veil_core::memory_store::MemoryStore::new()),
+        Arc::new(clock),
+        veil_core::ReceiptKey::new([7; 32]),
+    )
+    .expect("engine opens");
+    Arc::new(engine)
+}
+
 #[cfg(test)]
 mod admission_tests;
 

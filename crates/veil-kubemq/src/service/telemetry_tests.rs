@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tonic::Request;
-use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
 use veil_telemetry::capture;
 use veil_telemetry::{Code, Protocol, Telemetry};
 
@@ -17,16 +15,9 @@ use crate::pb;
 use crate::pb::kubemq_server::Kubemq;
 
 fn service(telemetry: &Telemetry) -> KubemqService {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let engine = Engine::open(
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock),
-        ReceiptKey::new([7; 32]),
-    )
-    .expect("engine opens");
     let (_stop, stopped) = watch::channel(false);
     KubemqService::new(
-        Arc::new(engine),
+        super::test_engine(),
         crate::Settings::default(),
         stopped,
         telemetry.clone(),
