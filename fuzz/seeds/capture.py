@@ -17,7 +17,7 @@ bytes on the way:
   records' bodies (postcard `Vec<StoreOp>`) `corpus/store_values`.
 
 Files are named `seed-<sha1 prefix>`: re-running the script adds what changed and rewrites nothing else.
-Usage: /work/main/.venv/bin/python fuzz/seeds/capture.py [--veil target/release/veil]
+Usage: .venv/bin/python fuzz/seeds/capture.py [--veil target/release/veil]
 """
 
 from __future__ import annotations
