@@ -14,6 +14,9 @@ const MONTHS: [&str; 12] = [
 const NEVER_RFC1123: &str = "Fri, 31 Dec 9999 23:59:59 GMT";
 /// Last second the wire format can show (9999-12-31T23:59:59Z).
 const LAST_SHOWABLE_S: i64 = 253_402_300_799;
+/// Last year a date on the wire may name: .NET's `DateTime`, which Azure parses with, ends with 9999, and a
+/// larger year would overflow the engine's milliseconds (a 9-digit year is past `u64::MAX` ms).
+const LAST_YEAR: i64 = 9_999;
 
 /// Days since 1970-01-01 of a civil date.
 fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
@@ -106,11 +109,11 @@ fn valid_date(year: i64, month: u32, day: u32) -> bool {
 }
 
 fn millis_of(year: i64, month: u32, day: u32, h: u32, m: u32, s: u32) -> Option<Millis> {
-    if !valid_date(year, month, day) || h > 23 || m > 59 || s > 59 {
+    if year > LAST_YEAR || !valid_date(year, month, day) || h > 23 || m > 59 || s > 59 {
         return None;
     }
     let secs = days_from_civil(year, month, day) * DAY_S + i64::from(h * 3_600 + m * 60 + s);
-    u64::try_from(secs).ok().map(|s| s * 1_000)
+    u64::try_from(secs).ok()?.checked_mul(1_000)
 }
 
 /// Parses `Mon, 29 Aug 2011 17:17:21 GMT`. `None` for anything else.
@@ -225,6 +228,19 @@ mod tests {
         );
         assert_eq!(parse_iso8601("2024-13-01"), None);
         assert_eq!(parse_iso8601("tomorrow"), None);
+    }
+
+    #[test]
+    fn dates_past_year_9999_are_refused_not_overflowed() {
+        assert_eq!(
+            parse_iso8601("9999-12-31T23:59:59Z"),
+            Some(LAST_SHOWABLE_S as u64 * 1_000)
+        );
+        assert_eq!(parse_iso8601("10000-01-01"), None);
+        // Found by the azure_rest fuzz target: a 9-digit year overflowed the milliseconds and panicked.
+        assert_eq!(parse_iso8601("999999999-12-01T05:50:41Z"), None);
+        assert_eq!(parse_iso8601("4294967295-01-01"), None);
+        assert_eq!(parse_rfc1123("Fri, 01 Jan 999999999 00:00:00 GMT"), None);
     }
 
     #[test]
