@@ -71,6 +71,54 @@ impl Conn {
     pub fn info(&self) -> &ConnectionInfo {
         &self.info
     }
+
+    /// Which HTTP the client speaks, decided without consuming a byte: TLS by its ALPN, plain TCP by peeking
+    /// at the first bytes for HTTP/2's connection preface. Waits for the client's first bytes on plain TCP.
+    ///
+    /// Why not let hyper-util's auto builder read the preface: it reads up to 24 bytes and replays them to
+    /// hyper, whose first read then returns only those, and the second grows its 8 KiB read buffer to 16 KiB
+    /// for the rest of the head; every HTTP/1 connection kept that doubled buffer.
+    pub async fn http_version(&self) -> HttpVersion {
+        match &self.stream {
+            Stream::Tls(stream) => match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => HttpVersion::Http2,
+                Some(_) => HttpVersion::Http1,
+                None => HttpVersion::Unknown,
+            },
+            Stream::Plain(stream) => {
+                let mut first = [0u8; HTTP2_PREFACE.len()];
+                match stream.peek(&mut first).await {
+                    // hyper's own read sees the same error or end and closes the connection.
+                    Err(_) | Ok(0) => HttpVersion::Http1,
+                    Ok(n) => version_of(&first[..n]),
+                }
+            }
+        }
+    }
+}
+
+/// What a connection speaks, as far as [`Conn::http_version`] can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpVersion {
+    Http1,
+    Http2,
+    /// TLS without ALPN, or the bytes so far are a part of HTTP/2's preface: the serve loop lets hyper-util
+    /// read until it knows.
+    Unknown,
+}
+
+/// The first bytes of every HTTP/2 connection (RFC 9113, section 3.4).
+const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The version the first `bytes` a client sent (at least one) show.
+fn version_of(bytes: &[u8]) -> HttpVersion {
+    if !HTTP2_PREFACE.starts_with(bytes) {
+        HttpVersion::Http1
+    } else if bytes.len() == HTTP2_PREFACE.len() {
+        HttpVersion::Http2
+    } else {
+        HttpVersion::Unknown
+    }
 }
 
 impl AsyncRead for Conn {
@@ -217,5 +265,20 @@ async fn accept_loop(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bytes_tell_http2_only_by_its_whole_preface() {
+        assert_eq!(version_of(b"POST / HTTP/1.1\r\n"), HttpVersion::Http1);
+        assert_eq!(version_of(b"G"), HttpVersion::Http1);
+        assert_eq!(version_of(b"PRIZE"), HttpVersion::Http1);
+        assert_eq!(version_of(HTTP2_PREFACE), HttpVersion::Http2);
+        assert_eq!(version_of(b"PRI * HTTP/2.0"), HttpVersion::Unknown);
+        assert_eq!(version_of(b"P"), HttpVersion::Unknown);
     }
 }

@@ -27,7 +27,7 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use crate::admission::Admission;
-use crate::conn::{accept, ConnectionInfo};
+use crate::conn::{accept, ConnectionInfo, HttpVersion};
 use crate::limits::{Limits, HTTP2_KEEPALIVE_INTERVAL_MS, THROTTLED_BODY_DRAIN_BYTES};
 
 /// The answer to a request over its connection's rate limit or its listener's admission limit, in the
@@ -56,23 +56,13 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
         limits,
         throttled,
     } = listener;
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(limits.max_header_bytes)
-        .max_headers(limits.max_headers);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
-        .keep_alive_interval(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS));
-    let builder = Arc::new(builder);
+    let builders = Arc::new(Builders::new(&limits));
     let body_timeout = limits.body_read_timeout;
     let admission = Admission::new(&limits);
     let mut connections = accept(name, tcp, tls, limits);
     let graceful = GracefulShutdown::new();
+    // Dropped when the server stops, which ends the connections still waiting for their first bytes.
+    let stopping = tokio::sync::watch::Sender::new(());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let conn = tokio::select! {
@@ -90,9 +80,17 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
             body_timeout,
             admission: admission.clone(),
         };
-        let builder = builder.clone();
+        let builders = builders.clone();
         let watcher = graceful.watcher();
+        let mut stopping = stopping.subscribe();
         tokio::spawn(async move {
+            // Until its first bytes a connection is not hyper's, so the graceful stop cannot reach it: it
+            // ends here when the server stops.
+            let version = tokio::select! {
+                version = conn.http_version() => version,
+                _ = stopping.changed() => return,
+            };
+            let builder = builders.of(version);
             let connection = builder.serve_connection(TokioIo::new(conn), service);
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(listener = name, %error, "connection ended with an error");
@@ -101,7 +99,50 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
     }
     // Stop accepting: the accept loop ends with the receiver.
     drop(connections);
+    drop(stopping);
     graceful.shutdown().await;
+}
+
+/// hyper-util's connection builders, configured alike: one per HTTP version, for a connection whose version
+/// [`crate::conn::Conn::http_version`] told, and one that reads the first bytes to decide.
+struct Builders {
+    http1: auto::Builder<TokioExecutor>,
+    http2: auto::Builder<TokioExecutor>,
+    either: auto::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(limits: &Limits) -> Self {
+        Self {
+            http1: Self::configured(limits).http1_only(),
+            http2: Self::configured(limits).http2_only(),
+            either: Self::configured(limits),
+        }
+    }
+
+    fn configured(limits: &Limits) -> auto::Builder<TokioExecutor> {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(limits.max_header_bytes)
+            .max_headers(limits.max_headers);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .keep_alive_interval(Duration::from_millis(HTTP2_KEEPALIVE_INTERVAL_MS));
+        builder
+    }
+
+    fn of(&self, version: HttpVersion) -> &auto::Builder<TokioExecutor> {
+        match version {
+            HttpVersion::Http1 => &self.http1,
+            HttpVersion::Http2 => &self.http2,
+            HttpVersion::Unknown => &self.either,
+        }
+    }
 }
 
 /// hyper's service of one connection: admits the request past the rate limit and the admission limit, tags
