@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // `bytes` fields as `bytes::Bytes`: a body is sliced out of the request buffer and handed to the engine
         // without a copy, and a received body goes out as another reference to the stored one.
         .bytes(["."])
+        // Prost's codec with small first buffers: a waiting stream keeps two of them (src/codec.rs).
+        .codec_path("crate::codec::LeanCodec")
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

@@ -8,6 +8,7 @@
 //! open downstreams `CloseByServer`.
 
 pub mod auth;
+mod codec;
 pub mod convert;
 pub mod limits;
 pub mod service;

@@ -29,3 +29,9 @@ pub const LISTEN_DEFAULT: &str = "127.0.0.1:50000";
 pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";
 /// Completed transactions a downstream stream remembers for TransactionStatus.
 pub const COMPLETED_TRANSACTIONS_KEPT: usize = 256;
+
+/// The first size of the buffers tonic gives each gRPC call, one to decode requests and one to encode
+/// responses (tonic's default is 8 KiB each). They grow to fit a larger message, so this bounds nothing; it
+/// is what a stream costs while it waits: 10,000 downstreams parked in a Get held 160 MiB of default-sized,
+/// empty buffers (docs/reliability.md "What a waiting connection costs").
+pub const GRPC_CODEC_BUFFER_BYTES: usize = 1_024;
