@@ -5,7 +5,7 @@ KubeMQ downstream waiting in a Get (gRPC streams, --streams-per-channel of them 
 
     bench/long-poll-memory.py --veil-bin target/release/veil [--baseline-bin OLD] [--connections 10000]
 
-Starts each binary with a temp data dir and --sqs-auth off, raises this process's open-file limit to its hard
+Starts each binary (a fresh process per scenario) with a temp data dir and --sqs-auth off, raises this process's open-file limit to its hard
 limit (Veil inherits it), and prints one line per binary; with --baseline-bin, the ratios too. RSS is VmRSS of
 /proc/PID/status after the connections settle; per-connection figures are (RSS after - RSS before) / count.
 """
@@ -109,39 +109,56 @@ async def kubemq_waiters(pid, port, queue, channels, per_channel):
     return (waiting - before) / (channels * per_channel)
 
 
-async def measure(bin_path, n, channels, per_channel):
-    data = tempfile.mkdtemp(prefix="veil-mem-")
-    sqs, azure, kubemq, admin = (free_port() for _ in range(4))
-    log = open(os.path.join(data, "veil.log"), "w")
-    proc = subprocess.Popen(
-        [bin_path, "serve", "--data-dir", os.path.join(data, "d"), "--sqs-listen", f"127.0.0.1:{sqs}",
-         "--azure-listen", f"127.0.0.1:{azure}", "--kubemq-listen", f"127.0.0.1:{kubemq}",
-         "--admin-listen", f"127.0.0.1:{admin}", "--sqs-auth", "off", "--log-level", "warn"],
-        stdout=subprocess.DEVNULL, stderr=log,
-    )
-    try:
+class Server:
+    """One Veil process on a fresh data dir; each scenario gets its own, so memory one scenario frees late is
+    not counted against the next."""
+
+    def __init__(self, bin_path):
+        self.data = tempfile.mkdtemp(prefix="veil-mem-")
+        self.sqs, azure, self.kubemq, admin = (free_port() for _ in range(4))
+        log = open(os.path.join(self.data, "veil.log"), "w")
+        self.proc = subprocess.Popen(
+            [bin_path, "serve", "--data-dir", os.path.join(self.data, "d"), "--sqs-listen", f"127.0.0.1:{self.sqs}",
+             "--azure-listen", f"127.0.0.1:{azure}", "--kubemq-listen", f"127.0.0.1:{self.kubemq}",
+             "--admin-listen", f"127.0.0.1:{admin}", "--sqs-auth", "off", "--log-level", "warn"],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )
         for _ in range(300):
             try:
-                url = sqs_call(sqs, "CreateQueue", {"QueueName": "mem"})["QueueUrl"]
+                self.url = sqs_call(self.sqs, "CreateQueue", {"QueueName": "mem"})["QueueUrl"]
                 break
             except OSError:
                 time.sleep(0.05)
         else:
-            raise RuntimeError(f"{bin_path} did not start; see {data}/veil.log")
-        sqs_call(sqs, "SendMessage", {"QueueUrl": url, "MessageBody": "warm"})
-        sqs_call(sqs, "ReceiveMessage", {"QueueUrl": url, "VisibilityTimeout": 600})
-        idle_rss = rss(proc.pid)
-        per_idle, per_poll = await sqs_waiters(proc.pid, sqs, url, n)
-        per_stream = await kubemq_waiters(proc.pid, kubemq, "mem", channels, per_channel)
-        return {"bin": bin_path, "connections": n, "rss_start_mib": idle_rss / 2**20,
-                "per_idle_connection_kib": per_idle / 1024, "per_sqs_long_poll_kib": per_poll / 1024,
-                "kubemq_streams": channels * per_channel, "per_kubemq_downstream_kib": per_stream / 1024}
-    finally:
-        proc.terminate()
+            self.stop()
+            raise RuntimeError(f"{bin_path} did not start; see {self.data}/veil.log")
+        sqs_call(self.sqs, "SendMessage", {"QueueUrl": self.url, "MessageBody": "warm"})
+        sqs_call(self.sqs, "ReceiveMessage", {"QueueUrl": self.url, "VisibilityTimeout": 600})
+        self.pid = self.proc.pid
+
+    def stop(self):
+        self.proc.terminate()
         try:
-            proc.wait(timeout=30)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            self.proc.kill()
+
+
+async def measure(bin_path, n, channels, per_channel):
+    server = Server(bin_path)
+    try:
+        idle_rss = rss(server.pid)
+        per_idle, per_poll = await sqs_waiters(server.pid, server.sqs, server.url, n)
+    finally:
+        server.stop()
+    server = Server(bin_path)
+    try:
+        per_stream = await kubemq_waiters(server.pid, server.kubemq, "mem", channels, per_channel)
+    finally:
+        server.stop()
+    return {"bin": bin_path, "connections": n, "rss_start_mib": idle_rss / 2**20,
+            "per_idle_connection_kib": per_idle / 1024, "per_sqs_long_poll_kib": per_poll / 1024,
+            "kubemq_streams": channels * per_channel, "per_kubemq_downstream_kib": per_stream / 1024}
 
 
 def main():
