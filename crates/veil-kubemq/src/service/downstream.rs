@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch, Mutex};
-use tonic::{Status, Streaming};
+use tonic::Streaming;
 use veil_core::{Millis, Permission};
 
 use super::{consumer, next_or_shutdown, Collect, Held, Inner};
@@ -23,7 +23,7 @@ use crate::limits;
 use crate::pb;
 use crate::pb::QueuesDownstreamRequestType as T;
 
-type Replies = mpsc::Sender<Result<pb::QueuesDownstreamResponse, Status>>;
+type Replies = mpsc::Sender<Box<pb::QueuesDownstreamResponse>>;
 
 struct Transaction {
     /// Unsettled messages by wire sequence.
@@ -139,7 +139,7 @@ pub(super) async fn serve(
         // Counted per request of the stream (a settlement answers only when it fails).
         inner.observe(operation, response.is_some(), started);
         let Some(response) = response else { continue };
-        if tx.send(Ok(response)).await.is_err() {
+        if tx.send(Box::new(response)).await.is_err() {
             break;
         }
     }
@@ -155,7 +155,7 @@ pub(super) async fn serve(
             request_type_data: T::CloseByServer as i32,
             ..Default::default()
         };
-        let _ = tx.send(Ok(closing)).await;
+        let _ = tx.send(Box::new(closing)).await;
     }
 }
 
@@ -177,7 +177,7 @@ async fn spawned_get(
     let response = response.unwrap_or_else(|error| downstream_error(&request, error));
     inner.observe("QueuesDownstream.Get", response.is_error, started);
     // The client may be gone; its messages were then released by the stream's end.
-    let _ = tx.send(Ok(response)).await;
+    let _ = tx.send(Box::new(response)).await;
 }
 
 impl Inner {

@@ -505,9 +505,9 @@ async fn next_or_shutdown<T>(
     }
 }
 
-/// The reply half of a bidirectional stream: its task sends into the first, tonic reads the second.
 /// Answers a bidirectional stream: `serve` runs on its own task with the request stream and the sender of the
-/// reply stream, which the RPC returns at once.
+/// reply stream, which the RPC returns at once. Replies travel boxed: tokio allocates a channel's slots 32 at a
+/// time, and 32 unboxed replies (with room for a `Status`) made 5.6 KiB per open stream, idle or not.
 fn spawn_stream<Req, Resp, Fut>(
     inner: &Arc<Inner>,
     request: Request<Streaming<Req>>,
@@ -516,7 +516,7 @@ fn spawn_stream<Req, Resp, Fut>(
         Arc<Inner>,
         Streaming<Req>,
         (Option<SocketAddr>, Caller),
-        mpsc::Sender<Result<Resp, Status>>,
+        mpsc::Sender<Box<Resp>>,
     ) -> Fut,
 ) -> Response<Reply<Resp>>
 where
@@ -531,7 +531,7 @@ where
         (peer, caller),
         tx,
     ));
-    Response::new(Box::pin(ReceiverStream::new(rx)))
+    Response::new(Box::pin(ReceiverStream::new(rx).map(|reply| Ok(*reply))))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tonic::{Status, Streaming};
+use tonic::Streaming;
 
 use veil_core::{MoveReason, MovedFrom, Permission};
 
@@ -141,7 +141,7 @@ pub(super) async fn serve_upstream(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesUpstreamRequest>,
     (peer, caller): (Option<std::net::SocketAddr>, Caller),
-    tx: mpsc::Sender<Result<pb::QueuesUpstreamResponse, Status>>,
+    tx: mpsc::Sender<Box<pb::QueuesUpstreamResponse>>,
 ) {
     let mut shutdown = inner.shutdown.clone();
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
@@ -159,7 +159,7 @@ pub(super) async fn serve_upstream(
         // Counted per request of the stream, not per stream.
         let failed = response.results.iter().any(|r| r.is_error);
         inner.observe("QueuesUpstream", failed, started);
-        if tx.send(Ok(response)).await.is_err() {
+        if tx.send(Box::new(response)).await.is_err() {
             break;
         }
     }

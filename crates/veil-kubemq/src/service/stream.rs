@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tonic::{Status, Streaming};
+use tonic::Streaming;
 use veil_core::{Millis, Permission};
 
 use super::{consumer, next_or_shutdown, Collect, Held, Inner};
@@ -16,7 +16,7 @@ use crate::convert::{self, KubemqError};
 use crate::pb;
 use crate::pb::StreamRequestType as T;
 
-type Replies = mpsc::Sender<Result<pb::StreamQueueMessagesResponse, Status>>;
+type Replies = mpsc::Sender<Box<pb::StreamQueueMessagesResponse>>;
 
 fn stream_error(
     request: &pb::StreamQueueMessagesRequest,
@@ -49,7 +49,7 @@ pub(super) async fn serve(
         let response = response.unwrap_or_else(|error| stream_error(&request, error));
         // Counted per request of the stream, not per stream.
         inner.observe("StreamQueueMessage", response.is_error, started);
-        if tx.send(Ok(response)).await.is_err() {
+        if tx.send(Box::new(response)).await.is_err() {
             break;
         }
     }
