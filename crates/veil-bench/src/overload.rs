@@ -1,8 +1,10 @@
 //! `veil-bench overload` (docs/reliability.md "Load and overload"): measures the capacity of a Veil it starts
 //! (SendMessage, closed loop), offers `--factor` times that open loop — requests are scheduled whether or not
 //! earlier ones were answered, and wait in the client for one of `--connections` keep-alive connections — then
-//! half the capacity to see it recover. Per phase: latency percentiles of the answered requests, how many were answered, throttled (the
-//! protocol's throttling error), timed out at the client, or failed otherwise; the server's RSS over time.
+//! half the capacity to see it recover. Per phase: latency percentiles of the answered requests (from their
+//! schedule), how many were answered, throttled (the protocol's throttling error; its latency from the send),
+//! sent but not answered within the timeout, never sent (no client connection came free within the timeout),
+//! or failed otherwise; the server's RSS over time.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +56,11 @@ struct Counts {
     offered: u64,
     answered: u64,
     throttled: u64,
+    /// Sent, and no answer within the timeout (counted from the send): the server let it hang.
     timed_out: u64,
+    /// Never sent: no client connection came free within the timeout, because the server answered (or
+    /// refused) too slowly to keep up with the offered rate.
+    unsent: u64,
     other_errors: u64,
 }
 
@@ -85,6 +91,7 @@ enum Outcome {
     Answered(u64),
     Throttled(u64),
     TimedOut,
+    Unsent,
     Other(String),
 }
 
@@ -129,6 +136,7 @@ impl Tally {
                 self.throttled.record_us(us);
             }
             Outcome::TimedOut => self.counts.timed_out += 1,
+            Outcome::Unsent => self.counts.unsent += 1,
             Outcome::Other(text) => {
                 self.counts.other_errors += 1;
                 self.first_other.get_or_insert(text);
@@ -246,7 +254,7 @@ pub async fn overload(args: OverloadArgs) -> Result<ExitCode, BenchError> {
 
     for p in &phases {
         println!(
-            "== {:9} offered {:>7.0}/s for {:>4.0} s: answered {:>7} ({:.0}/s) p50 {} p99 {} max {} · throttled {} (p99 {}) · timed out {} · other errors {}{}",
+            "== {:9} offered {:>7.0}/s for {:>4.0} s: answered {:>7} ({:.0}/s) p50 {} p99 {} max {} · throttled {} (p99 {} from the send) · timed out {} · unsent {} · other errors {}{}",
             p.name,
             if p.offered_per_s.is_nan() { 0.0 } else { p.offered_per_s },
             p.seconds,
@@ -258,6 +266,7 @@ pub async fn overload(args: OverloadArgs) -> Result<ExitCode, BenchError> {
             p.counts.throttled,
             human_us(p.throttled_p99_us as f64),
             p.counts.timed_out,
+            p.counts.unsent,
             p.counts.other_errors,
             p.first_other_error
                 .as_deref()
@@ -330,19 +339,19 @@ async fn open_loop(
             tasks.spawn(async move {
                 let outcome = match tokio::time::timeout(timeout, connections.acquire_owned()).await
                 {
+                    // The timeout counts from the send: a request abandoned for its wait in the client would
+                    // close its connection mid-request, and the reconnects would then be what is measured.
                     Ok(Ok(_connection)) => {
-                        let left = timeout.saturating_sub(scheduled.elapsed());
-                        match one_send(&sqs, &queue, left).await {
+                        match one_send(&sqs, &queue, timeout).await {
                             Outcome::Answered(_) => {
                                 Outcome::Answered(scheduled.elapsed().as_micros() as u64)
                             }
-                            Outcome::Throttled(_) => {
-                                Outcome::Throttled(scheduled.elapsed().as_micros() as u64)
-                            }
+                            // How fast the server refuses: from the send, not from the schedule.
+                            throttled @ Outcome::Throttled(_) => throttled,
                             other => other,
                         }
                     }
-                    _ => Outcome::TimedOut,
+                    _ => Outcome::Unsent,
                 };
                 let mut tally = tally
                     .lock()
