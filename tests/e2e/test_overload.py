@@ -3,7 +3,8 @@
 is answered at once with the protocol's throttling error, never left to time out; Veil serves again as soon as
 the load drops; and a waiting long poll does not count against the limit. The limit is set small by the
 config file; slots are held by requests whose body never comes (admitted, then waiting on their body), so the
-outcome does not depend on the machine's speed.
+outcome does not depend on the machine's speed. Each refusal is counted in /metrics (`veil_requests_total` with
+the protocol's throttling code).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from azure.storage.queue import QueueServiceClient
 from botocore.exceptions import ClientError
 
 from helpers import VeilServer, make_client
+from test_admin import scrape
 
 IN_FLIGHT = 2
 ADMISSION_WAIT_MS = 50
@@ -83,6 +85,10 @@ def test_requests_beyond_the_admission_limit_get_request_throttled_at_once_not_a
         with ThreadPoolExecutor(8) as pool:
             outcomes = list(pool.map(send, range(16)))
     assert [code for code, _ in outcomes] == ["RequestThrottled"] * 16
+    throttled = scrape(server)[
+        ("veil_requests_total",
+         frozenset({("protocol", "sqs"), ("operation", "SendMessage"), ("code", "RequestThrottled")}))]
+    assert throttled >= 16, "the refusals are not counted in /metrics"
     slowest = max(seconds for _, seconds in outcomes)
     assert slowest < 1.0, f"a throttled request took {slowest:.2f} s: it waited, not just the admission wait"
     # The load is gone: served again at once.
@@ -98,6 +104,9 @@ def test_requests_beyond_the_admission_limit_get_azure_server_busy(server):
             service.get_service_properties()
     assert caught.value.status_code == 503
     assert caught.value.error_code == "ServerBusy"
+    busy = scrape(server)[
+        ("veil_requests_total", frozenset({("protocol", "azure"), ("operation", "Unknown"), ("code", "503")}))]
+    assert busy >= 1, "the refusal is not counted in /metrics"
     service.get_service_properties()
 
 

@@ -20,4 +20,4 @@ pub mod service;
 pub mod time;
 
 pub use error::{AzureError, ErrorCode};
-pub use service::{router, throttled, AzureAccount, AzureConfig, PoisonDefault};
+pub use service::{counted_throttled, router, throttled, AzureAccount, AzureConfig, PoisonDefault};

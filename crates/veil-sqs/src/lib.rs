@@ -22,5 +22,6 @@ pub mod validate;
 pub use error::{ErrorCode, SqsError};
 
 pub use service::{
-    router, throttled, unavailable, CredentialError, SqsAuth, SqsConfig, SqsCredential,
+    counted_throttled, router, throttled, unavailable, CredentialError, SqsAuth, SqsConfig,
+    SqsCredential,
 };

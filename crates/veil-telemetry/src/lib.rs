@@ -204,6 +204,20 @@ impl Telemetry {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Counts one request refused before any work (over a connection's rate or a listener's admission
+    /// limit): in `veil_requests_total`, not in the duration histogram, whose time runs from arrival to an
+    /// answer the service worked out.
+    pub fn count_refused(&self, protocol: Protocol, operation: &'static str, code: Code) {
+        self.inner
+            .requests
+            .get_or_create(&RequestLabels {
+                protocol,
+                operation,
+                code,
+            })
+            .inc();
+    }
+
     /// How many requests were counted with these labels (tests and diagnostics; scrapes read the registry).
     pub fn request_count(&self, protocol: Protocol, operation: &'static str, code: Code) -> u64 {
         let labels = RequestLabels {

@@ -73,6 +73,29 @@ fn request_codes_are_labelled_per_protocol_rule() {
 }
 
 #[test]
+fn a_refused_request_is_counted_but_not_timed() {
+    let telemetry = Telemetry::default();
+    telemetry.count_refused(
+        Protocol::Sqs,
+        "SendMessage",
+        Code::Error("RequestThrottled"),
+    );
+    let text = scrape(&telemetry);
+    assert!(
+        text.contains(
+            r#"veil_requests_total{protocol="sqs",operation="SendMessage",code="RequestThrottled"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains(
+            r#"veil_request_duration_seconds_count{protocol="sqs",operation="SendMessage"}"#
+        ),
+        "a refusal has no service time to record:\n{text}"
+    );
+}
+
+#[test]
 fn request_durations_fall_into_buckets_from_50_microseconds_to_10_seconds() {
     let telemetry = Telemetry::default();
     telemetry.observe_request(

@@ -291,6 +291,15 @@ pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
     into_response(reply)
 }
 
+/// [`throttled`] for veil-http's serve loop, each answer counted in `veil_requests_total` with the code `503`
+/// and the operation `Unknown` (a refusal sees only the headers, not the path and query that name it).
+pub fn counted_throttled(telemetry: Telemetry) -> veil_http::Throttled {
+    Arc::new(move |headers: &axum::http::HeaderMap| {
+        telemetry.count_refused(Protocol::Azure, "Unknown", Code::Status(503));
+        throttled(headers)
+    })
+}
+
 /// `x-ms-request-id`, `x-ms-version` (the request's, else Veil's), `Date` and the echoed
 /// `x-ms-client-request-id`, on every answer.
 fn with_common_headers(

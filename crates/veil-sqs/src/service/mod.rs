@@ -81,6 +81,18 @@ pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
     into_response(codec::encode_error(protocol, &error, &request_id))
 }
 
+/// [`throttled`] for veil-http's serve loop, each answer counted in `veil_requests_total` with the code
+/// `RequestThrottled` and the action `X-Amz-Target` names (a Query request's action is in its body, which a
+/// refusal does not read: `Unknown`).
+pub fn counted_throttled(telemetry: Telemetry) -> veil_http::Throttled {
+    Arc::new(move |headers: &axum::http::HeaderMap| {
+        let operation = operation_of(header_str(headers, "x-amz-target"), None, &[]);
+        let code = Code::Error(ErrorCode::RequestThrottled.aws_code());
+        telemetry.count_refused(Protocol::Sqs, operation, code);
+        throttled(headers)
+    })
+}
+
 /// The answer of a cluster node while no node can serve (the database is down, or no leader yet;
 /// docs/cluster.md): AWS's `ServiceUnavailable` (503) in the request's protocol, which SDKs retry.
 pub fn unavailable(headers: &axum::http::HeaderMap) -> Response {
