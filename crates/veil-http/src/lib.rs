@@ -15,7 +15,7 @@ pub mod serve;
 pub mod tls;
 
 pub use admission::{Admission, Admitted};
-pub use conn::{accept, Conn, ConnectionInfo, HttpVersion};
+pub use conn::{accept, Conn, ConnectionInfo};
 pub use limits::{Limits, Rate};
 pub use serve::{serve, Listener, Throttled};
 pub use tls::{CertFiles, ReloadingCert, TlsError};

@@ -22,6 +22,5 @@ pub mod validate;
 pub use error::{ErrorCode, SqsError};
 
 pub use service::{
-    counted_throttled, router, throttled, unavailable, CredentialError, SqsAuth, SqsConfig,
-    SqsCredential,
+    counted_throttled, router, unavailable, CredentialError, SqsAuth, SqsConfig, SqsCredential,
 };

@@ -187,14 +187,7 @@ impl Telemetry {
         code: Code,
         elapsed: Duration,
     ) {
-        self.inner
-            .requests
-            .get_or_create(&RequestLabels {
-                protocol,
-                operation,
-                code,
-            })
-            .inc();
+        self.count_refused(protocol, operation, code);
         self.inner
             .durations
             .get_or_create(&OperationLabels {
@@ -204,9 +197,9 @@ impl Telemetry {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Counts one request refused before any work (over a connection's rate or a listener's admission
-    /// limit): in `veil_requests_total`, not in the duration histogram, whose time runs from arrival to an
-    /// answer the service worked out.
+    /// Counts one request in `veil_requests_total` only: alone, for a request refused before any work (over
+    /// a connection's rate or a listener's admission limit), which has no service time for the duration
+    /// histogram; [`Telemetry::observe_request`] adds the time of the others.
     pub fn count_refused(&self, protocol: Protocol, operation: &'static str, code: Code) {
         self.inner
             .requests
