@@ -1,4 +1,4 @@
-//! Azure's pop-receipt decoder (`veil_azure::pop_receipt::decode`: a base64url message id followed by the
+//! Azure's pop-receipt decoder (`veil_azure::pop_receipt::decode`: a version mark, a base64url message id, then the
 //! engine receipt) on arbitrary text, and the engine receipt inside it through veil-core's decoder.
 //!
 //! Beyond "no panic": decode→encode is the identity — a text that decodes re-encodes to exactly that text, so
