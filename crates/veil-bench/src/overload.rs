@@ -342,12 +342,12 @@ async fn open_loop(
                     // The timeout counts from the send: a request abandoned for its wait in the client would
                     // close its connection mid-request, and the reconnects would then be what is measured.
                     Ok(Ok(_connection)) => {
+                        // An answer's latency counts from its schedule; a refusal's stays one_send's, from
+                        // the send: how fast the server refuses.
                         match one_send(&sqs, &queue, timeout).await {
                             Outcome::Answered(_) => {
                                 Outcome::Answered(scheduled.elapsed().as_micros() as u64)
                             }
-                            // How fast the server refuses: from the send, not from the schedule.
-                            throttled @ Outcome::Throttled(_) => throttled,
                             other => other,
                         }
                     }

@@ -217,7 +217,7 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         Ok(request) => {
             // The head and body are slices of hyper's read buffer: dropped here, before a long poll parks,
             // that buffer stays the connection's only one (hyper reuses it for its next read instead of
-            // allocating another 8 KiB while the poll waits; docs/reliability.md "Load and overload").
+            // allocating another 8 KiB while the poll waits; docs/reliability.md "What a waiting connection costs").
             drop((parts, body));
             let action = request.action.name();
             let audited = service.audited(&context, &request.action);
