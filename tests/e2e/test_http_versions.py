@@ -1,7 +1,7 @@
 """Every HTTP listener speaks HTTP/1.1 and HTTP/2 (docs/reliability.md "What a waiting connection costs"): the
 server tells the version from a plain connection's first bytes (HTTP/2's connection preface, h2c with prior
-knowledge) or from TLS's ALPN before hyper takes the connection, and lets hyper-util read on when the first
-bytes are only a part of the preface. Checked with curl, whose HTTP/2 is nghttp2's, and with raw sockets for
+knowledge) or from TLS's ALPN before hyper takes the connection, and waits for more when the first bytes are
+only a part of the preface. Checked with curl, whose HTTP/2 is nghttp2's, and with raw sockets for
 the byte-at-a-time cases.
 """
 
@@ -62,6 +62,22 @@ def test_a_request_whose_first_byte_could_begin_the_http2_preface_is_still_serve
         sock.sendall(b"OST /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
         answer = read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 "), answer[:80]
+
+
+def test_an_http2_preface_sent_in_two_pieces_is_served_as_http2(server):
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    empty_settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    with socket.create_connection(("127.0.0.1", server.admin_port)) as sock:
+        sock.sendall(preface[:10])
+        time.sleep(0.3)
+        sock.sendall(preface[10:] + empty_settings)
+        sock.settimeout(5)
+        frame_head = b""
+        while len(frame_head) < 9:
+            chunk = sock.recv(9 - len(frame_head))
+            assert chunk, "closed before the server's first frame"
+            frame_head += chunk
+    assert frame_head[3] == 0x4, f"the server's first frame is not HTTP/2 SETTINGS: {frame_head!r}"
 
 
 def test_a_client_that_sent_nothing_is_closed_when_the_server_stops(tmp_path):

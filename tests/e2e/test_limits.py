@@ -113,8 +113,11 @@ def closed_within(sock: socket.socket, seconds: float) -> float:
     """Reads until the server closes `sock`; returns how long that took."""
     started = time.monotonic()
     sock.settimeout(seconds)
-    while sock.recv(4096):
-        pass
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass  # closed with bytes of ours unread: a reset, not a FIN
     return time.monotonic() - started
 
 
@@ -128,6 +131,19 @@ def test_a_client_trickling_its_header_is_disconnected_while_others_are_served(s
         assert requests.get(f"http://127.0.0.1:{server.port}/?Action=ListQueues", timeout=2).status_code == 200
         assert time.monotonic() - started < 0.4
         assert closed_within(slow, 2.0) < 2.0
+
+
+@pytest.mark.parametrize(("listener", "first_bytes"), [
+    ("port", b""), ("azure_port", b""), ("kubemq_port", b""),
+    ("port", b"PRI * HTTP/2.0\r\n"), ("azure_port", b"PRI * HTTP/2.0\r\n"),
+], ids=["sqs-nothing", "azure-nothing", "kubemq-nothing", "sqs-half-h2-preface", "azure-half-h2-preface"])
+def test_a_connection_that_sends_no_request_is_closed_after_the_header_read_timeout(server, listener, first_bytes):
+    # Neither HTTP/2 (waiting for its preface) nor the HTTP listeners' version peek has a timer of its own:
+    # without the first-bytes deadline a client could hold one of a listener's max_connections slots for ever
+    # by connecting and sending nothing. (KubeMQ's HTTP/2 reads a partial preface, so the deadline is met.)
+    with socket.create_connection(("127.0.0.1", getattr(server, listener)), timeout=2) as silent:
+        silent.sendall(first_bytes)
+        assert closed_within(silent, 3.0) < 3.0
 
 
 def test_a_client_stalling_its_body_gets_an_error_after_the_body_timeout(server):

@@ -1,8 +1,10 @@
 //! Accepting connections, shared by every listener (the HTTP ones through [`crate::serve`], KubeMQ's gRPC
 //! one through its own tonic server): at most `max_connections` open at once, TCP_NODELAY, and the TLS
 //! handshake in a task of its own under a timeout, so a client that connects and stalls holds neither the
-//! accept loop nor a worker (docs/security.md "Limits against abuse").
+//! accept loop nor a worker, and a deadline for the client's first bytes, so that one which connects and
+//! sends nothing does not hold a connection slot for ever (docs/security.md "Limits against abuse").
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -15,10 +17,11 @@ use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::limits::{Limits, ACCEPT_ERROR_PAUSE_MS, ACCEPT_QUEUE};
+use crate::limits::{Limits, ACCEPT_ERROR_PAUSE_MS, ACCEPT_QUEUE, PREFACE_REPEEK_MS};
 use crate::rate::TokenBucket;
 
 /// What a request knows of the connection it came over; the HTTP listeners insert it into every request's
@@ -64,6 +67,10 @@ enum Stream {
 pub struct Conn {
     stream: Stream,
     info: ConnectionInfo,
+    /// Until the client's first bytes are read: when the connection fails if none came (the header read
+    /// timeout, from accept or the TLS handshake). Neither HTTP/2 (hyper's or tonic's, waiting for the
+    /// preface) nor the version peek has a timer of its own; hyper's HTTP/1 header timer comes later.
+    first_bytes_due: Option<Pin<Box<Sleep>>>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -72,52 +79,68 @@ impl Conn {
         &self.info
     }
 
-    /// Which HTTP the client speaks, decided without consuming a byte: TLS by its ALPN, plain TCP by peeking
-    /// at the first bytes for HTTP/2's connection preface. Waits for the client's first bytes on plain TCP.
+    /// Which HTTP the client speaks, decided without consuming a byte: TLS by its ALPN (HTTP/2 over TLS is
+    /// negotiated as `h2`, RFC 9113 section 3.2; without it a client speaks HTTP/1.1), plain TCP by peeking
+    /// at the first bytes for HTTP/2's connection preface. On plain TCP it waits for the client's first
+    /// bytes, and for more of them while they are only a part of the preface: `None` when they did not come
+    /// by the first-bytes deadline, and the connection is to be closed.
     ///
     /// Why not let hyper-util's auto builder read the preface: it reads up to 24 bytes and replays them to
     /// hyper, whose first read then returns only those, and the second grows its 8 KiB read buffer to 16 KiB
     /// for the rest of the head; every HTTP/1 connection kept that doubled buffer.
-    pub async fn http_version(&self) -> HttpVersion {
-        match &self.stream {
-            Stream::Tls(stream) => match stream.get_ref().1.alpn_protocol() {
-                Some(b"h2") => HttpVersion::Http2,
-                Some(_) => HttpVersion::Http1,
-                None => HttpVersion::Unknown,
-            },
-            Stream::Plain(stream) => {
-                let mut first = [0u8; HTTP2_PREFACE.len()];
+    pub async fn http_version(&self) -> Option<HttpVersion> {
+        let stream = match &self.stream {
+            Stream::Tls(stream) => {
+                return Some(match stream.get_ref().1.alpn_protocol() {
+                    Some(b"h2") => HttpVersion::Http2,
+                    _ => HttpVersion::Http1,
+                });
+            }
+            Stream::Plain(stream) => stream,
+        };
+        let peek = async {
+            let mut first = [0u8; HTTP2_PREFACE.len()];
+            loop {
                 match stream.peek(&mut first).await {
                     // hyper's own read sees the same error or end and closes the connection.
-                    Err(_) | Ok(0) => HttpVersion::Http1,
-                    Ok(n) => version_of(&first[..n]),
+                    Err(_) | Ok(0) => return HttpVersion::Http1,
+                    Ok(n) => {
+                        if let Some(version) = version_of(&first[..n]) {
+                            return version;
+                        }
+                    }
                 }
+                // A part of the preface, which a peek would return again at once: wait for the rest. Rare
+                // (HTTP/2 clients send the preface in one write; an HTTP/1 method differs by its second byte).
+                tokio::time::sleep(Duration::from_millis(PREFACE_REPEEK_MS)).await;
             }
+        };
+        match &self.first_bytes_due {
+            Some(due) => tokio::time::timeout_at(due.deadline(), peek).await.ok(),
+            None => Some(peek.await),
         }
     }
 }
 
-/// What a connection speaks, as far as [`Conn::http_version`] can tell.
+/// What a connection speaks, as [`Conn::http_version`] tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HttpVersion {
     Http1,
     Http2,
-    /// TLS without ALPN, or the bytes so far are a part of HTTP/2's preface: the serve loop lets hyper-util
-    /// read until it knows.
-    Unknown,
 }
 
 /// The first bytes of every HTTP/2 connection (RFC 9113, section 3.4).
 const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// The version the first `bytes` a client sent (at least one) show.
-fn version_of(bytes: &[u8]) -> HttpVersion {
+/// The version the first `bytes` a client sent (at least one) show; `None` while they are only a part of
+/// HTTP/2's preface.
+fn version_of(bytes: &[u8]) -> Option<HttpVersion> {
     if !HTTP2_PREFACE.starts_with(bytes) {
-        HttpVersion::Http1
+        Some(HttpVersion::Http1)
     } else if bytes.len() == HTTP2_PREFACE.len() {
-        HttpVersion::Http2
+        Some(HttpVersion::Http2)
     } else {
-        HttpVersion::Unknown
+        None
     }
 }
 
@@ -127,10 +150,25 @@ impl AsyncRead for Conn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().stream {
+        let this = self.get_mut();
+        let filled = buf.filled().len();
+        let read = match &mut this.stream {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        };
+        if let Some(due) = &mut this.first_bytes_due {
+            match read {
+                Poll::Ready(Ok(())) if buf.filled().len() > filled => this.first_bytes_due = None,
+                Poll::Pending if due.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request within the header read timeout",
+                    )));
+                }
+                _ => {}
+            }
         }
+        read
     }
 }
 
@@ -234,6 +272,7 @@ async fn accept_loop(
                 let conn = Conn {
                     stream: Stream::Plain(stream),
                     info,
+                    first_bytes_due: Some(Box::pin(tokio::time::sleep(limits.header_read_timeout))),
                     _slot: slot,
                 };
                 if ready.send(conn).await.is_err() {
@@ -243,6 +282,7 @@ async fn accept_loop(
             Some(acceptor) => {
                 let handshake = acceptor.accept(stream);
                 let timeout = limits.tls_handshake_timeout;
+                let first_bytes_timeout = limits.header_read_timeout;
                 let ready = ready.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(timeout, handshake).await {
@@ -250,6 +290,9 @@ async fn accept_loop(
                             let conn = Conn {
                                 stream: Stream::Tls(Box::new(stream)),
                                 info,
+                                first_bytes_due: Some(Box::pin(tokio::time::sleep(
+                                    first_bytes_timeout,
+                                ))),
                                 _slot: slot,
                             };
                             // An error means the server stopped: the connection just closes.
@@ -274,11 +317,63 @@ mod tests {
 
     #[test]
     fn the_first_bytes_tell_http2_only_by_its_whole_preface() {
-        assert_eq!(version_of(b"POST / HTTP/1.1\r\n"), HttpVersion::Http1);
-        assert_eq!(version_of(b"G"), HttpVersion::Http1);
-        assert_eq!(version_of(b"PRIZE"), HttpVersion::Http1);
-        assert_eq!(version_of(HTTP2_PREFACE), HttpVersion::Http2);
-        assert_eq!(version_of(b"PRI * HTTP/2.0"), HttpVersion::Unknown);
-        assert_eq!(version_of(b"P"), HttpVersion::Unknown);
+        assert_eq!(version_of(b"POST / HTTP/1.1\r\n"), Some(HttpVersion::Http1));
+        assert_eq!(version_of(b"G"), Some(HttpVersion::Http1));
+        assert_eq!(version_of(b"PRIZE"), Some(HttpVersion::Http1));
+        assert_eq!(version_of(HTTP2_PREFACE), Some(HttpVersion::Http2));
+        assert_eq!(version_of(b"PRI * HTTP/2.0"), None);
+        assert_eq!(version_of(b"P"), None);
+    }
+
+    const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// A connection accepted by [`accept`] from a client (a blocking std socket: it connects and writes at
+    /// once, whatever tokio's paused clock does) that sends `sent` and then nothing.
+    async fn accepted_after(sent: &[u8]) -> (Conn, std::net::TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let limits = Limits {
+            header_read_timeout: FIRST_BYTES_TIMEOUT,
+            ..Limits::default()
+        };
+        let mut accepted = accept("test", listener, None, limits);
+        let mut client = std::net::TcpStream::connect(address).expect("connect");
+        std::io::Write::write_all(&mut client, sent).expect("write");
+        let conn = accepted.recv().await.expect("accepted");
+        (conn, client)
+    }
+
+    async fn read_some(conn: &mut Conn) -> io::Result<usize> {
+        let mut bytes = [0u8; 64];
+        let mut buf = ReadBuf::new(&mut bytes);
+        std::future::poll_fn(|cx| Pin::new(&mut *conn).poll_read(cx, &mut buf)).await?;
+        Ok(buf.filled().len())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_sends_nothing_fails_its_first_read_at_the_header_read_timeout() {
+        let (mut conn, _client) = accepted_after(b"").await;
+        let started = tokio::time::Instant::now();
+        let error = read_some(&mut conn).await.expect_err("no bytes ever came");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= FIRST_BYTES_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_the_first_bytes_are_read_the_connection_has_no_deadline() {
+        let (mut conn, _client) = accepted_after(b"G").await;
+        assert_eq!(read_some(&mut conn).await.expect("the byte sent"), 1);
+        let idle = tokio::time::timeout(FIRST_BYTES_TIMEOUT * 4, read_some(&mut conn)).await;
+        assert!(idle.is_err(), "an idle connection's read failed: {idle:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_version_of_a_silent_or_half_preface_connection_is_never_told() {
+        let (silent, _client) = accepted_after(b"").await;
+        assert_eq!(silent.http_version().await, None);
+        let (half, _client) = accepted_after(&HTTP2_PREFACE[..10]).await;
+        assert_eq!(half.http_version().await, None);
+        let (whole, _client) = accepted_after(HTTP2_PREFACE).await;
+        assert_eq!(whole.http_version().await, Some(HttpVersion::Http2));
     }
 }

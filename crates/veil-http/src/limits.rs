@@ -14,7 +14,11 @@ pub const MAX_HEADER_BYTES_MIN: usize = 8 * 1024;
 pub const MAX_HEADERS_DEFAULT: usize = 100;
 /// Time for a client to send a whole request head, and (HTTP/1) for an idle keep-alive connection to start
 /// its next request: hyper runs the same timer from the end of one response to the end of the next head.
+/// A new connection has as long to send its first bytes (HTTP/1 or HTTP/2), or it is closed.
 pub const HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Pause between two peeks at a plain connection whose first bytes are only a part of HTTP/2's preface (a
+/// peek returns the same bytes at once until more arrive).
+pub const PREFACE_REPEEK_MS: u64 = 5;
 /// Longest pause between two pieces of a request body before the request fails.
 pub const BODY_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Time for a client to complete the TLS handshake after connecting.

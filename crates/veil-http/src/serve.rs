@@ -85,9 +85,15 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
         let mut stopping = stopping.subscribe();
         tokio::spawn(async move {
             // Until its first bytes a connection is not hyper's, so the graceful stop cannot reach it: it
-            // ends here when the server stops.
+            // ends here when the server stops, or when no bytes came by the connection's first-bytes deadline.
             let version = tokio::select! {
-                version = conn.http_version() => version,
+                version = conn.http_version() => match version {
+                    Some(version) => version,
+                    None => {
+                        tracing::debug!(listener = name, "connection closed: no request within the header read timeout");
+                        return;
+                    }
+                },
                 _ = stopping.changed() => return,
             };
             let builder = builders.of(version);
@@ -104,11 +110,10 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
 }
 
 /// hyper-util's connection builders, configured alike: one per HTTP version, for a connection whose version
-/// [`crate::conn::Conn::http_version`] told, and one that reads the first bytes to decide.
+/// [`crate::conn::Conn::http_version`] told.
 struct Builders {
     http1: auto::Builder<TokioExecutor>,
     http2: auto::Builder<TokioExecutor>,
-    either: auto::Builder<TokioExecutor>,
 }
 
 impl Builders {
@@ -116,7 +121,6 @@ impl Builders {
         Self {
             http1: Self::configured(limits).http1_only(),
             http2: Self::configured(limits).http2_only(),
-            either: Self::configured(limits),
         }
     }
 
@@ -140,7 +144,6 @@ impl Builders {
         match version {
             HttpVersion::Http1 => &self.http1,
             HttpVersion::Http2 => &self.http2,
-            HttpVersion::Unknown => &self.either,
         }
     }
 }
