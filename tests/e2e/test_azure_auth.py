@@ -2,7 +2,9 @@
 AuthenticationFailed; a request with no credentials is refused; account SAS and queue SAS work and their
 permissions (read/peek, add, update, process), resource types, times and queue binding are enforced; a
 queue SAS can take its permissions from a stored access policy; `--azure-auth off` accepts unsigned
-requests; accounts from the TOML config have their own keys and namespaces. Issue 9: a forged SAS is refused
+requests; accounts from the TOML config have their own keys and namespaces. Issue 24: a SAS may not give a
+field (start, expiry, permissions) its stored access policy also gives (403 AuthenticationFailed), so moving
+the policy's expiry to the past revokes a SAS that carries its own. Issue 9: a forged SAS is refused
 before any parameter is read; an expired SAS and a bad signature are told apart by Azure's detail; a SAS's
 `sip` is enforced against the peer address (AuthorizationSourceIPMismatch); Shared Key Lite is verified."""
 
@@ -166,6 +168,42 @@ def test_a_queue_sas_can_take_its_rights_from_a_stored_access_policy(server, azu
     unknown = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY, policy_id="nobody")
     q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=unknown)
     expect_azure_error(q.send_message, "AuthenticationFailed", 403, content="x")
+
+
+POLICY_CONFLICT = "Access policy fields can be associated with signature or SAS identifier but not both"
+
+
+def test_a_sas_may_not_give_a_field_its_stored_access_policy_gives(server, azure_queue):
+    azure_queue.set_queue_access_policy(signed_identifiers={
+        "adders": AccessPolicy(permission=QueueSasPermissions(add=True), expiry=in_an_hour())})
+    own_expiry = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY, policy_id="adders",
+                                    expiry=in_an_hour() + timedelta(days=30))
+    q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=own_expiry)
+    e = expect_azure_error(q.send_message, "AuthenticationFailed", 403, content="outliving the policy")
+    assert error_details(e)["AuthenticationErrorDetail"] == POLICY_CONFLICT
+    own_permission = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY, policy_id="adders",
+                                        permission=QueueSasPermissions(add=True, read=True))
+    q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=own_permission)
+    e = expect_azure_error(q.peek_messages, "AuthenticationFailed", 403)
+    assert error_details(e)["AuthenticationErrorDetail"] == POLICY_CONFLICT
+    assert azure_queue.peek_messages() == [], "nothing was sent"
+
+
+def test_moving_a_stored_access_policys_expiry_to_the_past_revokes_a_sas_with_its_own_expiry(server, azure_queue):
+    # The SAS gives the expiry, the policy the permissions: each field once, allowed.
+    azure_queue.set_queue_access_policy(signed_identifiers={
+        "adders": AccessPolicy(permission=QueueSasPermissions(add=True))})
+    sas = generate_queue_sas(AZURE_ACCOUNT, azure_queue.queue_name, AZURE_KEY, policy_id="adders",
+                             expiry=in_an_hour())
+    q = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=sas)
+    q.send_message("while the policy stands")
+    # The revocation Azure documents: the policy's expiry set in the past.
+    azure_queue.set_queue_access_policy(signed_identifiers={
+        "adders": AccessPolicy(permission=QueueSasPermissions(add=True),
+                               expiry=datetime.now(timezone.utc) - timedelta(hours=1))})
+    e = expect_azure_error(q.send_message, "AuthenticationFailed", 403, content="after the revocation")
+    assert error_details(e)["AuthenticationErrorDetail"] == POLICY_CONFLICT
+    assert [m.content for m in azure_queue.peek_messages(max_messages=32)] == ["while the policy stands"]
 
 
 def test_a_sas_limited_to_another_ip_is_403_authorization_source_ip_mismatch(server, azure_queue):

@@ -871,3 +871,107 @@ fn a_stored_access_policy_supplies_what_the_sas_leaves_out() {
         ErrorCode::AuthorizationPermissionMismatch
     );
 }
+
+/// A queue SAS naming stored policy `p1`, with the given own fields, signed with the development key.
+fn policy_sas(start: Option<&str>, expiry: Option<&str>, permissions: Option<&str>) -> Sas {
+    let sas = Sas {
+        version: "2026-04-06".into(),
+        identifier: Some("p1".into()),
+        start: start.map(str::to_string),
+        expiry: expiry.map(str::to_string),
+        permissions: permissions.map(str::to_string),
+        ..Sas::default()
+    };
+    let expected = auth::queue_sas_string_to_sign("devstoreaccount1", "orders", &sas);
+    Sas {
+        signature: auth::sign(&dev_key(), &expected),
+        ..sas
+    }
+}
+
+#[test]
+fn a_sas_may_not_give_a_field_its_stored_access_policy_also_gives() {
+    let noon = at("2024-05-01T12:00:00Z");
+    let revoked = SignedIdentifier {
+        id: "p1".into(),
+        start: None,
+        expiry: Some("2024-04-01T00:00:00Z".into()),
+        permission: None,
+    };
+    // The revocation: the policy's expiry moved to the past must stop a SAS that carries its own `se`.
+    let own_expiry = policy_sas(None, Some("2024-05-02T00:00:00Z"), Some("a"));
+    let error = verify(
+        &own_expiry,
+        Some("orders"),
+        OperationKind::PutMessage,
+        noon,
+        Some(&revoked),
+    )
+    .unwrap_err();
+    assert_eq!(error.code, ErrorCode::AuthenticationFailed);
+    assert_eq!(
+        authentication_detail(&error),
+        "Access policy fields can be associated with signature or SAS identifier but not both"
+    );
+    let policy = SignedIdentifier {
+        id: "p1".into(),
+        start: Some("2024-05-01T00:00:00Z".into()),
+        expiry: None,
+        permission: Some("a".into()),
+    };
+    for (start, permissions) in [(Some("2024-05-01T00:00:00Z"), None), (None, Some("a"))] {
+        let both = policy_sas(start, Some("2024-05-02T00:00:00Z"), permissions);
+        let error = verify(
+            &both,
+            Some("orders"),
+            OperationKind::PutMessage,
+            noon,
+            Some(&policy),
+        )
+        .unwrap_err();
+        assert_eq!(error.code, ErrorCode::AuthenticationFailed);
+    }
+    // Split between the two, each field once: allowed.
+    let split = policy_sas(None, Some("2024-05-02T00:00:00Z"), None);
+    verify(
+        &split,
+        Some("orders"),
+        OperationKind::PutMessage,
+        noon,
+        Some(&policy),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_sas_and_its_stored_access_policy_must_give_an_expiry_and_permissions_between_them() {
+    let noon = at("2024-05-01T12:00:00Z");
+    let empty = SignedIdentifier {
+        id: "p1".into(),
+        start: None,
+        expiry: None,
+        permission: None,
+    };
+    let cases = [
+        (
+            policy_sas(None, None, Some("a")),
+            "Signed expiry must be specified in signature or SAS identifier",
+        ),
+        (
+            policy_sas(None, Some("2024-05-02T00:00:00Z"), None),
+            "Signed permission must be specified in signature or SAS identifier",
+        ),
+    ];
+    for (sas, detail) in cases {
+        let error = verify(
+            &sas,
+            Some("orders"),
+            OperationKind::PutMessage,
+            noon,
+            Some(&empty),
+        )
+        .unwrap_err();
+        assert_eq!(error.code, ErrorCode::AuthenticationFailed);
+        assert_eq!(authentication_detail(&error), detail);
+    }
+}
