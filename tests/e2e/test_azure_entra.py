@@ -6,7 +6,9 @@ puts but cannot get, a Message Processor gets and deletes, a Contributor creates
 signature, audience or issuer, or expired, is 401 InvalidAuthenticationInfo with `WWW-Authenticate`. Dev mode
 accepts a self-made token. Get User Delegation Key needs a bearer token; a user delegation SAS signed with the
 key works from the SDK, within its permissions and its delegator's roles. A SAS with `spr=https` is refused
-over plain HTTP (AuthorizationProtocolMismatch) and accepted over https.
+over plain HTTP (AuthorizationProtocolMismatch) and accepted over https. Issue 24: without configured
+`audiences` only Azure Storage's own are accepted; a user delegation key minted in dev mode does not verify
+after a restart in verify mode.
 
 The SDK sends bearer tokens over https only (the client refuses a token credential for an http URL), so these
 servers listen with TLS: a development certificate from `veil cert dev`, trusted by the clients through
@@ -40,6 +42,9 @@ KID = "veil-test-key"
 READER, SENDER, PROCESSOR, CONTRIBUTOR, NOBODY, CLAIMED = (str(uuid.uuid4()) for _ in range(6))
 # The queues every role assignment of the config covers.
 QUEUES = "entra-*"
+# A Contributor on QUEUES who may also put messages on (not create) the queues of SINKS.
+POISONER = str(uuid.uuid4())
+SINKS = "sink-*"
 
 
 def new_key():
@@ -106,20 +111,27 @@ def https_options() -> dict:
     return {"connection_verify": CA["path"]}
 
 
-def write_config(tmp_path, mode: str) -> str:
+def write_config(tmp_path, mode: str, *, audiences=(AUDIENCE, f"{AUDIENCE}/"), sinks: bool = True) -> str:
+    """The config of a server verifying this module's tokens: `audiences` (none: the default), and the role
+    assignments of every principal above (POISONER's right on SINKS only with `sinks`)."""
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps(jwks_of(SIGNING_KEY)))
+    roles = [(READER, "Storage Queue Data Reader", QUEUES), (SENDER, "Storage Queue Data Message Sender", QUEUES),
+             (PROCESSOR, "Storage Queue Data Message Processor", QUEUES),
+             (CONTRIBUTOR, "Storage Queue Data Contributor", QUEUES),
+             (POISONER, "Storage Queue Data Contributor", QUEUES)]
+    if sinks:
+        roles.append((POISONER, "Storage Queue Data Message Sender", SINKS))
     assignments = "".join(
         f'[[azure.role_assignments]]\nprincipal = "{oid}"\nrole = "{role}"\naccount = "{AZURE_ACCOUNT}"\n'
-        f'queues = "{QUEUES}"\n\n'
-        for oid, role in [(READER, "Storage Queue Data Reader"), (SENDER, "Storage Queue Data Message Sender"),
-                          (PROCESSOR, "Storage Queue Data Message Processor"),
-                          (CONTRIBUTOR, "Storage Queue Data Contributor")]
+        f'queues = "{queues}"\n\n'
+        for oid, role, queues in roles
     )
-    config = tmp_path / f"veil-{mode}.toml"
+    audience_line = f"audiences = {json.dumps(list(audiences))}\n" if audiences else ""
+    config = tmp_path / f"veil-{mode}-{uuid.uuid4().hex[:6]}.toml"
     config.write_text(
         f'[azure.entra]\nmode = "{mode}"\njwks_file = "{jwks}"\nissuers = ["{ISSUER}"]\n'
-        f'audiences = ["{AUDIENCE}", "{AUDIENCE}/"]\ntenant = "{TENANT}"\n\n{assignments}'
+        f'{audience_line}tenant = "{TENANT}"\n\n{assignments}'
     )
     return str(config)
 
@@ -352,3 +364,44 @@ def test_a_sas_for_https_only_is_refused_over_http(server, azure_queue):
                              expiry=datetime.now(timezone.utc) + timedelta(hours=1))
     client = QueueClient(server.azure_endpoint, azure_queue.queue_name, credential=sas)
     expect_azure_error(client.peek_messages, "AuthorizationProtocolMismatch", 403)
+
+
+def owner(server) -> QueueServiceClient:
+    """The account key's client over https: the owner of the account."""
+    return QueueServiceClient(https_endpoint(server), credential={"account_name": AZURE_ACCOUNT,
+                                                                  "account_key": AZURE_KEY}, **https_options())
+
+
+def test_without_configured_audiences_a_token_for_another_application_is_refused(make_server, tmp_path, dev_cert):
+    server = make_server(extra_args=["--config", write_config(tmp_path, "verify", audiences=()),
+                                     *tls_args(dev_cert)])
+    name = azure_name("entra-audience")
+    other_app = token(CLAIMED, aud="api://some-other-app", roles=["Storage Queue Data Contributor"])
+    e = expect_azure_error(queue(server, other_app, name).create_queue, "InvalidAuthenticationInfo", 401)
+    assert error_details(e)["AuthenticationErrorDetail"].startswith("Audience validation failed")
+    for storage_audience in ("https://storage.azure.com", "https://storage.azure.com/",
+                             f"https://{AZURE_ACCOUNT}.queue.core.windows.net",
+                             f"https://{AZURE_ACCOUNT}.queue.core.windows.net/"):
+        queue(server, token(CONTRIBUTOR, aud=storage_audience), azure_name("entra-audience")).create_queue()
+
+
+def test_a_user_delegation_key_minted_in_dev_mode_does_not_outlive_the_switch_to_verify_mode(
+        make_server, tmp_path, dev_cert):
+    server = make_server(extra_args=["--azure-entra", "dev", *tls_args(dev_cert)])
+    # Dev mode takes this self-made token for the CONTRIBUTOR, whom verify mode's role assignments know too.
+    forged = jwt.encode({"oid": CONTRIBUTOR, "tid": TENANT, "exp": int(time.time()) + 600}, "any secret",
+                        algorithm="HS256")
+    name = azure_name("entra-dev-key")
+    queue(server, forged, name).create_queue()
+    key = user_delegation_key(server, forged)
+    sas = generate_queue_sas(AZURE_ACCOUNT, name, account_key=None, user_delegation_key=key,
+                             permission=QueueSasPermissions(add=True),
+                             expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+    sas_queue(server, name, sas).send_message("in dev mode")
+    server.stop_cleanly()
+    server.extra_args = ["--config", write_config(tmp_path, "verify"), *tls_args(dev_cert)]
+    server.start()
+    e = expect_azure_error(sas_queue(server, name, sas).send_message, "AuthenticationFailed", 403,
+                           content="after the switch")
+    assert error_details(e)["AuthenticationErrorDetail"].startswith("Signature did not match")
+    assert [m.content for m in owner(server).get_queue_client(name).peek_messages(max_messages=32)] == ["in dev mode"]

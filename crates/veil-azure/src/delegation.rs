@@ -1,7 +1,9 @@
 //! User delegation keys, pure. Get User Delegation Key answers a key for the bearer token's principal and a
 //! window of at most seven days; its value is an HMAC of the key's own fields under the server's secret, so
 //! Veil stores nothing and recomputes the same value when a user delegation SAS names the key — after a
-//! restart too, since the secret lives in the data directory (docs/security.md, "Azure Queue Storage").
+//! restart too, since the secret lives in the data directory. The secret is first bound to the Entra mode and
+//! trust the key was issued under ([`bound_secret`]), so a restart under other rules (dev mode's unverified
+//! tokens, then verify mode) invalidates the keys (docs/security.md, "Azure Queue Storage").
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -11,32 +13,83 @@ use veil_core::Millis;
 
 use crate::api::UserDelegationKey;
 use crate::auth::SignedKey;
+use crate::entra::{EntraConfig, EntraMode};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
 use crate::time::{iso8601, parse_iso8601};
 
 /// Separates this use of the server's secret from every other.
 const KEY_LABEL: &str = "veil azure user delegation key v1";
+/// Separates the binding of the secret to the Entra trust from every other use of the server's secret.
+const BINDING_LABEL: &str = "veil azure user delegation trust v1";
 
-/// The key's raw value: HMAC-SHA256 under `secret` of the account and every field the key is issued with.
-pub fn key_value(secret: &[u8], account: &str, key: &SignedKey) -> Vec<u8> {
-    let mut mac =
-        <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC accepts any key length");
-    for part in [
-        KEY_LABEL,
-        account,
-        &key.oid,
-        &key.tid,
-        &key.start,
-        &key.expiry,
-        &key.service,
-        &key.version,
-        key.delegated_user_tid.as_deref().unwrap_or(""),
-    ] {
-        // Length-prefixed, so no two different field lists hash the same bytes.
+/// Feeds `parts` to `mac`, each length-prefixed, so no two different lists hash the same bytes.
+fn update_parts<'a>(mac: &mut Hmac<Sha256>, parts: impl IntoIterator<Item = &'a str>) {
+    for part in parts {
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part.as_bytes());
     }
+}
+
+/// What a key's principal was proven with: the mode, and in verify mode the issuers and signing keys (JWKS)
+/// tokens were checked against, each list sorted so its order in the config does not matter.
+fn trust(entra: &EntraConfig) -> Vec<String> {
+    let mode = match entra.mode {
+        EntraMode::Off => "off",
+        EntraMode::Dev => "dev",
+        EntraMode::Verify => "verify",
+    };
+    let mut parts = vec![mode.to_string()];
+    if entra.mode == EntraMode::Verify {
+        let mut issuers = entra.issuers.clone();
+        issuers.sort();
+        // A JWK serializes to the same text for the same key; the count separates issuers from keys.
+        let mut keys: Vec<String> = entra
+            .keys
+            .iter()
+            .map(|jwk| serde_json::to_string(jwk).unwrap_or_default())
+            .collect();
+        keys.sort();
+        parts.push(issuers.len().to_string());
+        parts.extend(issuers);
+        parts.extend(keys);
+    }
+    parts
+}
+
+/// The secret user delegation keys are derived from: the server's secret bound to the Entra mode, issuers
+/// and JWKS they are issued under. A key minted in dev mode with a forged token — or under another JWKS or
+/// issuer list — then has another value under the rules in force, and its SAS fails its signature check.
+pub fn bound_secret(secret: &[u8], entra: &EntraConfig) -> Vec<u8> {
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC accepts any key length");
+    let trust = trust(entra);
+    update_parts(
+        &mut mac,
+        std::iter::once(BINDING_LABEL).chain(trust.iter().map(String::as_str)),
+    );
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// The key's raw value: HMAC-SHA256 under `secret` (a [`bound_secret`]) of the account and every field the
+/// key is issued with.
+pub fn key_value(secret: &[u8], account: &str, key: &SignedKey) -> Vec<u8> {
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC accepts any key length");
+    update_parts(
+        &mut mac,
+        [
+            KEY_LABEL,
+            account,
+            &key.oid,
+            &key.tid,
+            &key.start,
+            &key.expiry,
+            &key.service,
+            &key.version,
+            key.delegated_user_tid.as_deref().unwrap_or(""),
+        ],
+    );
     mac.finalize().into_bytes().to_vec()
 }
 
@@ -202,5 +255,64 @@ mod tests {
         let key = issue(b"s", &request(&expiry)).unwrap();
         let error = verify_key(b"s", "devstoreaccount1", &signed(&key), NOW + 61_000).unwrap_err();
         assert_eq!(error.code, ErrorCode::AuthenticationFailed);
+    }
+
+    fn entra(mode: EntraMode, issuers: &[&str], jwks: &str) -> EntraConfig {
+        EntraConfig {
+            mode,
+            keys: EntraConfig::parse_jwks(jwks).unwrap(),
+            issuers: issuers.iter().map(|s| s.to_string()).collect(),
+            ..EntraConfig::default()
+        }
+    }
+
+    const JWKS_A: &str = r#"{"keys": [{"kty": "RSA", "kid": "a", "n": "sXch", "e": "AQAB"}]}"#;
+    const JWKS_B: &str = r#"{"keys": [{"kty": "RSA", "kid": "b", "n": "oaGh", "e": "AQAB"}]}"#;
+
+    #[test]
+    fn a_key_issued_in_dev_mode_does_not_verify_in_verify_mode() {
+        let dev = bound_secret(
+            b"data dir secret",
+            &entra(EntraMode::Dev, &[], "{\"keys\": []}"),
+        );
+        let expiry = iso8601_seconds(NOW + 3_600_000);
+        let key = issue(&dev, &request(&expiry)).unwrap();
+        let verify = entra(EntraMode::Verify, &["https://sts.windows.net/t/"], JWKS_A);
+        let verify = bound_secret(b"data dir secret", &verify);
+        let value = verify_key(&verify, "devstoreaccount1", &signed(&key), NOW + 1).unwrap();
+        assert_ne!(STANDARD.encode(value), key.value);
+        let off = bound_secret(b"data dir secret", &EntraConfig::default());
+        let value = verify_key(&off, "devstoreaccount1", &signed(&key), NOW + 1).unwrap();
+        assert_ne!(STANDARD.encode(value), key.value);
+    }
+
+    #[test]
+    fn a_key_is_bound_to_the_jwks_and_issuers_of_verify_mode_but_not_their_order() {
+        let issuers = [
+            "https://sts.windows.net/t/",
+            "https://login.microsoftonline.com/t/v2.0",
+        ];
+        let reversed = [issuers[1], issuers[0]];
+        let bound =
+            |issuers: &[&str], jwks| bound_secret(b"s", &entra(EntraMode::Verify, issuers, jwks));
+        assert_eq!(
+            bound(&issuers, JWKS_A),
+            bound(&reversed, JWKS_A),
+            "a restart, same trust"
+        );
+        assert_ne!(
+            bound(&issuers, JWKS_A),
+            bound(&issuers, JWKS_B),
+            "another JWKS"
+        );
+        assert_ne!(
+            bound(&issuers, JWKS_A),
+            bound(&issuers[..1], JWKS_A),
+            "other issuers"
+        );
+        assert_ne!(
+            bound(&issuers, JWKS_A),
+            bound_secret(b"s", &entra(EntraMode::Dev, &issuers, JWKS_A))
+        );
     }
 }

@@ -95,7 +95,7 @@ pub struct EntraConfig {
     pub keys: Vec<Jwk>,
     /// Accepted `iss` values; empty accepts any issuer.
     pub issuers: Vec<String>,
-    /// Accepted `aud` values; empty accepts any audience.
+    /// Accepted `aud` values; empty accepts Azure Storage's own ([`default_audiences`]).
     pub audiences: Vec<String>,
     /// The tenant named in `WWW-Authenticate` (`common` when unset).
     pub tenant: Option<String>,
@@ -166,10 +166,30 @@ const ALGORITHMS: [Algorithm; 8] = [
     Algorithm::ES384,
 ];
 
-/// Verifies `token` at `now` as the config's mode says.
+/// Azure Storage's application id: the `aud` of a storage token issued in Entra ID's v2 format (Azurite
+/// accepts it beside the resource URI).
+const STORAGE_APPLICATION_ID: &str = "e406a681-f3d4-42a8-90b6-c2b029497af1";
+
+/// The audiences a token for `account`'s queues carries when the config names none: Azure Storage's own —
+/// the storage resource and the account's queue endpoint, each with and without a trailing slash, and the
+/// storage application id. A token issued for another application (`api://some-other-app`) is never one
+/// of them, whatever roles it claims (docs/security.md, "Azure Queue Storage").
+pub fn default_audiences(account: &str) -> Vec<String> {
+    let endpoint = format!("https://{account}.queue.core.windows.net");
+    vec![
+        limits::STORAGE_RESOURCE_ID.to_string(),
+        format!("{}/", limits::STORAGE_RESOURCE_ID),
+        format!("{endpoint}/"),
+        endpoint,
+        STORAGE_APPLICATION_ID.to_string(),
+    ]
+}
+
+/// Verifies `token`, presented to `account`, at `now` as the config's mode says.
 pub fn verify_token(
     config: &EntraConfig,
     token: &str,
+    account: &str,
     now: Millis,
 ) -> Result<Principal, TokenRefused> {
     let header = decode_header(token).map_err(|e| refused(format!("Token is malformed: {e}.")))?;
@@ -187,7 +207,7 @@ pub fn verify_token(
                 .map_err(|e| refused(format!("Token is malformed: {e}.")))?
                 .claims
         }
-        EntraMode::Verify => verified_claims(config, token, header)?,
+        EntraMode::Verify => verified_claims(config, token, header, account)?,
     };
     check_lifetime(&claims, now)?;
     let oid = claims
@@ -203,8 +223,8 @@ pub fn verify_token(
     })
 }
 
-/// Lifetime is checked against the engine's clock (not the library's), issuer and audience only when
-/// configured.
+/// Lifetime is checked against the engine's clock (not the library's); issuer and audience by the caller
+/// (verify mode only).
 fn relax(validation: &mut Validation) {
     validation.validate_exp = false;
     validation.validate_nbf = false;
@@ -216,6 +236,7 @@ fn verified_claims(
     config: &EntraConfig,
     token: &str,
     header: jsonwebtoken::Header,
+    account: &str,
 ) -> Result<Claims, TokenRefused> {
     if !ALGORITHMS.contains(&header.alg) {
         return Err(refused(format!(
@@ -239,13 +260,20 @@ fn verified_claims(
     }
     let mut validation = Validation::new(header.alg);
     relax(&mut validation);
+    // The library skips the issuer and audience checks of a token that lacks the claim: they must be there.
+    validation.required_spec_claims = HashSet::from(["aud".to_string()]);
     if !config.issuers.is_empty() {
         validation.set_issuer(&config.issuers);
+        validation.required_spec_claims.insert("iss".to_string());
     }
-    if !config.audiences.is_empty() {
+    // Never skipped: without an audience check a token any application obtained from the same issuer —
+    // for its own API, with its own app roles — would open the account.
+    if config.audiences.is_empty() {
+        validation.set_audience(&default_audiences(account));
+    } else {
         validation.set_audience(&config.audiences);
-        validation.validate_aud = true;
     }
+    validation.validate_aud = true;
     let mut last = refused("Signature validation failed.");
     for jwk in candidates {
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
@@ -337,4 +365,101 @@ pub fn access(
         permissions: role.permissions(),
     }));
     Access { identity, grants }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    use serde_json::json;
+
+    /// A P-256 test key (PKCS#8) and its public half as a JWK.
+    const TEST_KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgGu8m+VUk7NYLBi6g
+j8tZiCu5C2ZaYNxWcTccsmN8W9ihRANCAAStVlVJRhfQ9bV3X+wCQZVDqIuvUYFW
+ZQWZ0ydKPM7bsxexb3KrGehTDqY0uSRxfqwNm3BJ6GWiy5JxKmwFFaWq
+-----END PRIVATE KEY-----
+";
+    const TEST_JWKS: &str = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
+        "x": "rVZVSUYX0PW1d1_sAkGVQ6iLr1GBVmUFmdMnSjzO27M",
+        "y": "F7FvcqsZ6FMOpjS5JHF-rA2bcEnoZaLLknEqbAUVpao"}]}"#;
+    const NOW_MS: Millis = 1_780_000_000_000;
+    const ISSUER: &str = "https://sts.windows.net/tenant/";
+
+    fn verify_config(audiences: &[&str], issuers: &[&str]) -> EntraConfig {
+        EntraConfig {
+            mode: EntraMode::Verify,
+            keys: EntraConfig::parse_jwks(TEST_JWKS).unwrap(),
+            issuers: issuers.iter().map(|s| s.to_string()).collect(),
+            audiences: audiences.iter().map(|s| s.to_string()).collect(),
+            ..EntraConfig::default()
+        }
+    }
+
+    /// A signed token with `claims` plus an oid, a Contributor role and an hour to live.
+    fn signed(mut claims: serde_json::Value) -> String {
+        let exp = NOW_MS / 1000 + 3600;
+        claims["oid"] = json!("principal");
+        claims["exp"] = json!(exp);
+        claims["roles"] = json!(["Storage Queue Data Contributor"]);
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("k1".into());
+        let key = EncodingKey::from_ec_pem(TEST_KEY_PEM.as_bytes()).unwrap();
+        encode(&header, &claims, &key).unwrap()
+    }
+
+    fn verify(config: &EntraConfig, claims: serde_json::Value) -> Result<Principal, TokenRefused> {
+        verify_token(config, &signed(claims), "devstoreaccount1", NOW_MS)
+    }
+
+    #[test]
+    fn without_configured_audiences_a_token_for_another_application_is_refused() {
+        let config = verify_config(&[], &[]);
+        let refused = verify(&config, json!({"aud": "api://some-other-app"})).unwrap_err();
+        assert_eq!(
+            refused.0,
+            "Audience validation failed. Audience did not match."
+        );
+    }
+
+    #[test]
+    fn without_configured_audiences_azure_storages_own_audiences_are_accepted() {
+        let config = verify_config(&[], &[]);
+        for aud in [
+            "https://storage.azure.com",
+            "https://storage.azure.com/",
+            "https://devstoreaccount1.queue.core.windows.net",
+            "https://devstoreaccount1.queue.core.windows.net/",
+            "e406a681-f3d4-42a8-90b6-c2b029497af1",
+        ] {
+            let principal = verify(&config, json!({ "aud": aud })).unwrap();
+            assert_eq!(principal.oid, "principal", "{aud}");
+        }
+        // Another account's endpoint is not this account's audience.
+        let other = json!({"aud": "https://otheraccount.queue.core.windows.net"});
+        assert!(verify(&config, other).is_err());
+    }
+
+    #[test]
+    fn configured_audiences_replace_the_defaults() {
+        let config = verify_config(&["api://veil"], &[]);
+        verify(&config, json!({"aud": "api://veil"})).unwrap();
+        assert!(verify(&config, json!({"aud": "https://storage.azure.com"})).is_err());
+    }
+
+    #[test]
+    fn a_token_without_an_audience_is_refused_and_without_an_issuer_when_issuers_are_configured() {
+        let config = verify_config(&[], &[]);
+        let refused = verify(&config, json!({})).unwrap_err();
+        assert_eq!(refused.0, "Token lacks the required claim aud.");
+        let config = verify_config(&[], &[ISSUER]);
+        let no_issuer = json!({"aud": "https://storage.azure.com"});
+        let refused = verify(&config, no_issuer).unwrap_err();
+        assert_eq!(refused.0, "Token lacks the required claim iss.");
+        verify(
+            &config,
+            json!({"aud": "https://storage.azure.com", "iss": ISSUER}),
+        )
+        .unwrap();
+    }
 }

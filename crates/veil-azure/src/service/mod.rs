@@ -108,7 +108,7 @@ struct Service {
     config: AzureConfig,
     accounts: HashMap<String, AzureAccount>,
     properties: properties::PropertiesStore,
-    /// Derives user delegation keys.
+    /// Derives user delegation keys: the data directory's secret bound to the Entra trust in force.
     secret: Vec<u8>,
 }
 
@@ -125,6 +125,8 @@ pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
         bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
         bytes
     });
+    // Keys verify only under the Entra mode and trust they were issued under.
+    let secret = crate::delegation::bound_secret(&secret, &config.entra);
     let service = Arc::new(Service {
         engine,
         config,
@@ -525,7 +527,7 @@ impl Service {
                 "Authentication scheme Bearer is not supported in this version.",
             ));
         }
-        let principal = entra::verify_token(&self.config.entra, token, now).map_err(|refused| {
+        let principal = entra::verify_token(&self.config.entra, token, account, now).map_err(|refused| {
             let tenant = self
                 .config
                 .entra
