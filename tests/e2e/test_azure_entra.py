@@ -6,9 +6,10 @@ puts but cannot get, a Message Processor gets and deletes, a Contributor creates
 signature, audience or issuer, or expired, is 401 InvalidAuthenticationInfo with `WWW-Authenticate`. Dev mode
 accepts a self-made token. Get User Delegation Key needs a bearer token; a user delegation SAS signed with the
 key works from the SDK, within its permissions and its delegator's roles. A SAS with `spr=https` is refused
-over plain HTTP (AuthorizationProtocolMismatch) and accepted over https. Issue 24: without configured
-`audiences` only Azure Storage's own are accepted; a user delegation key minted in dev mode does not verify
-after a restart in verify mode.
+over plain HTTP (AuthorizationProtocolMismatch) and accepted over https. Issue 24: a poison policy needs its
+setter's right to put messages on the poison queue (and to create it when missing), and keeps moving after that
+right is withdrawn; without configured `audiences` only Azure Storage's own are accepted; a user delegation key
+minted in dev mode does not verify after a restart in verify mode.
 
 The SDK sends bearer tokens over https only (the client refuses a token credential for an http URL), so these
 servers listen with TLS: a development certificate from `veil cert dev`, trusted by the clients through
@@ -370,6 +371,72 @@ def owner(server) -> QueueServiceClient:
     """The account key's client over https: the owner of the account."""
     return QueueServiceClient(https_endpoint(server), credential={"account_name": AZURE_ACCOUNT,
                                                                   "account_key": AZURE_KEY}, **https_options())
+
+
+def poison_policy(poison_queue: str, max_dequeue_count: int = 1) -> dict:
+    return {"veilmaxdequeuecount": str(max_dequeue_count), "veilpoisonqueue": poison_queue}
+
+
+def test_a_poison_policy_into_a_queue_the_caller_cannot_put_to_is_refused(entra_server, entra_queue):
+    victim = owner(entra_server).create_queue(azure_name("victim"))
+    contributor = queue(entra_server, token(CONTRIBUTOR), azure_name("entra-poisoning"))
+    e = expect_azure_error(contributor.create_queue, "AuthorizationPermissionMismatch", 403,
+                           metadata=poison_policy(victim.queue_name))
+    assert "not authorized to perform this operation using this permission" in e.message
+    existing = queue(entra_server, token(CONTRIBUTOR), entra_queue)
+    expect_azure_error(existing.set_queue_metadata, "AuthorizationPermissionMismatch", 403,
+                       metadata=poison_policy(victim.queue_name))
+    assert existing.get_queue_properties().metadata == {}, "no policy was set"
+    # Nothing the contributor does with its own queue's messages reaches the victim.
+    existing.send_message("fails once")
+    existing.receive_message(visibility_timeout=1)
+    time.sleep(1.1)
+    assert existing.receive_message() is not None
+    assert victim.peek_messages() == []
+
+
+def test_a_poison_policy_into_a_queue_the_caller_may_put_to_moves_messages_there(entra_server):
+    sink = owner(entra_server).create_queue(azure_name("sink"))
+    poisoner = queue(entra_server, token(POISONER), azure_name("entra-poisoned"))
+    poisoner.create_queue(metadata=poison_policy(sink.queue_name))
+    poisoner.send_message("fails once")
+    poisoner.receive_message(visibility_timeout=1)
+    time.sleep(1.1)
+    assert poisoner.receive_message() is None, "moved to the poison queue"
+    assert [m.content for m in sink.peek_messages()] == ["fails once"]
+
+
+def test_a_poison_policy_needs_the_right_to_create_a_missing_poison_queue(entra_server):
+    missing = azure_name("sink")
+    poisoner = queue(entra_server, token(POISONER), azure_name("entra-poisoned"))
+    expect_azure_error(poisoner.create_queue, "AuthorizationPermissionMismatch", 403,
+                       metadata=poison_policy(missing))
+    expect_azure_error(owner(entra_server).get_queue_client(missing).get_queue_properties, "QueueNotFound", 404)
+    # A Contributor on both queues creates the poison queue with the policy.
+    contributor = queue(entra_server, token(CONTRIBUTOR), azure_name("entra-poisoned"))
+    made = azure_name("entra-made-poison")
+    contributor.create_queue(metadata=poison_policy(made))
+    owner(entra_server).get_queue_client(made).get_queue_properties()
+
+
+def test_a_poison_policy_keeps_moving_after_the_callers_right_is_withdrawn(make_server, tmp_path, dev_cert):
+    server = make_server(extra_args=["--config", write_config(tmp_path, "verify"), *tls_args(dev_cert)])
+    sink = azure_name("sink")
+    owner(server).create_queue(sink)
+    name = azure_name("entra-withdrawn")
+    queue(server, token(POISONER), name).create_queue(metadata=poison_policy(sink))
+    queue(server, token(POISONER), name).send_message("outlives the right")
+    # The right to put into the poison queue is withdrawn: the policy was authorized when it was set.
+    server.stop_cleanly()
+    server.extra_args = ["--config", write_config(tmp_path, "verify", sinks=False), *tls_args(dev_cert)]
+    server.start()
+    poisoner = queue(server, token(POISONER), name)
+    expect_azure_error(queue(server, token(POISONER), sink).send_message, "AuthorizationPermissionMismatch", 403,
+                       content="withdrawn")
+    poisoner.receive_message(visibility_timeout=1)
+    time.sleep(1.1)
+    assert poisoner.receive_message() is None
+    assert [m.content for m in owner(server).get_queue_client(sink).peek_messages()] == ["outlives the right"]
 
 
 def test_without_configured_audiences_a_token_for_another_application_is_refused(make_server, tmp_path, dev_cert):

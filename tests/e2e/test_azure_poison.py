@@ -1,13 +1,17 @@
 """The poison-queue policy (Azure Functions does it client-side, Veil server-side): a get that would
 deliver a message already dequeued the maximum number of times moves it to the poison queue instead (same
 id, text and insertion time). Set per queue with the reserved metadata `veilmaxdequeuecount` (and optionally
-`veilpoisonqueue`), or server-wide for queues created through Azure with `--azure-max-dequeue-count`."""
+`veilpoisonqueue`), or server-wide for queues created through Azure with `--azure-max-dequeue-count`.
+Issue 24: setting a policy needs the setter's right to put messages on the poison queue (an account SAS's `a`
+on objects) and to create it when it is missing; refused, it is 403 AuthorizationPermissionMismatch (tokens:
+test_azure_entra.py)."""
 
 import time
+from datetime import datetime, timedelta, timezone
 
-from azure.storage.queue import QueueServiceClient
+from azure.storage.queue import AccountSasPermissions, QueueServiceClient, ResourceTypes, generate_account_sas
 
-from helpers import azure_name, expect_azure_error
+from helpers import AZURE_ACCOUNT, AZURE_KEY, azure_name, expect_azure_error
 
 
 def fail_processing(q, times: int):
@@ -81,3 +85,39 @@ def test_the_server_default_comes_from_the_toml_config(make_server, tmp_path):
     fail_processing(q, 1)
     assert q.receive_message() is None
     assert [m.content for m in service.get_queue_client("fragile-poison").peek_messages()] == ["once"]
+
+
+def account_sas_service(server, permission: AccountSasPermissions, resource_types: ResourceTypes):
+    sas = generate_account_sas(AZURE_ACCOUNT, AZURE_KEY, resource_types=resource_types, permission=permission,
+                               expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+    return QueueServiceClient(server.azure_endpoint, credential=sas)
+
+
+def test_a_poison_policy_needs_the_right_to_put_messages_on_its_poison_queue(server, azure_service):
+    victim = azure_service.create_queue(azure_name("victim"))
+    # Manages queues (create, metadata) but may not put a message anywhere.
+    manager = account_sas_service(server, AccountSasPermissions(create=True, write=True),
+                                  ResourceTypes(container=True))
+    q = manager.get_queue_client(azure_name("jobs"))
+    policy = {"veilmaxdequeuecount": "1", "veilpoisonqueue": victim.queue_name}
+    e = expect_azure_error(q.create_queue, "AuthorizationPermissionMismatch", 403, metadata=policy)
+    assert "not authorized to perform this operation using this permission" in e.message
+    q.create_queue()
+    expect_azure_error(q.set_queue_metadata, "AuthorizationPermissionMismatch", 403, metadata=policy)
+    # Without a policy nothing is moved: the message is delivered again.
+    jobs = azure_service.get_queue_client(q.queue_name)
+    jobs.send_message("fails")
+    fail_processing(jobs, 1)
+    assert jobs.receive_message().dequeue_count == 2
+    assert victim.peek_messages() == []
+
+
+def test_a_sas_that_may_put_messages_and_create_queues_sets_a_poison_policy(server, azure_service):
+    allowed = account_sas_service(server, AccountSasPermissions(create=True, write=True, add=True, process=True),
+                                  ResourceTypes(container=True, object=True))
+    poison = azure_name("made")
+    q = allowed.create_queue(azure_name("jobs"), metadata={"veilmaxdequeuecount": "1", "veilpoisonqueue": poison})
+    q.send_message("fails")
+    fail_processing(q, 1)
+    assert q.receive_message() is None
+    assert [m.content for m in azure_service.get_queue_client(poison).peek_messages()] == ["fails"]

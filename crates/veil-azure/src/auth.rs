@@ -687,6 +687,15 @@ impl SasGrant {
         }
     }
 
+    /// Whether the SAS allows `kind` on a queue other than the one the request names (the poison queue a
+    /// policy names): an account SAS by its rules; a queue SAS and a user delegation SAS sign their one
+    /// queue's name and allow nothing on another.
+    pub fn authorize_elsewhere(&self, kind: OperationKind) -> AzureResult<()> {
+        if !self.account_sas {
+            return Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch));
+        }
+        self.authorize(kind)
+    }
 }
 
 /// Decodes an account key (base64); `None` when it is not base64.

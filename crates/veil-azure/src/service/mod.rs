@@ -151,6 +151,9 @@ struct Ctx {
     /// What a bearer token or user delegation SAS may do (a listing shows only what it sees); `None` for the
     /// account key, an account-key SAS and verification off, which see the whole account.
     access: Option<Access>,
+    /// The SAS the request was authorized with (account-key or user delegation), for what it allows on a
+    /// queue besides the path's: the poison queue a policy names.
+    sas: Option<SasGrant>,
     /// The bearer token's principal, for Get User Delegation Key.
     principal: Option<Principal>,
     /// The request came over TLS (the listing's endpoint says https).
@@ -170,6 +173,27 @@ impl Ctx {
             .as_ref()
             .is_none_or(|access| access.sees(&self.key(queue)))
     }
+
+    /// Whether the caller may do `kind` on `queue` of the request's namespace — a queue the path does not
+    /// name — checked as that operation's own request there would be: a SAS by its rules (a queue or user
+    /// delegation SAS is signed for its one queue), a token or user delegation SAS by its principal's roles.
+    /// The account key and verification off may do everything.
+    fn may(&self, kind: OperationKind, queue: &str) -> AzureResult<()> {
+        if let Some(grant) = &self.sas {
+            grant.authorize_elsewhere(kind)?;
+        }
+        if let Some(access) = &self.access {
+            check_access(access, kind, &self.namespace, Some(queue))?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`Service::authorize`] found a request may do, kept for its handlers.
+struct Authority {
+    access: Option<Access>,
+    principal: Option<Principal>,
+    sas: Option<SasGrant>,
 }
 
 /// Who a request was authenticated as.
@@ -378,7 +402,11 @@ impl Service {
             })?;
         let kind = routed?;
         let namespace = self.namespace(location.primary_account());
-        let (access, principal) = self.authorize(authorized, kind, &namespace, location)?;
+        let Authority {
+            access,
+            principal,
+            sas,
+        } = self.authorize(authorized, kind, &namespace, location)?;
         let operation = self.decode(kind, parts, location, &query, &body)?;
         let identity = access.as_ref().map_or_else(
             || location.primary_account().to_string(),
@@ -395,6 +423,7 @@ impl Service {
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|info| info.0),
             access,
+            sas,
             principal,
             https,
             version: header_str(&parts.headers, "x-ms-version")
@@ -437,14 +466,14 @@ impl Service {
 
     /// Checks what an authenticated request may do once its operation is named: a SAS by its own rules, a
     /// token or a user delegation SAS by its principal's roles (docs/security.md). Answers the access that
-    /// limits a listing and the token's principal.
+    /// limits a listing, the token's principal and the SAS, which handlers consult for a second queue.
     fn authorize(
         &self,
         authorized: Authorized,
         kind: OperationKind,
         namespace: &str,
         location: &Location,
-    ) -> AzureResult<(Option<Access>, Option<Principal>)> {
+    ) -> AzureResult<Authority> {
         if kind == OperationKind::GetUserDelegationKey
             && !matches!(authorized, Authorized::Token(..))
         {
@@ -452,22 +481,27 @@ impl Service {
                 "Only authentication scheme Bearer is supported for Get User Delegation Key.",
             ));
         }
-        match authorized {
-            Authorized::Owner => Ok((None, None)),
+        let (access, principal, sas) = match authorized {
+            Authorized::Owner => (None, None, None),
             Authorized::Sas(grant) => {
                 grant.authorize(kind)?;
-                Ok((None, None))
+                (None, None, Some(grant))
             }
             Authorized::Token(principal, access) => {
                 check_access(&access, kind, namespace, location.queue())?;
-                Ok((Some(access), Some(principal)))
+                (Some(access), Some(principal), None)
             }
             Authorized::DelegatedSas(grant, access) => {
                 grant.authorize(kind)?;
                 check_access(&access, kind, namespace, location.queue())?;
-                Ok((Some(access), None))
+                (Some(access), None, Some(grant))
             }
-        }
+        };
+        Ok(Authority {
+            access,
+            principal,
+            sas,
+        })
     }
 
     /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. A SAS

@@ -1,10 +1,12 @@
 //! Queue handlers: list, create, delete, metadata and ACL, and the poison policy that reserved metadata
-//! (`veilmaxdequeuecount`, `veilpoisonqueue`) or the server default sets — the engine's redrive policy.
+//! (`veilmaxdequeuecount`, `veilpoisonqueue`) or the server default sets — the engine's redrive policy. A
+//! policy the caller sets makes the engine write into its poison queue, so it needs the caller's right to put
+//! messages there (docs/security.md, "Azure Queue Storage").
 
-use veil_core::{CreateOutcome, QueueConfig, QueueKey, RedrivePolicy};
+use veil_core::{CreateOutcome, EngineError, QueueConfig, QueueKey, RedrivePolicy};
 
 use super::{Ctx, Service};
-use crate::api::{Metadata, Output, QueueItem, QueueList, SignedIdentifier};
+use crate::api::{Metadata, OperationKind, Output, QueueItem, QueueList, SignedIdentifier};
 use crate::codec;
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
@@ -20,13 +22,16 @@ const MAX_DEQUEUE_COUNT_FALLBACK: u32 = 5;
 /// How a request changes a queue's poison policy.
 enum PolicyChange {
     Keep,
+    /// The server default (`PoisonDefault`), or none: the operator's configuration, not the caller's.
+    Default(Option<RedrivePolicy>),
+    /// What the caller's reserved metadata names, or none (`veilmaxdequeuecount` 0).
     Set(Option<RedrivePolicy>),
 }
 
 /// Gives `config` the request's metadata and the poison policy it implies.
 fn apply_metadata(config: &mut QueueConfig, metadata: Metadata, change: PolicyChange) {
     config.metadata = metadata;
-    if let PolicyChange::Set(policy) = change {
+    if let PolicyChange::Default(policy) | PolicyChange::Set(policy) = change {
         config.redrive_policy = policy;
     }
 }
@@ -108,12 +113,13 @@ impl Service {
     ) -> AzureResult<Output> {
         let key = ctx.key(queue);
         let change = self.policy_change(&key, &metadata, None)?;
+        // Checked even when the queue exists already: whether it does is known only inside the create.
+        let poison = self.poison_queue_to_create(ctx, &change, None)?;
         let mut config = self.queue_config();
         apply_metadata(&mut config, metadata.clone(), change);
-        let policy = config.redrive_policy.clone();
         match self.engine.create_queue(key, config).await? {
             CreateOutcome::Created(_) => {
-                self.ensure_poison_queue(&policy).await?;
+                self.create_poison_queue(poison).await?;
                 Ok(Output::Empty { status: 201 })
             }
             CreateOutcome::Existing(info) if info.config.metadata == metadata => {
@@ -146,17 +152,16 @@ impl Service {
         metadata: Metadata,
     ) -> AzureResult<Output> {
         let key = ctx.key(queue);
-        let previous = self.engine.queue_info(&key)?.config.metadata;
-        let change = self.policy_change(&key, &metadata, Some(&previous))?;
-        let info = self
-            .engine
+        let previous = self.engine.queue_info(&key)?.config;
+        let change = self.policy_change(&key, &metadata, Some(&previous.metadata))?;
+        let poison = self.poison_queue_to_create(ctx, &change, previous.redrive_policy.as_ref())?;
+        self.engine
             .update_queue_config(&key, |config| {
                 apply_metadata(config, metadata, change);
                 Ok(())
             })
             .await?;
-        self.ensure_poison_queue(&info.config.redrive_policy)
-            .await?;
+        self.create_poison_queue(poison).await?;
         Ok(Output::Empty { status: 204 })
     }
 
@@ -226,7 +231,7 @@ impl Service {
             // Created through Azure, or reserved metadata removed: the server default, if any. Unrelated
             // metadata: a policy set another way (an SQS RedrivePolicy) stays.
             return Ok(if previous.is_none_or(has_reserved) {
-                PolicyChange::Set(self.default_policy(key))
+                PolicyChange::Default(self.default_policy(key))
             } else {
                 PolicyChange::Keep
             });
@@ -259,11 +264,50 @@ impl Service {
         })))
     }
 
+    /// Authorizes the poison queue of a policy the caller sets and answers the poison queue to create with
+    /// the queue, if any. The engine will write into it without asking anyone again (authorization at
+    /// policy-set time, as AWS does for a redrive policy), so the caller must be able to put messages there,
+    /// as a Put Message of its own would be checked; and to create it — Create Queue's right there — unless
+    /// it exists already. A policy restating the one in force was authorized when it was set. The server
+    /// default is the operator's: its `<name>-poison` queue is created unchecked.
+    fn poison_queue_to_create(
+        &self,
+        ctx: &Ctx,
+        change: &PolicyChange,
+        in_force: Option<&RedrivePolicy>,
+    ) -> AzureResult<Option<QueueKey>> {
+        let policy = match change {
+            PolicyChange::Keep | PolicyChange::Set(None) | PolicyChange::Default(None) => {
+                return Ok(None)
+            }
+            PolicyChange::Default(Some(policy)) => {
+                return Ok(Some(policy.dead_letter_queue.clone()))
+            }
+            PolicyChange::Set(Some(policy)) if in_force == Some(policy) => return Ok(None),
+            PolicyChange::Set(Some(policy)) => policy,
+        };
+        let poison = &policy.dead_letter_queue;
+        // Whatever the SAS or role lacks there, Azure's answer for a missing permission.
+        let refused = |_: AzureError| AzureError::new(ErrorCode::AuthorizationPermissionMismatch);
+        ctx.may(OperationKind::PutMessage, &poison.name)
+            .map_err(refused)?;
+        if ctx.may(OperationKind::CreateQueue, &poison.name).is_ok() {
+            return Ok(Some(poison.clone()));
+        }
+        match self.engine.queue_info(poison) {
+            Ok(_) => Ok(None),
+            Err(EngineError::QueueNotFound(_)) => {
+                Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+
     /// Creates the poison queue a policy names, if it does not exist yet.
-    async fn ensure_poison_queue(&self, policy: &Option<RedrivePolicy>) -> AzureResult<()> {
-        if let Some(policy) = policy {
+    async fn create_poison_queue(&self, poison: Option<QueueKey>) -> AzureResult<()> {
+        if let Some(poison) = poison {
             self.engine
-                .create_queue(policy.dead_letter_queue.clone(), self.queue_config())
+                .create_queue(poison, self.queue_config())
                 .await?;
         }
         Ok(())
