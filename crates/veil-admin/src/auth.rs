@@ -3,6 +3,17 @@
 //! for the token when the API refuses it) needs `Authorization: Bearer <token>`, compared in constant time;
 //! anything else is 401 with `WWW-Authenticate: Bearer` and the API's JSON error. The token's holder is
 //! `admin` in the audit log.
+//!
+//! Without a token the endpoint listens on loopback only (`veil serve` refuses otherwise), but a web page
+//! the operator opens can still reach it by DNS rebinding: a name the attacker controls first resolves to
+//! the attacker's server, then to 127.0.0.1, and the browser sends the page's requests to Veil with the
+//! attacker's name in `Host`. So without a token the API and `/metrics` answer only requests whose `Host`
+//! is a loopback name or address, or one the operator listed (`admin_allowed_hosts`).
+//!
+//! Once a request is let in it takes a slot of the listener's admission limit (veil-http): only here, past
+//! the token, so an unauthenticated client never holds one.
+
+use std::net::IpAddr;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
@@ -42,17 +53,56 @@ pub(crate) fn bearer_matches(header: Option<&HeaderValue>, token: &str) -> bool 
     presented.len() == token.len() && bool::from(presented.as_bytes().ct_eq(token.as_bytes()))
 }
 
-/// Lets the request through when the server has no token or the request carries it.
+/// The host a request names, without its port: HTTP/2's `:authority` (the URI's), else the `Host` header.
+fn requested_host(request: &Request) -> Option<&str> {
+    let authority = match request.uri().authority() {
+        Some(authority) => authority.as_str(),
+        None => request.headers().get(header::HOST)?.to_str().ok()?,
+    };
+    let host = match authority.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:9325`.
+        Some(rest) => rest.split_once(']').map(|(host, _)| host)?,
+        None => authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host),
+    };
+    Some(host)
+}
+
+/// Whether `host` names this machine's loopback: `localhost`, a name under `.localhost` (which resolvers and
+/// browsers keep on loopback, RFC 6761), or a loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    let lower = host.to_ascii_lowercase();
+    let name = lower.strip_suffix('.').unwrap_or(&lower);
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a request to an endpoint without a token names a host it may answer.
+fn host_allowed(request: &Request, allowed: &[String]) -> bool {
+    requested_host(request).is_some_and(|host| {
+        is_loopback_host(host) || allowed.iter().any(|name| name.eq_ignore_ascii_case(host))
+    })
+}
+
+/// Lets the request through when it carries the server's token, or when the server has none and the request
+/// names a loopback or listed host; then takes its admission slot.
 pub(crate) async fn require_token(
     State(state): State<AdminState>,
     request: Request,
     next: Next,
 ) -> Response {
     let Some(token) = state.token.as_deref() else {
-        return next.run(request).await;
+        if !host_allowed(&request, &state.allowed_hosts) {
+            return ApiError::HostNotAllowed.into_response();
+        }
+        return admitted(request, next).await;
     };
     if bearer_matches(request.headers().get(header::AUTHORIZATION), token) {
-        return IDENTITY.scope(ADMIN_IDENTITY, next.run(request)).await;
+        return IDENTITY
+            .scope(ADMIN_IDENTITY, admitted(request, next))
+            .await;
     }
     let mut response = ApiError::Unauthorized.into_response();
     response
@@ -61,10 +111,70 @@ pub(crate) async fn require_token(
     response
 }
 
+/// Runs an authenticated request in a slot of the listener's admission limit, held until its answer.
+async fn admitted(request: Request, next: Next) -> Response {
+    match veil_http::admit(request.extensions()).await {
+        Ok(_slot) => next.run(request).await,
+        Err(veil_http::AdmissionRefused) => ApiError::Throttled.into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::bearer_matches;
+    use super::{bearer_matches, host_allowed};
+    use axum::extract::Request;
     use axum::http::HeaderValue;
+
+    fn to_host(host: &str) -> Request {
+        Request::builder()
+            .uri("/api/v1/queues")
+            .header("host", host)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_or_listed_hosts_are_answered() {
+        let listed = vec!["veil.internal".to_string()];
+        for host in [
+            "127.0.0.1:9325",
+            "127.8.9.10",
+            "localhost:9325",
+            "LOCALHOST",
+            "app.localhost:9325",
+            "[::1]:9325",
+            "veil.internal:9325",
+            "VEIL.internal",
+        ] {
+            assert!(host_allowed(&to_host(host), &listed), "{host} refused");
+        }
+        for host in [
+            "attacker.example:9325",
+            "attacker.example",
+            "localhost.attacker.example",
+            "10.0.0.1:9325",
+            "[::2]:9325",
+            "",
+            "127.0.0.1.attacker.example",
+        ] {
+            assert!(!host_allowed(&to_host(host), &listed), "{host} allowed");
+        }
+    }
+
+    #[test]
+    fn an_http2_authority_is_the_host_checked() {
+        let request = Request::builder()
+            .uri("http://attacker.example:9325/metrics")
+            .header("host", "127.0.0.1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert!(!host_allowed(&request, &[]));
+        let no_host = Request::builder()
+            .uri("/metrics")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert!(!host_allowed(&no_host, &[]));
+    }
 
     #[test]
     fn only_the_exact_bearer_token_matches() {

@@ -4,6 +4,11 @@
 //! overload clients get an error they retry with back-off instead of a response that comes ever later, the
 //! work queued inside the server stays bounded, and latency stays bounded by the limit over the throughput.
 //!
+//! A request takes its slot only once its body is read and its caller authenticated: the serve loop hands
+//! the listener's [`Admission`] to the handler in the request's extensions and the handler calls [`admit`]
+//! after authentication. A client that cannot authenticate — however slowly it sends its body — never holds
+//! a slot an authenticated one needs (docs/security.md "Limits against abuse").
+//!
 //! A long poll gives its slot back when the engine parks it ([`Admitted::release`], called through
 //! `veil_core::park`): waiting costs a connection, which `max_connections` bounds, not work.
 
@@ -32,6 +37,22 @@ impl Admitted {
     /// Gives the slot back before the request ends (a long poll that parks). Idempotent.
     pub fn release(&self) {
         self.0.lock().take();
+    }
+}
+
+/// A request refused by its listener's admission limit: the handler answers with its protocol's throttling
+/// error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the listener is working on as many requests as its admission limit allows")]
+pub struct AdmissionRefused;
+
+/// Enters the admission limit of the listener that served a request (its extensions carry the
+/// [`Admission`]); a request that came through no listener (a router in a test) is admitted without a slot.
+/// Called by a handler once the request's body is read and its caller authenticated.
+pub async fn admit(extensions: &axum::http::Extensions) -> Result<Admitted, AdmissionRefused> {
+    match extensions.get::<Admission>() {
+        None => Ok(Admitted::default()),
+        Some(admission) => admission.enter().await.ok_or(AdmissionRefused),
     }
 }
 
@@ -110,6 +131,25 @@ mod tests {
         let admission = limited(0, 0);
         let held: Vec<_> = futures_held(&admission, 10_000).await;
         assert_eq!(held.len(), 10_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_is_admitted_through_the_admission_its_listener_gave_it() {
+        let admission = limited(1, 10);
+        let mut extensions = axum::http::Extensions::new();
+        extensions.insert(admission.clone());
+        let held = admit(&extensions).await.expect("the only slot");
+        assert_eq!(admit(&extensions).await.err(), Some(AdmissionRefused));
+        drop(held);
+        assert!(admit(&extensions).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_request_that_came_through_no_listener_is_admitted() {
+        let extensions = axum::http::Extensions::new();
+        for _ in 0..3 {
+            assert!(admit(&extensions).await.is_ok());
+        }
     }
 
     async fn futures_held(admission: &Admission, n: usize) -> Vec<Admitted> {

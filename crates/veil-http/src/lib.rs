@@ -14,7 +14,7 @@ pub mod rate;
 pub mod serve;
 pub mod tls;
 
-pub use admission::{Admission, Admitted};
+pub use admission::{admit, Admission, AdmissionRefused, Admitted};
 pub use conn::{accept, Conn, ConnectionInfo};
 pub use limits::{Limits, Rate};
 pub use serve::{serve, Listener, Throttled};

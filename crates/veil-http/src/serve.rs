@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderMap, Request};
+use axum::http::header::CONNECTION;
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, Version};
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
@@ -23,7 +24,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use crate::admission::Admission;
@@ -57,7 +58,8 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
         throttled,
     } = listener;
     let builders = Arc::new(Builders::new(&limits));
-    let body_timeout = limits.body_read_timeout;
+    let body_timeouts = BodyTimeouts::of(&limits);
+    let max_header_bytes = limits.max_header_bytes;
     let admission = Admission::new(&limits);
     let mut connections = accept(name, tcp, tls, limits);
     let graceful = GracefulShutdown::new();
@@ -77,8 +79,9 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
             router: router.clone(),
             info,
             throttled: throttled.clone(),
-            body_timeout,
+            body_timeouts,
             admission: admission.clone(),
+            max_header_bytes,
         };
         let builders = builders.clone();
         let watcher = graceful.watcher();
@@ -148,15 +151,38 @@ impl Builders {
     }
 }
 
-/// hyper's service of one connection: admits the request past the rate limit and the admission limit, tags
-/// it with the connection and its admission slot, bounds its body's pauses and hands it to the router.
+/// hyper's service of one connection: admits the request past the rate limit, tags it with the connection
+/// and the listener's [`Admission`] (which the handler enters once it knows who is asking), bounds its body's
+/// pauses and total time, and hands it to the router.
 #[derive(Clone)]
 struct RequestService {
     router: Router,
     info: ConnectionInfo,
     throttled: Throttled,
-    body_timeout: Duration,
+    body_timeouts: BodyTimeouts,
     admission: Admission,
+    /// The request head's limit: hyper's HTTP/1 read buffer only approximates it (one read may fill the
+    /// buffer past its maximum, and a head that parses is taken), so every HTTP/1 head is measured here too;
+    /// h2 enforces it on HTTP/2's header list itself (431).
+    max_header_bytes: usize,
+}
+
+/// How long a request body may take: `pause` between two pieces, `total` from the request's head to its
+/// last byte (docs/security.md "Limits against abuse": a trickle of one byte a pause cannot hold a request
+/// open for ever).
+#[derive(Clone, Copy, Debug)]
+struct BodyTimeouts {
+    pause: Duration,
+    total: Duration,
+}
+
+impl BodyTimeouts {
+    fn of(limits: &Limits) -> Self {
+        Self {
+            pause: limits.body_read_timeout,
+            total: limits.body_read_total_timeout,
+        }
+    }
 }
 
 impl hyper::service::Service<Request<Incoming>> for RequestService {
@@ -165,28 +191,60 @@ impl hyper::service::Service<Request<Incoming>> for RequestService {
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
-        if !self.info.admit() {
-            return Box::pin(refuse(request, self.throttled.clone(), self.body_timeout));
+        if request.version() < Version::HTTP_2 && head_bytes(&request) > self.max_header_bytes {
+            return Box::pin(std::future::ready(Ok(header_too_large())));
         }
-        let (throttled, body_timeout) = (self.throttled.clone(), self.body_timeout);
+        if !self.info.admit() {
+            return Box::pin(refuse(
+                request,
+                self.throttled.clone(),
+                self.body_timeouts.pause,
+            ));
+        }
+        let body_timeouts = self.body_timeouts;
         let admission = self.admission.clone();
         let info = self.info.clone();
         let mut router = self.router.clone();
         Box::pin(async move {
-            let Some(admitted) = admission.enter().await else {
-                tracing::debug!(peer = %info.peer, "request refused: admission limit");
-                return refuse(request, throttled, body_timeout).await;
-            };
-            let mut request = request.map(|body| Body::new(TimedBody::new(body, body_timeout)));
+            let mut request = request.map(|body| Body::new(TimedBody::new(body, body_timeouts)));
             request.extensions_mut().insert(ConnectInfo(info.peer));
             request.extensions_mut().insert(info);
-            request.extensions_mut().insert(admitted.clone());
+            // Not a slot: the handler takes one once the body is read and the caller authenticated
+            // (`Admission::enter`), so a client that cannot authenticate never holds one.
+            request.extensions_mut().insert(admission);
             // A Router is always ready: no poll_ready needed before call.
-            let response = router.call(request).await;
-            drop(admitted); // the slot is held until the answer is ready
-            response
+            router.call(request).await
         })
     }
+}
+
+/// The bytes an HTTP/1 request head took on the wire: the request line, each header line and the blank line
+/// (`max_header_bytes` counts these, docs/security.md "Limits against abuse").
+fn head_bytes<B>(request: &Request<B>) -> usize {
+    const LINE_END: usize = 2;
+    const VERSION: usize = "HTTP/1.1".len();
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(1, |target| target.as_str().len());
+    let line = request.method().as_str().len() + 1 + target + 1 + VERSION + LINE_END;
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + ": ".len() + value.len() + LINE_END)
+        .sum();
+    line + headers + LINE_END
+}
+
+/// 431 Request Header Fields Too Large, as hyper and h2 answer a head over their own limits; the connection
+/// closes, since its body was not read.
+fn header_too_large() -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The protocol's throttling answer to `request`. A small body is read and dropped first: hyper closes a
@@ -206,24 +264,30 @@ async fn refuse(
     Ok(throttled(&parts.headers))
 }
 
-/// The client paused sending a request body longer than the body read timeout.
+/// The client paused sending a request body longer than the body read timeout, or took longer than the
+/// total body timeout to send all of it.
 #[derive(Debug, thiserror::Error)]
-#[error("the request body stalled longer than the body read timeout")]
+#[error("the request body stalled longer than the body read timeout or took longer than the total body timeout")]
 pub struct BodyTimeout;
 
-/// A request body that fails when no piece of it arrives for `timeout` while it is being read.
+/// A request body that fails when no piece of it arrives for the pause timeout while it is being read, or
+/// when its last piece has not arrived by its deadline.
 struct TimedBody {
     inner: Incoming,
-    timeout: Duration,
-    /// Running while the reader waits for the next piece.
+    pause: Duration,
+    /// The total deadline, counted from the request's head.
+    deadline: Instant,
+    /// Running while the reader waits for the next piece: until the pause timeout or the deadline, whichever
+    /// comes first.
     waiting: Option<Pin<Box<Sleep>>>,
 }
 
 impl TimedBody {
-    fn new(inner: Incoming, timeout: Duration) -> Self {
+    fn new(inner: Incoming, timeouts: BodyTimeouts) -> Self {
         Self {
             inner,
-            timeout,
+            pause: timeouts.pause,
+            deadline: Instant::now() + timeouts.total,
             waiting: None,
         }
     }
@@ -244,10 +308,10 @@ impl HttpBody for TimedBody {
                 Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
             }
             Poll::Pending => {
-                let timeout = this.timeout;
+                let wake_at = (Instant::now() + this.pause).min(this.deadline);
                 let waiting = this
                     .waiting
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake_at)));
                 match waiting.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
                     Poll::Pending => Poll::Pending,
@@ -262,5 +326,36 @@ impl HttpBody for TimedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http1_head_is_measured_as_it_was_sent() {
+        let request = Request::builder()
+            .method("POST")
+            .uri("/?Action=ListQueues")
+            .header("host", "127.0.0.1:9324")
+            .header("x-long", "a".repeat(100))
+            .body(())
+            .expect("request");
+        let wire = format!(
+            "POST /?Action=ListQueues HTTP/1.1\r\nhost: 127.0.0.1:9324\r\nx-long: {}\r\n\r\n",
+            "a".repeat(100)
+        );
+        assert_eq!(head_bytes(&request), wire.len());
+    }
+
+    #[test]
+    fn a_head_over_the_limit_is_answered_431_and_closes() {
+        let response = header_too_large();
+        assert_eq!(
+            response.status(),
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        );
+        assert_eq!(response.headers()[CONNECTION], "close");
     }
 }

@@ -76,6 +76,7 @@ pub struct LimitsFile {
     max_headers: Option<usize>,
     header_read_timeout_ms: Option<u64>,
     body_read_timeout_ms: Option<u64>,
+    body_read_total_timeout_ms: Option<u64>,
     tls_handshake_timeout_ms: Option<u64>,
     request_rate: Option<f64>,
     request_burst: Option<u32>,
@@ -96,6 +97,9 @@ impl LimitsFile {
             max_headers: self.max_headers.or(base.max_headers),
             header_read_timeout_ms: self.header_read_timeout_ms.or(base.header_read_timeout_ms),
             body_read_timeout_ms: self.body_read_timeout_ms.or(base.body_read_timeout_ms),
+            body_read_total_timeout_ms: self
+                .body_read_total_timeout_ms
+                .or(base.body_read_total_timeout_ms),
             tls_handshake_timeout_ms: self
                 .tls_handshake_timeout_ms
                 .or(base.tls_handshake_timeout_ms),
@@ -129,6 +133,10 @@ impl LimitsFile {
             max_headers: self.max_headers.unwrap_or(defaults.max_headers),
             header_read_timeout: ms(self.header_read_timeout_ms, defaults.header_read_timeout),
             body_read_timeout: ms(self.body_read_timeout_ms, defaults.body_read_timeout),
+            body_read_total_timeout: ms(
+                self.body_read_total_timeout_ms,
+                defaults.body_read_total_timeout,
+            ),
             tls_handshake_timeout: ms(
                 self.tls_handshake_timeout_ms,
                 defaults.tls_handshake_timeout,
@@ -147,6 +155,7 @@ impl LimitsFile {
             || limits.max_header_bytes < MAX_HEADER_BYTES_MIN
             || limits.header_read_timeout.is_zero()
             || limits.body_read_timeout.is_zero()
+            || limits.body_read_total_timeout.is_zero()
             || limits.tls_handshake_timeout.is_zero()
         {
             return Err(ConfigError::Invalid(format!(

@@ -123,6 +123,12 @@ pub enum ApiError {
     Store(String),
     #[error("this endpoint requires the admin token: Authorization: Bearer <token>")]
     Unauthorized,
+    #[error("without an admin token this endpoint answers only requests to a loopback host (localhost, 127.0.0.1, [::1]) or one listed in admin_allowed_hosts")]
+    HostNotAllowed,
+    #[error(
+        "the admin endpoint is working on as many requests as its admission limit allows; retry"
+    )]
+    Throttled,
 }
 
 impl ApiError {
@@ -142,6 +148,8 @@ impl ApiError {
             RedriveNotFound => (StatusCode::NOT_FOUND, "RedriveNotFound"),
             Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreFailed"),
             Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+            HostNotAllowed => (StatusCode::FORBIDDEN, "HostNotAllowed"),
+            Throttled => (StatusCode::TOO_MANY_REQUESTS, "Throttled"),
         }
     }
 }

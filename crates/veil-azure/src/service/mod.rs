@@ -300,7 +300,8 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
 
 /// The answer to a request over its connection's rate limit (docs/security.md "Limits against abuse"): 503
 /// `ServerBusy`, Azure's throttling error, which the SDKs retry with back-off. veil-http's serve loop calls
-/// it before the request reaches the router, so it sees only the headers.
+/// it before the request reaches the router, so it sees only the headers. (A request over the admission
+/// limit is refused by the handler, after authentication, with the same error.)
 pub fn throttled(headers: &axum::http::HeaderMap) -> Response {
     use veil_core::Clock;
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -400,6 +401,11 @@ impl Service {
                     outcome: error.code.as_str(),
                 });
             })?;
+        // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
+        // authenticate never holds one (docs/security.md "Limits against abuse"). Held until the answer.
+        let _admitted = veil_http::admit(&parts.extensions)
+            .await
+            .map_err(|veil_http::AdmissionRefused| AzureError::new(ErrorCode::ServerBusy))?;
         let kind = routed?;
         let namespace = self.namespace(location.primary_account());
         let Authority {

@@ -211,8 +211,17 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|info| info.0);
     let context = service.context(caller, &parts.headers, parts.uri.path(), address);
-    // Present when the listener has an admission limit (veil_http::serve); tests' routers have none.
-    let admitted = parts.extensions.get::<veil_http::Admitted>().cloned();
+    // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
+    // authenticate never holds one (docs/security.md "Limits against abuse").
+    let admitted = match veil_http::admit(&parts.extensions).await {
+        Ok(admitted) => admitted,
+        Err(veil_http::AdmissionRefused) => {
+            let error = SqsError::new(ErrorCode::RequestThrottled, crate::error::REQUEST_THROTTLED);
+            let operation = operation_of(target, parts.uri.query(), &body);
+            service.observe(operation, Err(&error), started);
+            return into_response(codec::encode_error(protocol, &error, &request_id));
+        }
+    };
     let reply = match decoded {
         Ok(request) => {
             // The head and body are slices of hyper's read buffer: dropped here, before a long poll parks,
@@ -222,15 +231,13 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
             let action = request.action.name();
             let audited = service.audited(&context, &request.action);
             let result = match service.authorize(&context, &request.action) {
-                Ok(()) => match admitted.clone() {
+                Ok(()) => {
                     // A long poll gives its admission slot back while the engine parks it.
-                    Some(admitted) => {
-                        let on_park: veil_core::park::OnPark = Arc::new(move || admitted.release());
-                        let dispatch = service.dispatch(&context, request.action);
-                        veil_core::park::with_on_park(on_park, dispatch).await
-                    }
-                    None => service.dispatch(&context, request.action).await,
-                },
+                    let parked = admitted.clone();
+                    let on_park: veil_core::park::OnPark = Arc::new(move || parked.release());
+                    let dispatch = service.dispatch(&context, request.action);
+                    veil_core::park::with_on_park(on_park, dispatch).await
+                }
                 Err(error) => Err(error),
             };
             if let Some(key) = audited {
