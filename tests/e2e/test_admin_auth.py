@@ -100,3 +100,42 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path):
     assert proc.returncode == 2, proc
     assert "beyond loopback" in proc.stderr
     assert "--admin-token" in proc.stderr
+
+
+# DNS rebinding (docs/security.md "Admin endpoint"): without a token, a page on another name that resolves to
+# 127.0.0.1 must not read or purge queues through the operator's browser.
+
+def admin_with_host(server, path: str, host: str, method: str = "GET", **kwargs) -> requests.Response:
+    return requests.request(method, server.admin_endpoint + path, headers={"Host": host}, timeout=TIMEOUT,
+                            **kwargs)
+
+
+def test_without_a_token_a_request_naming_another_host_is_refused(make_server):
+    open_server = make_server()
+    name = f"rebinding-{uuid.uuid4().hex[:8]}"
+    made = requests.post(open_server.admin_endpoint + "/api/v1/queues", json={"name": name}, timeout=TIMEOUT)
+    assert made.status_code in (200, 201), made.text
+    attacker = f"attacker.example:{open_server.admin_port}"
+    for method, path in [("GET", "/api/v1/queues"), ("GET", "/metrics"),
+                         ("GET", f"/api/v1/queues/default/{name}/messages"),
+                         ("POST", f"/api/v1/queues/default/{name}/purge")]:
+        answer = admin_with_host(open_server, path, attacker, method, json={"confirm": name})
+        assert answer.status_code == 403, (path, answer.status_code, answer.text)
+        assert answer.json()["error"]["code"] == "HostNotAllowed"
+    # Loopback names and addresses are answered; the probes answer any host.
+    for host in (f"127.0.0.1:{open_server.admin_port}", f"localhost:{open_server.admin_port}",
+                 f"[::1]:{open_server.admin_port}"):
+        assert admin_with_host(open_server, "/api/v1/queues", host).status_code == 200, host
+    assert admin_with_host(open_server, "/healthz", attacker).status_code == 200
+
+
+def test_a_listed_host_is_answered_without_a_token(make_server):
+    listed = make_server(extra_args=["--admin-allowed-host", "veil.internal"])
+    assert admin_with_host(listed, "/api/v1/queues", f"veil.internal:{listed.admin_port}").status_code == 200
+    assert admin_with_host(listed, "/api/v1/queues", "other.internal").status_code == 403
+
+
+def test_with_a_token_any_host_is_answered_with_the_token(server):
+    headers = {"Host": "veil.example.com", "Authorization": f"Bearer {TOKEN}"}
+    assert requests.get(server.admin_endpoint + "/api/v1/queues", headers=headers,
+                        timeout=TIMEOUT).status_code == 200

@@ -180,3 +180,36 @@ def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(
             pass
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+MAX_HEADER_BYTES = 65536  # the default, which this module's config leaves alone
+
+
+def send_head(port: int, header_value_bytes: int) -> bytes:
+    """Sends one HTTP/1.1 request whose head carries an `x-pad` header of `header_value_bytes`, all at once,
+    and returns the start of the answer."""
+    head = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-pad: " + b"a" * header_value_bytes
+            + b"\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head)
+        sock.settimeout(5)
+        answer = b""
+        try:
+            while len(answer) < 12:
+                piece = sock.recv(4096)
+                if not piece:
+                    break
+                answer += piece
+        except ConnectionResetError:
+            pass
+    return answer
+
+
+@pytest.mark.parametrize("listener", ["port", "azure_port", "admin_port"])
+def test_a_request_head_over_max_header_bytes_gets_431_however_fast_it_arrives(server, listener):
+    # The probe's head: 114,618 bytes sent in one write, which hyper's read buffer took whole.
+    answer = send_head(getattr(server, listener), 114_618 - 80)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:100]
+    # One just under the limit is served (here: whatever the listener answers to GET /healthz, not a 431).
+    under = send_head(getattr(server, listener), MAX_HEADER_BYTES - 200)
+    assert under.startswith(b"HTTP/1.1 ") and not under.startswith(b"HTTP/1.1 431"), under[:100]

@@ -38,8 +38,11 @@ pub struct AdminState {
     readiness: Readiness,
     /// The last hour of each queue's counts, for the console's charts.
     series: Series,
-    /// The bearer token every route but the probes and the console's files requires; `None`: open.
+    /// The bearer token every route but the probes and the console's files requires; `None`: open, to
+    /// requests naming a loopback host or one of `allowed_hosts`.
     token: Option<Arc<str>>,
+    /// Host names besides loopback's that an endpoint without a token answers (`admin_allowed_hosts`).
+    allowed_hosts: Arc<[String]>,
 }
 
 impl AdminState {
@@ -56,7 +59,15 @@ impl AdminState {
             readiness,
             series,
             token: None,
+            allowed_hosts: Arc::new([]),
         }
+    }
+
+    /// Host names besides loopback's that the API and `/metrics` answer without a token (docs/security.md
+    /// "Admin endpoint": DNS rebinding).
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = hosts.into();
+        self
     }
 
     /// Requires `Authorization: Bearer <token>` on the API and `/metrics` (docs/security.md "Admin endpoint").

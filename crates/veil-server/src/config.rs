@@ -353,6 +353,14 @@ pub struct ServeArgs {
     /// console (/) [default: 127.0.0.1:9325]
     #[arg(long, env = "VEIL_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
+    /// A host name, besides loopback's, that the admin API and /metrics answer when there is no admin token
+    /// (repeatable; requests naming any other Host are refused, against DNS rebinding)
+    #[arg(
+        long = "admin-allowed-host",
+        env = "VEIL_ADMIN_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub admin_allowed_hosts: Vec<String>,
     #[command(flatten)]
     pub listeners: crate::listeners::ListenerArgs,
     #[command(flatten)]
@@ -378,6 +386,8 @@ struct FileConfig {
     wal_segment_mib: Option<u64>,
     admin_listen: Option<SocketAddr>,
     admin_token: Option<String>,
+    #[serde(default)]
+    admin_allowed_hosts: Vec<String>,
     #[serde(default)]
     azure: AzureFile,
     #[serde(default)]
@@ -433,6 +443,8 @@ pub struct Settings {
     pub sqs_credentials: Vec<veil_sqs::SqsCredential>,
     /// The admin endpoint's bearer token; `None` leaves it open (loopback only).
     pub admin_token: Option<String>,
+    /// Host names besides loopback's that the admin endpoint answers without a token (flag over file).
+    pub admin_allowed_hosts: Vec<String>,
     /// The embedded store, or PostgreSQL shared by a cluster of nodes.
     pub store: crate::cluster::settings::StoreSetting,
 }
@@ -464,7 +476,21 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     })
 }
 
+/// Who the admin endpoint answers: the token's holder, or without a token requests naming these hosts.
+#[derive(Debug, Clone)]
+pub struct AdminGuard {
+    pub token: Option<String>,
+    pub allowed_hosts: Vec<String>,
+}
+
 impl Settings {
+    pub fn admin_guard(&self) -> AdminGuard {
+        AdminGuard {
+            token: self.admin_token.clone(),
+            allowed_hosts: self.admin_allowed_hosts.clone(),
+        }
+    }
+
     pub fn resolve(args: ServeArgs) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => read_file(path)?,
@@ -556,6 +582,11 @@ impl Settings {
                 .admin_token
                 .or(file.admin_token)
                 .filter(|token| !token.is_empty()),
+            admin_allowed_hosts: if args.admin_allowed_hosts.is_empty() {
+                file.admin_allowed_hosts
+            } else {
+                args.admin_allowed_hosts.clone()
+            },
         })
     }
 

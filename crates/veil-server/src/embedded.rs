@@ -72,7 +72,7 @@ pub async fn serve_embedded(
         bind(settings.admin_listen).await?,
         tls.admin.clone(),
         settings.listeners.admin.limits.clone(),
-        settings.admin_token.clone(),
+        settings.admin_guard(),
         telemetry,
     );
     let mut opened = open_engine(settings, telemetry, None)?;

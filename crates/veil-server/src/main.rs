@@ -19,7 +19,7 @@ use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::Telemetry;
 
 use crate::cluster::settings::StoreSetting;
-use crate::config::{AzureAuthMode, DurabilityMode, LogFormat, ServeArgs, Settings};
+use crate::config::{AdminGuard, AzureAuthMode, DurabilityMode, LogFormat, ServeArgs, Settings};
 
 /// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
 /// it touches, and glibc's consolidation of those showed as ~20% of the writer's CPU in profiles
@@ -240,7 +240,7 @@ impl Admin {
         listener: tokio::net::TcpListener,
         tls: Option<Arc<rustls::ServerConfig>>,
         limits: veil_http::Limits,
-        token: Option<String>,
+        guard: AdminGuard,
         telemetry: &Telemetry,
     ) -> Self {
         let engine = veil_admin::EngineSlot::default();
@@ -254,7 +254,8 @@ impl Admin {
             readiness.clone(),
             series.clone(),
         )
-        .with_token(token);
+        .with_token(guard.token)
+        .with_allowed_hosts(guard.allowed_hosts);
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         }

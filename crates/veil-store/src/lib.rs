@@ -11,6 +11,7 @@ mod faults;
 pub mod fuzzing;
 mod limits;
 mod overlay;
+mod private;
 mod redb_store;
 mod secret;
 mod tables;

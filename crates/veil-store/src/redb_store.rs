@@ -97,9 +97,8 @@ impl RedbStore {
     /// Opens (or creates) the store in `dir`, replaying the log a crash left behind.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Self, StoreError> {
         let started = Instant::now();
-        std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Io(format!("creating data directory {}: {e}", dir.display()))
-        })?;
+        // Private before anything is written into it (docs/security.md "The data directory").
+        crate::private::make_private(dir)?;
         let path = dir.join(DATABASE_FILE);
         // Every page's checksum is verified at open (docs/reliability.md "Storage faults"): redb trusts a
         // cleanly closed file otherwise, and serves a flipped byte as data or panics on it. The check reads
@@ -109,6 +108,8 @@ impl RedbStore {
             .set_check_integrity_on_open(true)
             .create(&path)
             .map_err(|e| open_error(e, &path))?;
+        // redb creates its file with the umask's mode.
+        crate::private::make_file_private(&path)?;
         tables::prepare(&db, &path)?;
         let recovered = recover(&db, dir)?;
         let mut db = db;
@@ -239,7 +240,11 @@ const PROBE_FILE: &str = "veil-probe.tmp";
 pub fn probe_writable(dir: &Path, segment_bytes: u64) -> Result<(), StoreError> {
     let path = dir.join(PROBE_FILE);
     let io = |e: std::io::Error| StoreError::Io(format!("probing {}: {e}", path.display()));
-    let written = std::fs::File::create(&path)
+    let written = crate::private::private_file_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
         .and_then(|mut file| {
             std::io::Write::write_all(&mut file, &[0; PROBE_BYTES])?;
             file.sync_data()

@@ -29,7 +29,14 @@ pub fn load_or_create_secret(
             let secret = random();
             let temp = dir.join(format!("{SECRET_FILE}.tmp"));
             let io = |e: std::io::Error| StoreError::Io(format!("writing {}: {e}", path.display()));
-            let mut file = fs::File::create(&temp).map_err(io)?;
+            crate::private::make_private(dir)?;
+            let mut file = crate::private::private_file_options()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&temp)
+                .map_err(io)?;
+            crate::private::set_file_private(&file).map_err(io)?;
             file.write_all(&secret).map_err(io)?;
             file.sync_all().map_err(io)?;
             fs::rename(&temp, &path).map_err(io)?;

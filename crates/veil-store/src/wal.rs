@@ -19,7 +19,7 @@
 //! does not match. Reading stops at the first such record and reports how many bytes it cut; only the newest
 //! segment may have one, since a segment is complete and synced before the next one starts.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
@@ -94,11 +94,12 @@ impl Segment {
     pub fn create(dir: &Path, generation: u64, allocate_bytes: u64) -> Result<Self, StoreError> {
         let path = segment_path(dir, generation);
         let io = |e: std::io::Error| StoreError::Io(format!("creating {}: {e}", path.display()));
-        let mut file = OpenOptions::new()
+        let mut file = crate::private::private_file_options()
             .create_new(true)
             .write(true)
             .open(&path)
             .map_err(io)?;
+        crate::private::set_file_private(&file).map_err(io)?;
         file.write_all(MAGIC).map_err(io)?;
         allocate(&file, allocate_bytes).map_err(io)?;
         file.sync_all().map_err(io)?;

@@ -175,6 +175,13 @@ fn write(path: &Path, text: &str, mode: u32) -> Result<(), CertError> {
     #[cfg(not(unix))]
     let _ = mode;
     let mut file = options.open(path).map_err(error)?;
+    // The umask narrows a created file's mode, and a strange one could leave the key without its owner's
+    // read bit: set it exactly.
+    #[cfg(unix)]
+    file.set_permissions(
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(mode),
+    )
+    .map_err(error)?;
     file.write_all(text.as_bytes()).map_err(error)?;
     file.sync_all().map_err(error)
 }

@@ -336,7 +336,7 @@ impl Member<'_, '_> {
                 internal.admin,
                 tls.admin.clone(),
                 settings.listeners.admin.limits.clone(),
-                settings.admin_token.clone(),
+                settings.admin_guard(),
                 &telemetry,
             );
             admin.engine_opened(&engine);
