@@ -88,7 +88,25 @@ pub enum SigV4Error {
     /// A presigned URL past its `X-Amz-Expires`.
     #[error("presigned request expired")]
     Expired,
+    /// A presigned request that carries something its signature does not cover and that would change what
+    /// it asks for (docs/security.md, "SQS").
+    #[error("presigned request carries an unsigned {0:?}")]
+    Unsigned(UnsignedPart),
 }
+
+/// What a presigned request may not add to its signed URL: the action and parameters come from the signed
+/// parts alone, so that holding a URL signed for one request does not let anyone make another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsignedPart {
+    /// `X-Amz-Target` (it names the action and selects the JSON protocol) left out of `X-Amz-SignedHeaders`.
+    Target,
+    /// A body under `UNSIGNED-PAYLOAD` (in the Query protocol its form parameters join the URL's; in the JSON
+    /// protocol it holds every parameter).
+    Body,
+}
+
+/// The header that names a JSON-protocol request's action.
+const TARGET_HEADER: &str = "x-amz-target";
 
 /// AWS's text for a signature that does not match.
 pub const MISMATCH_MESSAGE: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
@@ -322,36 +340,58 @@ pub fn verify(
         )));
     }
     check_time(claim, signed_at, now)?;
-    let expected = match claim.carrier {
+    let given = claim.signature.to_ascii_lowercase();
+    let matches = |payload_hash: &str| {
+        signature_of(request, claim, secret, payload_hash)
+            .as_bytes()
+            .ct_eq(given.as_bytes())
+    };
+    let body_hash = hex::encode(Sha256::digest(request.body));
+    match claim.carrier {
         Carrier::Header => {
             let payload = match header(request.headers, "x-amz-content-sha256") {
-                Some(UNSIGNED_PAYLOAD) => UNSIGNED_PAYLOAD.to_string(),
-                _ => hex::encode(Sha256::digest(request.body)),
+                Some(UNSIGNED_PAYLOAD) => UNSIGNED_PAYLOAD,
+                _ => body_hash.as_str(),
             };
-            vec![signature_of(request, claim, secret, &payload)]
+            if bool::from(matches(payload)) {
+                Ok(())
+            } else {
+                Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
+            }
         }
-        // A presigned URL covers the body's hash as most SDKs presign, or `UNSIGNED-PAYLOAD` as the others.
-        Carrier::Query { .. } => vec![
-            signature_of(
-                request,
-                claim,
-                secret,
-                &hex::encode(Sha256::digest(request.body)),
-            ),
-            signature_of(request, claim, secret, UNSIGNED_PAYLOAD),
-        ],
-    };
-    let given = claim.signature.to_ascii_lowercase();
-    let matched = expected
-        .iter()
-        .fold(subtle::Choice::from(0), |any, candidate| {
-            any | candidate.as_bytes().ct_eq(given.as_bytes())
-        });
-    if bool::from(matched) {
-        Ok(())
-    } else {
-        Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
+        // A presigned URL covers the body's hash as most SDKs presign, or `UNSIGNED-PAYLOAD` as the others
+        // (botocore's `SigV4QueryAuth`). Both are computed, so the time taken does not tell which matched.
+        Carrier::Query { .. } => {
+            let body_signed = matches(&body_hash);
+            let unsigned = matches(UNSIGNED_PAYLOAD);
+            if !bool::from(body_signed | unsigned) {
+                return Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()));
+            }
+            presigned_coverage(request, claim, bool::from(body_signed))
+        }
     }
+}
+
+/// A presigned request's action and parameters come from what its signature covers: its URL, the headers it
+/// lists, and its body only when the body's hash was signed. So a presigned URL handed to someone lets them
+/// make that one request, not another: an `X-Amz-Target` it does not sign, or a body it does not sign, is
+/// refused rather than read (docs/security.md, "SQS").
+fn presigned_coverage(
+    request: &SignedRequest<'_>,
+    claim: &Claim,
+    body_signed: bool,
+) -> Result<(), SigV4Error> {
+    let target_signed = claim
+        .signed_headers
+        .iter()
+        .any(|name| name == TARGET_HEADER);
+    if request.headers.contains_key(TARGET_HEADER) && !target_signed {
+        return Err(SigV4Error::Unsigned(UnsignedPart::Target));
+    }
+    if !body_signed && !request.body.is_empty() {
+        return Err(SigV4Error::Unsigned(UnsignedPart::Body));
+    }
+    Ok(())
 }
 
 /// AWS's clock rules: a signed header may be 15 minutes off either way; a presigned URL may not be dated in

@@ -48,7 +48,15 @@ pub fn protocol_of(target: Option<&str>) -> Protocol {
 pub fn decode(parts: &HttpRequestParts<'_>) -> (Protocol, Result<SqsRequest, SqsError>) {
     let protocol = protocol_of(parts.target);
     let action: Result<Action, SqsError> = match parts.target {
-        Some(target) => json::decode(target, parts.body),
+        Some(target) => match parts.query {
+            // An SDK's JSON request has no query string, so this costs nothing on the common path.
+            Some(text) => {
+                let named = query::parse_form(text.as_bytes());
+                one_action(target_action(target), &named)
+                    .and_then(|()| json::decode(target, parts.body))
+            }
+            None => json::decode(target, parts.body),
+        },
         None => {
             // Query parameters may come in the query string (GET, and some POSTs) and in a form body.
             let mut pairs = parts
@@ -58,7 +66,7 @@ pub fn decode(parts: &HttpRequestParts<'_>) -> (Protocol, Result<SqsRequest, Sqs
             if parts.method.eq_ignore_ascii_case("POST") {
                 pairs.extend(query::parse_form(parts.body));
             }
-            query::decode(&pairs)
+            one_action(None, &pairs).and_then(|()| query::decode(&pairs))
         }
     };
     (
@@ -66,6 +74,36 @@ pub fn decode(parts: &HttpRequestParts<'_>) -> (Protocol, Result<SqsRequest, Sqs
         action.map(|action| SqsRequest { protocol, action }),
     )
 }
+
+/// The action an `X-Amz-Target` names: what follows its last `.` (`AmazonSQS.SendMessage`).
+fn target_action(target: &str) -> Option<&str> {
+    target.rsplit('.').next()
+}
+
+/// A request may name its action in more than one place — `X-Amz-Target`, the query string's `Action`, a form
+/// body's `Action` — only if every place names the same one. Otherwise which one counts would depend on where
+/// Veil looks first, and a header or body added to a presigned URL could turn its signed `Action` into another
+/// (docs/security.md, "SQS"): such a request is `InvalidAction`.
+fn one_action(target: Option<&str>, pairs: &[query::FormPair<'_>]) -> Result<(), SqsError> {
+    let mut named = target.into_iter().chain(
+        pairs
+            .iter()
+            .filter(|(key, _)| key == "Action")
+            .map(|(_, value)| value.as_ref()),
+    );
+    let Some(first) = named.next() else {
+        return Ok(());
+    };
+    if named.all(|other| other == first) {
+        Ok(())
+    } else {
+        Err(SqsError::new(ErrorCode::InvalidAction, ACTION_NAMED_TWICE))
+    }
+}
+
+/// AWS's description of `InvalidAction` (the common errors of its Query APIs).
+pub const ACTION_NAMED_TWICE: &str =
+    "The action or operation requested is invalid. Verify that the action is typed correctly.";
 
 /// Encodes a successful answer.
 pub fn encode_output(

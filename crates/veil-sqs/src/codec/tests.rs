@@ -759,3 +759,61 @@ fn json_bodies_are_checked_whole_before_their_shape() {
         "The request body is not valid JSON: unexpected end of hex escape at line 1 column 19"
     );
 }
+
+#[test]
+fn an_action_named_twice_differently_is_invalid_action() {
+    let decoded = |query: Option<&str>, target: Option<&str>, body: &str| {
+        decode(&HttpRequestParts {
+            method: "POST",
+            query,
+            target,
+            body: body.as_bytes(),
+        })
+        .1
+        .map(|request| request.action.name())
+    };
+    let refused = Err(SqsError::new(ErrorCode::InvalidAction, ACTION_NAMED_TWICE));
+    let purge = r#"{"QueueUrl":"http://localhost:9324/000000000000/q"}"#;
+    // A presigned GetQueueUrl turned into a PurgeQueue by a header and a body.
+    assert_eq!(
+        decoded(
+            Some("Action=GetQueueUrl&QueueName=q"),
+            Some("AmazonSQS.PurgeQueue"),
+            purge
+        ),
+        refused
+    );
+    assert_eq!(
+        decoded(
+            Some("Action=GetQueueUrl&QueueName=q"),
+            None,
+            "Action=PurgeQueue&QueueUrl=x"
+        ),
+        refused
+    );
+    // The same action in both places, or in one, is fine.
+    assert_eq!(
+        decoded(
+            Some("Action=PurgeQueue"),
+            Some("AmazonSQS.PurgeQueue"),
+            purge
+        ),
+        Ok(ActionName::PurgeQueue)
+    );
+    assert_eq!(
+        decoded(
+            Some("Version=2012-11-05"),
+            Some("AmazonSQS.PurgeQueue"),
+            purge
+        ),
+        Ok(ActionName::PurgeQueue)
+    );
+    assert_eq!(
+        decoded(
+            Some("Action=GetQueueUrl"),
+            None,
+            "Action=GetQueueUrl&QueueName=q"
+        ),
+        Ok(ActionName::GetQueueUrl)
+    );
+}

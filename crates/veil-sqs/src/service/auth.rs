@@ -19,7 +19,7 @@ use crate::attributes::POLICY_SETTING;
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::namespace::{self, AccountRegion, NamespaceMap};
 use crate::policy::{self, Decision, PolicyRequest};
-use crate::sigv4::{self, SigV4Error, SignedRequest};
+use crate::sigv4::{self, SigV4Error, SignedRequest, UnsignedPart};
 
 /// How the SQS endpoint authenticates.
 #[derive(Clone, Debug, Default)]
@@ -158,6 +158,17 @@ fn sigv4_error(error: SigV4Error) -> SqsError {
         SigV4Error::Incomplete(message) => SqsError::new(ErrorCode::IncompleteSignature, message),
         SigV4Error::Mismatch(message) => SqsError::new(ErrorCode::SignatureDoesNotMatch, message),
         SigV4Error::Expired => SqsError::new(ErrorCode::RequestExpired, "Request has expired."),
+        // S3's answer to a presigned request with headers it does not sign (AccessDenied, "There were headers
+        // present in the request which were not signed"); SQS has none of its own. The body's is worded alike.
+        SigV4Error::Unsigned(UnsignedPart::Target) => SqsError::new(
+            ErrorCode::AccessDenied,
+            "There were headers present in the request which were not signed: x-amz-target",
+        ),
+        SigV4Error::Unsigned(UnsignedPart::Body) => SqsError::new(
+            ErrorCode::AccessDenied,
+            "There was a body present in the request which was not signed: a presigned request's \
+             parameters are those of its URL",
+        ),
     }
 }
 

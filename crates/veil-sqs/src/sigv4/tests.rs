@@ -285,6 +285,88 @@ fn presigned_query_strings_verify_until_they_expire() {
     );
 }
 
+/// A presigned GET of `Action=GetQueueUrl` signed over `signed` headers and `payload_hash`, then sent with
+/// `extra` headers and `body`: the verdict.
+fn presigned_verdict(
+    signed: &[&str],
+    payload_hash: &str,
+    extra: &[(&'static str, &str)],
+    body: &[u8],
+) -> Result<(), SigV4Error> {
+    let at = SUITE_DATE;
+    let list = signed.join("%3B");
+    let unsigned_query = format!(
+        "Action=GetQueueUrl&QueueName=q&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=test%2F20150830%2Fus-east-1%2Fsqs%2Faws4_request&X-Amz-Date={at}&X-Amz-Expires=60&X-Amz-SignedHeaders={list}"
+    );
+    let mut pairs = vec![("host", "localhost:9324")];
+    pairs.extend(
+        extra
+            .iter()
+            .filter(|(name, _)| signed.contains(name))
+            .copied(),
+    );
+    let signing = SignedRequest {
+        method: "POST",
+        path: "/",
+        query: Some(&unsigned_query),
+        headers: &headers(&pairs),
+        body,
+    };
+    let c = claim("sqs", signed, Carrier::Query { expires_s: 60 });
+    let signature = signature_of(&signing, &c, "test", payload_hash);
+    let query = format!("{unsigned_query}&X-Amz-Signature={signature}");
+    let mut sent = vec![("host", "localhost:9324")];
+    sent.extend(extra.iter().copied());
+    let sent = headers(&sent);
+    let request = SignedRequest {
+        method: "POST",
+        path: "/",
+        query: Some(&query),
+        headers: &sent,
+        body,
+    };
+    let parsed = parse(&request)?;
+    verify(&request, &parsed, "test", amz_to_millis(at).unwrap())
+}
+
+#[test]
+fn a_presigned_request_may_not_add_an_unsigned_target_or_body() {
+    let target = [("x-amz-target", "AmazonSQS.PurgeQueue")];
+    let body = br#"{"QueueUrl":"http://localhost:9324/000000000000/q"}"#;
+    // As botocore presigns: UNSIGNED-PAYLOAD, only `host` signed.
+    assert_eq!(
+        presigned_verdict(&["host"], UNSIGNED_PAYLOAD, &[], b""),
+        Ok(())
+    );
+    assert_eq!(
+        presigned_verdict(&["host"], UNSIGNED_PAYLOAD, &target, b""),
+        Err(SigV4Error::Unsigned(UnsignedPart::Target))
+    );
+    assert_eq!(
+        presigned_verdict(
+            &["host"],
+            UNSIGNED_PAYLOAD,
+            &[],
+            b"QueueOwnerAWSAccountId=1"
+        ),
+        Err(SigV4Error::Unsigned(UnsignedPart::Body))
+    );
+    // What the signature covers may be sent: a signed target, a body whose hash was signed.
+    assert_eq!(
+        presigned_verdict(&["host", "x-amz-target"], UNSIGNED_PAYLOAD, &target, b""),
+        Ok(())
+    );
+    let body_hash = hex::encode(Sha256::digest(body));
+    assert_eq!(
+        presigned_verdict(&["host", "x-amz-target"], &body_hash, &target, body),
+        Ok(())
+    );
+    assert_eq!(
+        presigned_verdict(&["host", "x-amz-target"], UNSIGNED_PAYLOAD, &target, body),
+        Err(SigV4Error::Unsigned(UnsignedPart::Body))
+    );
+}
+
 #[test]
 fn a_scope_for_another_service_is_refused() {
     let h = headers(&[("host", "x"), ("x-amz-date", SUITE_DATE)]);
