@@ -14,7 +14,7 @@ import urllib.parse
 import boto3
 import pytest
 import requests
-from botocore.auth import SigV4Auth, SigV4QueryAuth
+from botocore.auth import S3SigV4QueryAuth, SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
@@ -40,6 +40,18 @@ access_key = "AKIDSENDER"
 secret_key = "sender-secret"
 account_id = "{ACCOUNT}"
 grants = [{{ queues = "orders-*", permissions = ["send"] }}]
+
+[[sqs.credentials]]
+access_key = "AKIDORDERS"
+secret_key = "orders-secret"
+account_id = "{ACCOUNT}"
+grants = [{{ queues = "orders-*", permissions = ["send", "receive", "delete", "peek", "admin"] }}]
+
+[[sqs.credentials]]
+access_key = "AKIDMOVER"
+secret_key = "mover-secret"
+account_id = "{ACCOUNT}"
+grants = [{{ queues = "mv-dlq", permissions = ["admin"] }}, {{ queues = "mv-mine", permissions = ["send"] }}]
 """
 MISMATCH = ("The request signature we calculated does not match the signature you provided. Check your AWS "
             "Secret Access Key and signing method. Consult the service documentation for details.")
@@ -167,10 +179,14 @@ def test_a_malformed_authorization_header_is_incomplete_signature(srv):
     assert message.startswith("Authorization header requires 'Signature' parameter.")
 
 
-def presigned_url(srv, params: dict, expires: int) -> str:
-    url = srv.endpoint + "/?" + urllib.parse.urlencode({"Version": "2012-11-05", **params})
-    req = AWSRequest(method="GET", url=url)
-    SigV4QueryAuth(Credentials("test", "test"), "sqs", DEFAULT_REGION, expires=expires).add_auth(req)
+def presigned_url(srv, params: dict, expires: int, method: str = "GET", path: str = "/",
+                  unsigned_payload: bool = False) -> str:
+    """A URL presigned as botocore's SigV4QueryAuth does (the hash of an empty body signed), or with
+    `UNSIGNED-PAYLOAD` as S3-style presigners do."""
+    url = srv.endpoint + path + "?" + urllib.parse.urlencode({"Version": "2012-11-05", **params})
+    req = AWSRequest(method=method, url=url)
+    signer = S3SigV4QueryAuth if unsigned_payload else SigV4QueryAuth
+    signer(Credentials("test", "test"), "sqs", DEFAULT_REGION, expires=expires).add_auth(req)
     return req.url
 
 
@@ -268,3 +284,193 @@ def run_js(srv, key, secret, queue) -> dict:
 def test_the_javascript_sdk_v3_signs_requests_veil_accepts(srv):
     assert run_js(srv, "test", "test", "js-sdk") == {"ok": True, "body": "from the js sdk"}
     assert run_js(srv, "test", "wrong", "js-sdk") == {"ok": False, "code": "SignatureDoesNotMatch", "status": 403}
+
+
+# ---- what a caller may send to on another queue's behalf (docs/security.md, "SQS") ----------------------
+
+
+def redrive_to(target_arn: str, max_receive_count: int = 1) -> dict:
+    return {"RedrivePolicy": json.dumps({"deadLetterTargetArn": target_arn, "maxReceiveCount": max_receive_count})}
+
+
+def target_does_not_exist(target_arn: str) -> str:
+    return (f'Value {{"deadLetterTargetArn":"{target_arn}","maxReceiveCount":1}} for parameter RedrivePolicy is '
+            f"invalid. Reason: Dead letter target does not exist.")
+
+
+def qarn(name: str, account: str = ACCOUNT) -> str:
+    return f"arn:aws:sqs:{DEFAULT_REGION}:{account}:{name}"
+
+
+def test_a_redrive_policy_needs_send_on_its_target(srv):
+    owner, orders = client(srv), client(srv, "AKIDORDERS", "orders-secret")
+    owner.create_queue(QueueName="dlr-secret")
+    owner.create_queue(QueueName="orders-dlr-dlq")
+    # A target outside the credential's grants is answered as one that does not exist, whether it exists or
+    # not, on CreateQueue and SetQueueAttributes alike.
+    for target in ("dlr-secret", "dlr-ghost"):
+        resp = expect_error(orders.create_queue, "InvalidParameterValue", 400, QueueName="orders-dlr-src",
+                            Attributes=redrive_to(qarn(target)))
+        assert resp["Error"]["Message"] == target_does_not_exist(qarn(target))
+    src = orders.create_queue(QueueName="orders-dlr-src", Attributes=redrive_to(qarn("orders-dlr-dlq")))["QueueUrl"]
+    resp = expect_error(orders.set_queue_attributes, "InvalidParameterValue", 400, QueueUrl=src,
+                        Attributes=redrive_to(qarn("dlr-secret")))
+    assert resp["Error"]["Message"] == target_does_not_exist(qarn("dlr-secret"))
+    # Its own SendMessage there is refused too: the same check.
+    expect_error(orders.send_message, "AccessDenied", 403, QueueUrl=f"{srv.endpoint}/{ACCOUNT}/dlr-secret",
+                 MessageBody="x")
+    # Nothing reaches the queue outside the grants.
+    orders.send_message(QueueUrl=src, MessageBody="poison")
+    for _ in range(3):
+        orders.receive_message(QueueUrl=src, VisibilityTimeout=0)
+    secret = owner.get_queue_url(QueueName="dlr-secret")["QueueUrl"]
+    assert owner.receive_message(QueueUrl=secret).get("Messages", []) == []
+    dlq = owner.get_queue_url(QueueName="orders-dlr-dlq")["QueueUrl"]
+    assert [m["Body"] for m in owner.receive_message(QueueUrl=dlq, WaitTimeSeconds=1)["Messages"]] == ["poison"]
+
+
+def test_another_accounts_dead_letter_target_needs_its_policy_and_its_existence_is_not_told(srv):
+    owner, other = client(srv), client(srv, "AKIDOTHER", "other-secret")
+    owner.create_queue(QueueName="xacct-dlq")
+    answers = []
+    for target in ("xacct-dlq", "xacct-ghost"):
+        resp = expect_error(other.create_queue, "InvalidParameterValue", 400, QueueName="xacct-src",
+                            Attributes=redrive_to(qarn(target)))
+        answers.append(resp["Error"]["Message"].replace(target, "<target>"))
+    assert answers[0] == answers[1] == target_does_not_exist(qarn("<target>"))
+    # The target's owner lets the other account send: the policy may be set.
+    policy = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sqs:SendMessage",
+         "Resource": qarn("xacct-dlq")}]}
+    owner.set_queue_attributes(QueueUrl=owner.get_queue_url(QueueName="xacct-dlq")["QueueUrl"],
+                               Attributes={"Policy": json.dumps(policy)})
+    other.create_queue(QueueName="xacct-src", Attributes=redrive_to(qarn("xacct-dlq")))
+
+
+def test_a_dead_letter_target_keeps_receiving_after_its_permission_is_withdrawn(srv):
+    """Authorization is at policy-set time, as in AWS: a Policy changed to Deny afterwards does not stop the
+    messages already routed there (docs/security.md, "SQS")."""
+    owner, other = client(srv), client(srv, "AKIDOTHER", "other-secret")
+    dlq = owner.create_queue(QueueName="withdrawn-dlq")["QueueUrl"]
+
+    def policy(effect):
+        return json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": effect, "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sqs:SendMessage",
+             "Resource": qarn("withdrawn-dlq")}]})
+
+    owner.set_queue_attributes(QueueUrl=dlq, Attributes={"Policy": policy("Allow")})
+    src = other.create_queue(QueueName="withdrawn-src", Attributes=redrive_to(qarn("withdrawn-dlq")))["QueueUrl"]
+    owner.set_queue_attributes(QueueUrl=dlq, Attributes={"Policy": policy("Deny")})
+    expect_error(other.send_message, "AccessDenied", 403, QueueUrl=dlq, MessageBody="direct")
+    other.send_message(QueueUrl=src, MessageBody="routed")
+    for _ in range(3):
+        other.receive_message(QueueUrl=src, VisibilityTimeout=0)
+    moved = owner.receive_message(QueueUrl=dlq, WaitTimeSeconds=1, AttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in moved] == ["routed"]
+    assert moved[0]["Attributes"]["DeadLetterQueueSourceArn"] == qarn("withdrawn-src", OTHER_ACCOUNT)
+
+
+def test_a_move_task_needs_send_on_where_it_moves_messages(srv):
+    owner, mover, other = client(srv), client(srv, "AKIDMOVER", "mover-secret"), client(srv, "AKIDOTHER",
+                                                                                         "other-secret")
+    for name in ("mv-dlq", "mv-mine", "mv-theirs"):
+        owner.create_queue(QueueName=name)
+    src = owner.create_queue(QueueName="mv-src", Attributes=redrive_to(qarn("mv-dlq")))["QueueUrl"]
+    owner.send_message(QueueUrl=src, MessageBody="dead")
+    for _ in range(3):
+        owner.receive_message(QueueUrl=src, VisibilityTimeout=0)
+    other.create_queue(QueueName="mv-foreign")
+
+    def denied(who, target, why="no identity-based policy"):
+        return (f"User: {who} is not authorized to perform: sqs:SendMessage on resource: {target} because {why} "
+                f"allows the sqs:SendMessage action")
+
+    mover_arn = f"arn:aws:iam::{ACCOUNT}:user/AKIDMOVER"
+    # Another queue of the account outside the grants, existing or not: the same AccessDenied.
+    for target in ("mv-theirs", "mv-ghost"):
+        expect_error(mover.start_message_move_task, "AccessDenied", 403, denied(mover_arn, qarn(target)),
+                     SourceArn=qarn("mv-dlq"), DestinationArn=qarn(target))
+    # Without a destination the messages go back to mv-src, which the grants do not cover.
+    expect_error(mover.start_message_move_task, "AccessDenied", 403, denied(mover_arn, qarn("mv-src")),
+                 SourceArn=qarn("mv-dlq"))
+    # Another account's queue needs its policy, even for the owner of the source.
+    foreign = qarn("mv-foreign", OTHER_ACCOUNT)
+    expect_error(owner.start_message_move_task, "AccessDenied", 403,
+                 denied(f"arn:aws:iam::{ACCOUNT}:root", foreign, "no resource-based policy"),
+                 SourceArn=qarn("mv-dlq"), DestinationArn=foreign)
+    theirs = owner.get_queue_url(QueueName="mv-theirs")["QueueUrl"]
+    assert owner.receive_message(QueueUrl=theirs).get("Messages", []) == []
+    assert other.receive_message(QueueUrl=other.get_queue_url(QueueName="mv-foreign")["QueueUrl"]).get(
+        "Messages", []) == []
+    # Where the grants reach, the task runs.
+    mover.start_message_move_task(SourceArn=qarn("mv-dlq"), DestinationArn=qarn("mv-mine"))
+    mine = owner.get_queue_url(QueueName="mv-mine")["QueueUrl"]
+    deadline = time.monotonic() + 5
+    moved = []
+    while not moved and time.monotonic() < deadline:
+        moved = owner.receive_message(QueueUrl=mine, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in moved] == ["dead"]
+
+
+# ---- a presigned URL is one request (docs/security.md, "SQS") ----------------------------------------------
+
+
+def test_a_presigned_url_cannot_be_turned_into_another_action(srv):
+    sqs = client(srv)
+    url = sqs.create_queue(QueueName="bound-q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="keep me")
+    unsigned_target = "There were headers present in the request which were not signed: x-amz-target"
+    # botocore's presigned GetQueueUrl on the queue's path: an unsigned X-Amz-Target would make it a PurgeQueue
+    # of the queue the path names.
+    presigned = presigned_url(srv, {"Action": "GetQueueUrl", "QueueName": "bound-q"}, 60, "POST",
+                              path=f"/{ACCOUNT}/bound-q")
+    resp = requests.post(presigned, timeout=5, headers={"X-Amz-Target": "AmazonSQS.PurgeQueue"})
+    assert json_error(resp) == (403, "AccessDenied;Sender", unsigned_target)
+    # Signed with UNSIGNED-PAYLOAD, the header and a JSON body naming the queue: refused alike.
+    presigned = presigned_url(srv, {"Action": "GetQueueUrl", "QueueName": "bound-q"}, 60, "POST",
+                              unsigned_payload=True)
+    resp = requests.post(presigned, data=json.dumps({"QueueUrl": url}), timeout=5,
+                         headers={"X-Amz-Target": "AmazonSQS.PurgeQueue",
+                                  "Content-Type": "application/x-amz-json-1.0"})
+    assert json_error(resp) == (403, "AccessDenied;Sender", unsigned_target)
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "1"
+    # The URL as it was signed still works.
+    resp = requests.post(presigned, timeout=5)
+    assert resp.status_code == 200 and url in resp.text, resp.text
+
+
+def test_a_presigned_url_takes_no_parameters_from_an_unsigned_body(srv):
+    sqs = client(srv)
+    url = sqs.create_queue(QueueName="bound-body-q")["QueueUrl"]
+    presigned = presigned_url(srv, {"Action": "SendMessage", "QueueUrl": url, "MessageBody": "signed"}, 60,
+                              "POST", unsigned_payload=True)
+    injected = urllib.parse.urlencode({"MessageAttribute.1.Name": "injected",
+                                       "MessageAttribute.1.Value.DataType": "String",
+                                       "MessageAttribute.1.Value.StringValue": "x"})
+    resp = requests.post(presigned, data=injected, timeout=5,
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    status, code, message = query_error(resp)
+    assert (status, code) == (403, "AccessDenied")
+    assert message.startswith("There was a body present in the request which was not signed")
+    assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
+    # Sent as signed, with no body, it works.
+    assert requests.post(presigned, timeout=5).status_code == 200
+    got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=1)["Messages"]
+    assert [(m["Body"], m.get("MessageAttributes")) for m in got] == [("signed", None)]
+
+
+def test_an_action_named_both_ways_differently_is_invalid_action(srv):
+    sqs = client(srv)
+    url = sqs.create_queue(QueueName="named-twice")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="keep me")
+    target = srv.endpoint + "/?Action=GetQueueUrl&QueueName=named-twice"
+    body = json.dumps({"QueueUrl": url}).encode()
+    headers = signed(target, body, {"Content-Type": "application/x-amz-json-1.0",
+                                    "X-Amz-Target": "AmazonSQS.PurgeQueue"})
+    resp = requests.post(target, data=body, headers=headers, timeout=5)
+    assert json_error(resp) == (400, "InvalidAction;Sender",
+                                "The action or operation requested is invalid. Verify that the action is typed "
+                                "correctly.")
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "1"

@@ -265,19 +265,39 @@ impl Service {
         let Some(key) = key else {
             return Ok(());
         };
-        if context.access.allows(&key, permission) {
+        self.authorize_on(context, &key, name, permission)
+    }
+
+    /// Whether the caller may send to `key`, decided exactly as for a SendMessage to it: the one check behind
+    /// SendMessage, a redrive policy's dead-letter target and a move task's destinations (docs/security.md,
+    /// "SQS").
+    pub(super) fn authorize_send(&self, context: &RequestContext, key: &QueueKey) -> SqsResult<()> {
+        self.authorize_on(context, key, "SendMessage", Permission::Send)
+    }
+
+    /// Checks `permission` (IAM action `name`) on `key`: the caller's grants, else — another account's queue and
+    /// an action SQS lets a policy grant — the queue's `Policy`. Whether the queue exists plays no part beyond
+    /// that (a missing queue has no policy), so a refusal says nothing of its existence.
+    fn authorize_on(
+        &self,
+        context: &RequestContext,
+        key: &QueueKey,
+        name: &'static str,
+        permission: Permission,
+    ) -> SqsResult<()> {
+        if context.access.allows(key, permission) {
             return Ok(());
         }
         let owner = self
             .names
             .account_region(&key.namespace, &context.region)
             .account;
-        let arn = self.arn(context, &key);
+        let arn = self.arn(context, key);
         let caller_account = context.caller_account.as_deref().unwrap_or_default();
         // Another account's queue: its policy may let the caller in, for the actions SQS lets policies grant.
         let decision = if owner != caller_account && cross_account(name) {
             self.engine
-                .queue_info(&key)
+                .queue_info(key)
                 .ok()
                 .and_then(|info| info.config.protocol_settings.get(POLICY_SETTING).cloned())
                 .map_or(Decision::NotApplicable, |document| {

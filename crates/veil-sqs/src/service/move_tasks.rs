@@ -155,21 +155,27 @@ impl Service {
         input: StartMessageMoveTaskInput,
     ) -> SqsResult<Output> {
         let source = self.existing_queue(ArnParameter::SourceArn, &input.source_arn)?;
-        if self
+        let dead_letter_sources = self
             .engine
             .dead_letter_sources(&source)
-            .map_err(engine_error)?
-            .is_empty()
-        {
+            .map_err(engine_error)?;
+        if dead_letter_sources.is_empty() {
             return Err(not_a_dead_letter_queue());
         }
         let destination = match &input.destination_arn {
-            None => None,
+            None => {
+                self.authorize_return(context, &dead_letter_sources)?;
+                None
+            }
             Some(arn) => {
                 let key = self.queue_of_arn(ArnParameter::DestinationArn, arn)?;
                 if key == source {
                     return Err(same_source_and_destination());
                 }
+                // The task sends to the destination on the caller's behalf: it needs what a SendMessage there
+                // needs, checked before the queue's existence so that a refusal tells nothing about another
+                // account's queues (docs/security.md, "SQS").
+                self.authorize_send(context, &key)?;
                 self.require_arn_queue(ArnParameter::DestinationArn, &key)?;
                 if self.is_fifo(&source)? != self.is_fifo(&key)? {
                     return Err(different_queue_types());
@@ -245,6 +251,16 @@ impl Service {
             .await
             .map_err(move_task_error)?;
         Ok(Output::MessagesMoved(task.moved))
+    }
+
+    /// A task without a destination sends each message back to the queue it was dead-lettered from, so the
+    /// caller needs `send` on each queue whose redrive policy names this one — checked at the start, as AWS
+    /// checks a redrive's permissions. A message from a queue that has since stopped naming this one goes back
+    /// to it too, unchecked: it returns a queue's own message to it (docs/security.md, "SQS").
+    fn authorize_return(&self, context: &RequestContext, sources: &[QueueKey]) -> SqsResult<()> {
+        sources
+            .iter()
+            .try_for_each(|key| self.authorize_send(context, key))
     }
 
     /// The queue a well-formed ARN names (which may not exist); a malformed one is refused with AWS's format

@@ -238,8 +238,16 @@ impl Service {
         Ok(settings)
     }
 
-    /// A redrive policy may name only an existing queue of the source's type (FIFO or standard) whose
-    /// RedriveAllowPolicy admits the source.
+    /// A redrive policy may name only a queue the caller may send to, that exists, is of the source's type
+    /// (FIFO or standard) and whose RedriveAllowPolicy admits the source.
+    ///
+    /// Dead-lettering sends the source's messages to the target on the caller's behalf, so setting the policy
+    /// needs what a SendMessage to the target needs (`authorize_send`: the caller's grants, and another
+    /// account's queue's `Policy`). It is checked here, when the policy is set, as AWS checks its permissions:
+    /// a permission withdrawn later does not stop messages that are already routed (docs/security.md, "SQS").
+    /// A target the caller may not send to is answered as one that does not exist — AWS's answer for a
+    /// target it cannot use from the caller's account — so the answer does not tell whether another
+    /// account's queue exists.
     fn check_dead_letter_target(
         &self,
         context: &RequestContext,
@@ -253,16 +261,21 @@ impl Service {
             })
             .to_string()
         };
+        let does_not_exist = || {
+            SqsError::invalid_value(
+                "RedrivePolicy",
+                shown(),
+                "Dead letter target does not exist.",
+            )
+        };
+        if let Err(refusal) = self.authorize_send(context, &policy.dead_letter_queue) {
+            tracing::debug!(%refusal, "sqs redrive policy names a target the caller may not send to");
+            return Err(does_not_exist());
+        }
         let target = self
             .engine
             .queue_info(&policy.dead_letter_queue)
-            .map_err(|_| {
-                SqsError::invalid_value(
-                    "RedrivePolicy",
-                    shown(),
-                    "Dead letter target does not exist.",
-                )
-            })?;
+            .map_err(|_| does_not_exist())?;
         // AWS's text ends in two full stops (recorded from AWS in Terraform and CloudFormation failures, e.g.
         // byu-oit/handel issue 253). The source is FIFO by its name (`fifo::is_fifo_name`), the target by its
         // settings.
