@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from helpers import ACCOUNT, arn, counts, expect_error, queue_attrs, receive
+from helpers import ACCOUNT, arn, counts, expect_error, query_call, query_error, queue_attrs, receive
 
 NONEXISTENT = "AWS.SimpleQueueService.NonExistentQueue"
 
@@ -267,6 +267,15 @@ def test_tag_list_and_untag_queue(sqs, queue_url):
     sqs.untag_queue(QueueUrl=queue_url, TagKeys=["team", "empty"])
     assert sqs.list_queue_tags(QueueUrl=queue_url).get("Tags") == {"env": "prod"}
     sqs.untag_queue(QueueUrl=queue_url, TagKeys=["env", "never-set"])
+    assert sqs.list_queue_tags(QueueUrl=queue_url).get("Tags", {}) == {}
+
+
+def test_tag_queue_without_tags_is_missing_parameter(sqs, endpoint, queue_url):
+    # moto's test_tag_queue_errors; a Query TagQueue without any Tag.N is the same request.
+    expect_error(sqs.tag_queue, "MissingParameter", 400, "The request must contain the parameter Tags.",
+                 QueueUrl=queue_url, Tags={})
+    resp = query_call(endpoint, {"Action": "TagQueue", "QueueUrl": queue_url})
+    assert query_error(resp) == (400, "MissingParameter", "The request must contain the parameter Tags.")
     assert sqs.list_queue_tags(QueueUrl=queue_url).get("Tags", {}) == {}
 
 

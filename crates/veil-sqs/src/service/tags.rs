@@ -7,7 +7,7 @@ use veil_core::EngineError;
 
 use super::{engine_error, RequestContext, Service};
 use crate::api::{Output, QueueTarget, TagQueueInput, UntagQueueInput};
-use crate::error::SqsResult;
+use crate::error::{SqsError, SqsResult};
 use crate::limits;
 use crate::validate;
 
@@ -18,6 +18,11 @@ impl Service {
         input: TagQueueInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
+        // No tag at all is a missing parameter, in both protocols (an empty JSON map is what a Query request
+        // without any `Tag.N` sends).
+        if input.tags.is_empty() {
+            return Err(SqsError::missing("Tags"));
+        }
         validate::tags::given(&input.tags)?;
         let tags = input.tags;
         let too_many = validate::tags::too_many(&key.name).message;

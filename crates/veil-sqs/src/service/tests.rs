@@ -810,6 +810,29 @@ async fn tags_are_added_listed_and_removed() {
 }
 
 #[tokio::test]
+async fn tag_queue_without_tags_is_missing_parameter() {
+    let h = harness();
+    h.create("q").await;
+    let reply = h
+        .json("TagQueue", json!({ "QueueUrl": URL, "Tags": {} }))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        reply.body["message"],
+        json!("The request must contain the parameter Tags.")
+    );
+    assert_eq!(
+        reply.headers["x-amzn-query-error"],
+        "MissingParameter;Sender"
+    );
+    let (status, xml) = h
+        .query("/000000000000/q", "Action=TagQueue&Version=2012-11-05")
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(xml.contains("<Code>MissingParameter</Code>"), "{xml}");
+}
+
+#[tokio::test]
 async fn query_protocol_speaks_forms_and_xml() {
     let h = harness();
     let (status, xml) = h
