@@ -197,12 +197,24 @@ def test_message_attribute_rules_and_texts(sqs, queue_url):
     def refused(attributes) -> str:
         return expect_error(send, "InvalidParameterValue", 400, attributes=attributes)["Error"]["Message"]
 
-    # LocalStack's AWS-validated test_send_message_with_invalid_string_attributes: any letters are fine,
-    # 256 characters are fine, these are refused.
-    send({"attr.1øßä": {"DataType": "String", "StringValue": "Valida"}})
+    # AWS's documented characters (A-Z, a-z, 0-9, _, -, .) and LocalStack's AWS-validated
+    # test_send_message_with_invalid_string_attributes: 256 characters are fine, these are refused.
+    send({"attr.1_A-z": {"DataType": "String", "StringValue": "Valida"}})
     send({"L" * 256: {"DataType": "String", "StringValue": "v"}})
-    for name in ["aWs.x", "AMAZON.x", ".lead", "Invalid.", "Invalid-§-attr", "L" * 257, "a..b"]:
+    for name in ["aWs.x", "AMAZON.x", ".lead", "Invalid.", "Invalid-§-attr", "L" * 257, "a..b", "attr.1øßä"]:
         refused({name: {"DataType": "String", "StringValue": "v"}})
+    assert refused({"öther_encodings": {"DataType": "String", "StringValue": "v"}}) == (
+        "The message attribute name 'öther_encodings' is invalid. Attribute name can contain A-Z, a-z, 0-9, "
+        "underscore (_), hyphen (-), and period (.) characters."
+    )
+    # In a batch the entry fails alone.
+    batch = sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "ok", "MessageBody": "x"},
+        {"Id": "bad", "MessageBody": "x",
+         "MessageAttributes": {"öther_encodings": {"DataType": "String", "StringValue": "v"}}}])
+    assert [entry["Id"] for entry in batch["Successful"]] == ["ok"]
+    assert [(entry["Id"], entry["Code"], entry["SenderFault"]) for entry in batch["Failed"]] == [
+        ("bad", "InvalidParameterValue", True)]
     refused({"n": {"DataType": "Number." + "L" * 256, "StringValue": "1"}})
     # Texts recorded from AWS: LocalStack's test_send_message_with_empty_string_attribute snapshot and
     # grafana/k6-jslib-aws PR 65.

@@ -197,6 +197,14 @@ pub(crate) mod attribute_errors {
         )
     }
 
+    /// A letter or digit outside AWS's documented ASCII set (the documentation's list, as moto words it).
+    pub fn name_not_ascii(name: &str) -> SqsError {
+        SqsError::invalid_parameter_value(format!(
+            "The message attribute name '{name}' is invalid. Attribute name can contain A-Z, a-z, 0-9, \
+             underscore (_), hyphen (-), and period (.) characters."
+        ))
+    }
+
     pub fn name_reserved_or_dotted() -> SqsError {
         SqsError::invalid_parameter_value(
             "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings are \
@@ -255,10 +263,12 @@ pub(crate) mod attribute_errors {
     }
 }
 
-/// Letters (any script: AWS accepts `attr.1øßä`, LocalStack's AWS-validated
-/// `test_send_message_with_invalid_string_attributes`), digits, `_`, `-` and `.`.
+/// AWS's documented characters of a message attribute name (the SQS Developer Guide, "Message attribute
+/// components"): A-Z, a-z, 0-9, `_`, `-` and `.`. (AWS has been recorded accepting letters of other scripts,
+/// LocalStack's `test_send_message_with_invalid_string_attributes`; Veil follows the documented rule,
+/// docs/semantics.md §SQS "Message attributes".)
 fn is_attribute_name_char(c: char) -> bool {
-    c.is_alphanumeric() || matches!(c, '_' | '-' | '.')
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
 
 fn attribute_name(name: &str) -> SqsResult<()> {
@@ -268,8 +278,14 @@ fn attribute_name(name: &str) -> SqsResult<()> {
     if name.chars().count() > sqs_limits::MESSAGE_ATTRIBUTE_NAME_CHARS_MAX {
         return Err(attribute_errors::name_too_long());
     }
-    if !name.chars().all(is_attribute_name_char) {
-        return Err(attribute_errors::name_characters());
+    if let Some(c) = name.chars().find(|&c| !is_attribute_name_char(c)) {
+        // A letter or digit of another script breaks AWS's documented character set (A-Z, a-z, 0-9, `_`, `-`,
+        // `.`), named in the documentation's words; other characters keep AWS's recorded answer.
+        return Err(if c.is_alphanumeric() {
+            attribute_errors::name_not_ascii(name)
+        } else {
+            attribute_errors::name_characters()
+        });
     }
     let lower = name.to_lowercase();
     if lower.starts_with("aws.")
@@ -773,7 +789,7 @@ mod tests {
     }
 
     #[test]
-    fn attribute_names_may_use_any_letters_and_up_to_256_characters() {
+    fn attribute_names_use_ascii_letters_digits_and_up_to_256_characters() {
         let of = |name: &str| {
             message_attributes(&BTreeMap::from([(
                 name.to_string(),
@@ -781,7 +797,14 @@ mod tests {
             )]))
             .map(|(attributes, _)| attributes.len())
         };
-        assert_eq!(of("attr.1øßä"), Ok(1));
+        assert_eq!(of("attr.1_A-z"), Ok(1));
+        assert_eq!(
+            refusal(of("öther_encodings")),
+            invalid(
+                "The message attribute name 'öther_encodings' is invalid. Attribute name can contain A-Z, \
+                 a-z, 0-9, underscore (_), hyphen (-), and period (.) characters."
+            )
+        );
         assert_eq!(of(&"L".repeat(256)), Ok(1));
         assert_eq!(
             refusal(of(&"L".repeat(257))),
