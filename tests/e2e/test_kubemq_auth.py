@@ -178,3 +178,92 @@ def test_listings_show_only_channels_the_client_may_touch(client, orders):
     names = {c.name for c in reader.list_queues_channels()}
     assert orders in names
     assert invoices not in names
+
+
+# ----- a dead-letter channel is a channel the message will be written to (docs/security.md "KubeMQ") -----
+
+
+def test_a_send_naming_a_dead_letter_channel_its_client_may_not_write_is_refused(client, orders):
+    writer = client("writer", token())
+    secrets = f"secrets-{uuid.uuid4().hex[:10]}"
+
+    def poisoned(body: bytes) -> QueueMessage:
+        return QueueMessage(channel=orders, body=body, max_receive_count=1, max_receive_queue=secrets)
+
+    # Upstream send: the refusal is the message's own in-band result.
+    result = writer.send_queue_message(poisoned(b"up"))
+    assert result.is_error
+    assert result.error == DENIED
+    # Unary send: the RPC's error, as for the message's own channel.
+    with pytest.raises(grpc.RpcError) as raised:
+        writer.send_queue_message_simple(poisoned(b"unary"))
+    assert raised.value.code() == grpc.StatusCode.UNKNOWN
+    assert raised.value.details() == DENIED
+    # Batch: one such message fails the whole call.
+    with pytest.raises(Exception) as batch:
+        writer.send_queue_messages_batch([QueueMessage(channel=orders, body=b"fine"), poisoned(b"batch")])
+    assert DENIED in str(batch.value)
+    # Nothing was sent, so nothing can ever reach the dead-letter channel.
+    static = client("anyone", STATIC)
+    assert static.peek_queue_messages(orders, 10, 1).messages == []
+    assert secrets not in {c.name for c in static.list_queues_channels()}
+
+
+def test_a_dead_letter_move_authorized_at_the_send_happens_whoever_releases_the_message(client, orders):
+    # `writer` may write the dead-letter channel, so the send names it; `reader`, who may not write it, uses up
+    # the message's receives. The move is the sender's, authorized when it sent, as AWS checks an SQS redrive
+    # policy when it is set, not at each move.
+    writer = client("writer", token())
+    dead = f"{orders}-dead"
+    sent = writer.send_queue_message(
+        QueueMessage(channel=orders, body=b"poison", max_receive_count=1, max_receive_queue=dead)
+    )
+    assert not sent.is_error, sent.error
+    reader = client("reader", token())
+    response = reader.receive_queue_messages(channel=orders, max_messages=1, wait_timeout_in_seconds=2)
+    assert [m.body for m in response.messages] == [b"poison"]
+    response.messages[0].nack()
+    moved = reader.receive_queue_messages(channel=dead, max_messages=1, wait_timeout_in_seconds=5)
+    assert not moved.is_error, moved.error
+    assert [m.body for m in moved.messages] == [b"poison"]
+    assert moved.messages[0].re_route_from_queue == orders
+    moved.messages[0].ack()
+
+
+def test_a_dead_letter_move_still_happens_after_the_senders_right_is_withdrawn(veil_path, tmp_path):
+    # `writer` may write `orders.*` when it sends; the server restarts under a policy that gives it nothing,
+    # and the message it sent still moves to the dead-letter channel it named.
+    policy = tmp_path / "policy.json"
+    config = tmp_path / "veil.toml"
+    config.write_text(
+        "[kubemq]\n"
+        f'auth_jwt_key = "{SECRET}"\n'
+        'auth_jwt_signature_type = "HS256"\n'
+        f'auth_policy_file = "{policy}"\n'
+    )
+    policy.write_text(json.dumps(POLICY))
+    server = VeilServer(tmp_path / "data", extra_args=["--config", str(config)], log_dir=tmp_path).start()
+    orders = f"orders.{uuid.uuid4().hex[:10]}"
+    dead = f"{orders}-dead"
+    writer = kubemq_client(server, client_id="writer", auth_token=token())
+    try:
+        sent = writer.send_queue_message(
+            QueueMessage(channel=orders, body=b"poison", max_receive_count=1, max_receive_queue=dead)
+        )
+        assert not sent.is_error, sent.error
+    finally:
+        writer.close()
+    assert server.stop() == 0, server.log_tail()
+    policy.write_text(json.dumps([rule for rule in POLICY if rule["ClientID"] != "^writer$"]))
+    server.start()
+    reader = kubemq_client(server, client_id="reader", auth_token=token())
+    try:
+        response = reader.receive_queue_messages(channel=orders, max_messages=1, wait_timeout_in_seconds=2)
+        assert [m.body for m in response.messages] == [b"poison"]
+        response.messages[0].nack()
+        moved = reader.receive_queue_messages(channel=dead, max_messages=1, wait_timeout_in_seconds=5)
+        assert [m.body for m in moved.messages] == [b"poison"]
+        moved.messages[0].ack()
+    finally:
+        reader.close()
+        assert server.stop() == 0, server.log_tail()

@@ -59,12 +59,20 @@ impl Default for Settings {
 pub enum KubemqError {
     #[error("Error 400: invalid client id, cannot be empty")]
     ClientIdMissing,
-    #[error("Error 400: invalid channel name, cannot be empty")]
-    ChannelMissing,
-    #[error("Error 400: invalid channel name, cannot contain spaces, '*' or '>' or end with '.'")]
-    ChannelInvalid,
+    /// KubeMQ's refusal of a queue's channel name (its server's `ErrInvalidQueueName`, which every queue RPC
+    /// answers for a bad name), also for the length and characters its SDKs refuse ([`validate_channel`]).
+    #[error(
+        "Error 120: invalid queue name value, cannot be empty, contains wildcards ,white spaces and end with dot"
+    )]
+    QueueNameInvalid,
     #[error("Error 400: invalid message, metadata and body cannot both be empty")]
     MessageEmpty,
+    #[error("Error 400: invalid tags, a message may carry at most {max} tags")]
+    TooManyTags { max: usize },
+    #[error("Error 400: invalid tag key, must be 1 to {max_bytes} bytes")]
+    TagKeyInvalid { max_bytes: usize },
+    #[error("Error 400: invalid tag value, must be at most {max_bytes} bytes")]
+    TagValueTooLong { max_bytes: usize },
     #[error("Error 400: invalid expiration seconds, must be between 0 and {max}")]
     ExpirationOutOfRange { max: i32 },
     #[error("Error 400: invalid delay seconds, must be between 0 and {max}")]
@@ -142,22 +150,74 @@ impl From<EngineError> for KubemqError {
     }
 }
 
-/// KubeMQ's channel rule: non-empty, no whitespace, no `*` or `>` wildcards, no trailing `.`.
+/// KubeMQ's rules for a queue's channel name (docs/semantics.md §KubeMQ): its server's (2.4.0: not empty, no
+/// space, no `*` or `>` wildcard, no trailing `.`), its documentation's (no leading `.`) and its SDKs' (at
+/// most [`limits::CHANNEL_NAME_BYTES_MAX`] bytes of ASCII letters, digits, `.`, `_`, `-` and `/`). Every
+/// breach is KubeMQ's queue-name error. The length is checked first, so a long name costs nothing more.
 pub fn validate_channel(channel: &str) -> Result<(), KubemqError> {
-    if channel.is_empty() {
-        return Err(KubemqError::ChannelMissing);
+    let valid = !channel.is_empty()
+        && channel.len() <= limits::CHANNEL_NAME_BYTES_MAX
+        && channel.bytes().all(channel_byte)
+        && !channel.starts_with('.')
+        && !channel.ends_with('.');
+    if valid {
+        Ok(())
+    } else {
+        Err(KubemqError::QueueNameInvalid)
     }
-    if channel
-        .chars()
-        .any(|c| c.is_whitespace() || c == '*' || c == '>')
-        || channel.ends_with('.')
-    {
-        return Err(KubemqError::ChannelInvalid);
+}
+
+/// A byte KubeMQ's SDKs allow in a queue's channel name (their `^[a-zA-Z0-9._\-/>*]+$`, without the
+/// wildcards, which no queue name may contain).
+fn channel_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-' | b'/')
+}
+
+/// The channel names a message carries — its channel and its dead-letter channel (`MaxReceiveQueue`) — checked
+/// before anything else looks at them (the authorization policy's expressions, the audit log).
+pub fn validate_names(message: &pb::QueueMessage) -> Result<(), KubemqError> {
+    validate_channel(&message.channel)?;
+    match dead_letter_channel(message) {
+        Some(channel) => validate_channel(channel),
+        None => Ok(()),
+    }
+}
+
+/// The channel a message names as its dead-letter target (`Policy.MaxReceiveQueue`), if any.
+pub fn dead_letter_channel(message: &pb::QueueMessage) -> Option<&str> {
+    message
+        .policy
+        .as_ref()
+        .map(|policy| policy.max_receive_queue.as_str())
+        .filter(|channel| !channel.is_empty())
+}
+
+/// Veil's bound on a message's tags (docs/semantics.md §KubeMQ): at most [`limits::MESSAGE_TAGS_MAX`], each
+/// key 1 to [`limits::TAG_KEY_BYTES_MAX`] bytes and each value at most [`limits::TAG_VALUE_BYTES_MAX`], so one
+/// message's tags total at most [`limits::MESSAGE_TAGS_BYTES_MAX`].
+pub fn validate_tags(tags: &HashMap<String, String>) -> Result<(), KubemqError> {
+    if tags.len() > limits::MESSAGE_TAGS_MAX {
+        return Err(KubemqError::TooManyTags {
+            max: limits::MESSAGE_TAGS_MAX,
+        });
+    }
+    for (key, value) in tags {
+        if key.is_empty() || key.len() > limits::TAG_KEY_BYTES_MAX {
+            return Err(KubemqError::TagKeyInvalid {
+                max_bytes: limits::TAG_KEY_BYTES_MAX,
+            });
+        }
+        if value.len() > limits::TAG_VALUE_BYTES_MAX {
+            return Err(KubemqError::TagValueTooLong {
+                max_bytes: limits::TAG_VALUE_BYTES_MAX,
+            });
+        }
     }
     Ok(())
 }
 
-/// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, policy ranges.
+/// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, then Veil's bound on tags, then
+/// the policy's ranges and dead-letter channel.
 pub fn validate_message(
     message: &pb::QueueMessage,
     settings: &Settings,
@@ -169,6 +229,7 @@ pub fn validate_message(
     if message.metadata.is_empty() && message.body.is_empty() {
         return Err(KubemqError::MessageEmpty);
     }
+    validate_tags(&message.tags)?;
     if let Some(policy) = &message.policy {
         if !(0..=settings.max_expiration_s).contains(&policy.expiration_seconds) {
             return Err(KubemqError::ExpirationOutOfRange {

@@ -68,15 +68,118 @@ fn client_id_is_required() {
 
 #[test]
 fn channel_may_not_be_empty_contain_spaces_wildcards_or_end_with_a_dot() {
-    assert_eq!(validate_channel(""), Err(KubemqError::ChannelMissing));
-    for bad in ["a b", "a*", "a>", "orders."] {
+    for bad in ["", "a b", "a\tb", "a*", "a>", "orders."] {
         assert_eq!(
             validate_channel(bad),
-            Err(KubemqError::ChannelInvalid),
-            "{bad}"
+            Err(KubemqError::QueueNameInvalid),
+            "{bad:?}"
         );
     }
     assert_eq!(validate_channel("queues.tasks-1_x"), Ok(()));
+    assert_eq!(
+        KubemqError::QueueNameInvalid.to_string(),
+        "Error 120: invalid queue name value, cannot be empty, contains wildcards ,white spaces and end with dot"
+    );
+}
+
+#[test]
+fn channel_names_are_bounded_to_kubemq_sdk_length() {
+    let longest = "a".repeat(limits::CHANNEL_NAME_BYTES_MAX);
+    assert_eq!(validate_channel(&longest), Ok(()));
+    let longer = "a".repeat(limits::CHANNEL_NAME_BYTES_MAX + 1);
+    assert_eq!(
+        validate_channel(&longer),
+        Err(KubemqError::QueueNameInvalid)
+    );
+    let huge = "a".repeat(3 * 1024 * 1024);
+    assert_eq!(validate_channel(&huge), Err(KubemqError::QueueNameInvalid));
+}
+
+#[test]
+fn channel_names_use_kubemq_sdk_characters_only() {
+    // KubeMQ's hierarchies ('.') and paths ('/') stay legal; such channels are KubeMQ's alone.
+    for good in [
+        "orders.eu",
+        "a/b",
+        "tenant/orders.v2",
+        "A-Z_09",
+        "jobs.fifo",
+        "a/../b",
+    ] {
+        assert_eq!(validate_channel(good), Ok(()), "{good:?}");
+    }
+    // Right-to-left override, other non-ASCII, control characters, a leading dot (KubeMQ's documentation).
+    for bad in [
+        "orders\u{202e}txt",
+        "caf\u{e9}",
+        "a\u{0}b",
+        "a@b",
+        "a#b",
+        "a%2Fb",
+        "../etc",
+        ".hidden",
+    ] {
+        assert_eq!(
+            validate_channel(bad),
+            Err(KubemqError::QueueNameInvalid),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_dead_letter_channel_follows_the_same_name_rules() {
+    let mut message = wire("orders", b"x");
+    message.policy = policy(0, 0, 3, &"d".repeat(limits::CHANNEL_NAME_BYTES_MAX + 1));
+    assert_eq!(validate_names(&message), Err(KubemqError::QueueNameInvalid));
+    assert_eq!(
+        validate_message(&message, &Settings::default()),
+        Err(KubemqError::QueueNameInvalid)
+    );
+    message.policy = policy(0, 0, 3, "orders.dead");
+    assert_eq!(validate_names(&message), Ok(()));
+    assert_eq!(dead_letter_channel(&message), Some("orders.dead"));
+    message.policy = policy(0, 0, 3, "");
+    assert_eq!(dead_letter_channel(&message), None);
+}
+
+#[test]
+fn tags_are_bounded_in_count_key_and_value_bytes() {
+    let settings = Settings::default();
+    let mut message = wire("q", b"x");
+    for i in 0..limits::MESSAGE_TAGS_MAX {
+        message
+            .tags
+            .insert(format!("k{i}"), "v".repeat(limits::TAG_VALUE_BYTES_MAX));
+    }
+    assert_eq!(validate_message(&message, &settings), Ok(()));
+    message.tags.insert("one-more".into(), "v".into());
+    assert_eq!(
+        validate_message(&message, &settings),
+        Err(KubemqError::TooManyTags { max: 10 })
+    );
+    let one = |key: String, value: String| {
+        let mut message = wire("q", b"x");
+        message.tags.insert(key, value);
+        validate_message(&message, &settings)
+    };
+    assert_eq!(
+        one(String::new(), "v".into()),
+        Err(KubemqError::TagKeyInvalid { max_bytes: 256 })
+    );
+    assert_eq!(
+        one("k".repeat(limits::TAG_KEY_BYTES_MAX + 1), "v".into()),
+        Err(KubemqError::TagKeyInvalid { max_bytes: 256 })
+    );
+    assert_eq!(
+        one("k".into(), "v".repeat(limits::TAG_VALUE_BYTES_MAX + 1)),
+        Err(KubemqError::TagValueTooLong { max_bytes: 4_096 })
+    );
+    assert_eq!(
+        KubemqError::TooManyTags { max: 10 }.to_string(),
+        "Error 400: invalid tags, a message may carry at most 10 tags"
+    );
+    assert_eq!(limits::MESSAGE_TAGS_BYTES_MAX, 43_520);
 }
 
 #[test]

@@ -30,6 +30,21 @@ pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";
 /// Completed transactions a downstream stream remembers for TransactionStatus.
 pub const COMPLETED_TRANSACTIONS_KEPT: usize = 256;
 
+/// The longest channel name, in bytes: KubeMQ's SDKs refuse longer ones (kubemq-go's and kubemq-rust's
+/// `validateChannel`, 256); its server (2.4.0) has no limit, but every name becomes a queue, a metrics label
+/// and an audit field in Veil, so an unbounded one is refused here (docs/semantics.md §KubeMQ).
+pub const CHANNEL_NAME_BYTES_MAX: usize = 256;
+/// Tags one message may carry: SQS's own maximum of message attributes, because tags are the engine's
+/// attributes and an SQS consumer of the same queue receives them as message attributes.
+pub const MESSAGE_TAGS_MAX: usize = 10;
+/// The longest tag key, in bytes (KubeMQ's SDKs; also SQS's longest message attribute name).
+pub const TAG_KEY_BYTES_MAX: usize = 256;
+/// The longest tag value, in bytes (KubeMQ's SDKs).
+pub const TAG_VALUE_BYTES_MAX: usize = 4_096;
+/// What one message's tags may total, keys and values: follows from the three limits above (43,520 bytes).
+pub const MESSAGE_TAGS_BYTES_MAX: usize =
+    MESSAGE_TAGS_MAX * (TAG_KEY_BYTES_MAX + TAG_VALUE_BYTES_MAX);
+
 /// The first size of the buffers tonic gives each gRPC call, one to decode requests and one to encode
 /// responses (tonic's default is 8 KiB each). They grow to fit a larger message, so this bounds nothing; it
 /// is what a stream costs while it waits: 10,000 downstreams parked in a Get held 160 MiB of default-sized,

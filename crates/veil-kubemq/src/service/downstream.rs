@@ -170,7 +170,10 @@ async fn spawned_get(
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
     let who = (request.client_id.as_str(), request.channel.as_str());
     let operation = "QueuesDownstream.Get";
-    let response = match inner.authorize(&caller, operation, who, Permission::Receive, &client) {
+    // The name first: a bad one never reaches the policy or the audit log.
+    let allowed = convert::validate_channel(&request.channel)
+        .and_then(|()| inner.authorize(&caller, operation, who, Permission::Receive, &client));
+    let response = match allowed {
         Ok(()) => inner.get(&state, cancelled, &request, peer).await,
         Err(error) => Err(error),
     };
@@ -334,6 +337,7 @@ impl Inner {
             self.authorize(caller, operation, who, Permission::Delete, client)?;
         }
         if let Settle::Requeue(target) = action {
+            super::requeue_target(target)?;
             self.authorize(
                 caller,
                 operation,

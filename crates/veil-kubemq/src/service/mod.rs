@@ -283,6 +283,34 @@ impl Inner {
         Err(KubemqError::AccessDenied)
     }
 
+    /// Whether the caller may send `message`: `send` on its channel and, when it names one, on its dead-letter
+    /// channel (`MaxReceiveQueue`) too, since the engine will write the message there (docs/security.md
+    /// "KubeMQ"). The rule is judged now, at the send, as AWS judges an SQS redrive policy when it is set: a
+    /// right withdrawn later does not stop the move. The names must have passed [`convert::validate_names`].
+    fn may_send(
+        &self,
+        caller: &Caller,
+        operation: &str,
+        message: &pb::QueueMessage,
+        peer: &str,
+    ) -> Result<(), KubemqError> {
+        let client_id = message.client_id.as_str();
+        let send = |channel: &str| {
+            self.authorize(
+                caller,
+                operation,
+                (client_id, channel),
+                Permission::Send,
+                peer,
+            )
+        };
+        send(&message.channel)?;
+        match convert::dead_letter_channel(message) {
+            Some(dead_letter) => send(dead_letter),
+            None => Ok(()),
+        }
+    }
+
     /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
     async fn ensure(&self, channel: &str) -> Result<QueueKey, KubemqError> {
         let key = key(channel);
@@ -445,9 +473,9 @@ impl Inner {
         if helds.is_empty() {
             return Vec::new(); // nothing to move, so no target channel to create
         }
-        let target = match convert::validate_channel(channel) {
+        let target = match requeue_target(channel) {
             Ok(()) => self.ensure(channel).await,
-            Err(_) => Err(KubemqError::RequeueChannelInvalid),
+            Err(error) => Err(error),
         };
         let target = match target {
             Ok(target) => target,
@@ -560,6 +588,9 @@ fn test_engine() -> Arc<Engine> {
 #[cfg(test)]
 mod admission_tests;
 
+#[cfg(test)]
+mod authorization_tests;
+
 #[tonic::async_trait]
 impl Kubemq for KubemqService {
     async fn ping(&self, _request: Request<pb::Empty>) -> Result<Response<pb::PingResult>, Status> {
@@ -612,11 +643,16 @@ impl Kubemq for KubemqService {
         let _admitted = self.admit("SendQueueMessage", started).await?;
         let peer = peer_of(&request);
         let message = request.into_inner();
-        let who = (message.client_id.as_str(), message.channel.as_str());
         let operation = "SendQueueMessage";
+        // A bad name is answered in-band before the policy or the audit log sees it.
+        if let Err(error) = convert::validate_names(&message) {
+            self.inner.observe(operation, true, started);
+            let result = convert::send_error(&error, &message.message_id, &message.channel);
+            return Ok(Response::new(result));
+        }
         if self
             .inner
-            .authorize(&caller, operation, who, Permission::Send, &peer)
+            .may_send(&caller, operation, &message, &peer)
             .is_err()
         {
             return Err(self.refused(operation, started));
@@ -636,14 +672,16 @@ impl Kubemq for KubemqService {
         let _admitted = self.admit("SendQueueMessagesBatch", started).await?;
         let peer = peer_of(&request);
         let batch = request.into_inner();
-        // KubeMQ authorizes every message of a batch first; one refusal fails the whole call.
+        // KubeMQ authorizes every message of a batch first; one refusal fails the whole call. A message with a
+        // bad name is not asked about: it fails on its own, in-band, when the batch is validated.
         let operation = "SendQueueMessagesBatch";
         for message in &batch.messages {
-            let who = (message.client_id.as_str(), message.channel.as_str());
-            if self
-                .inner
-                .authorize(&caller, operation, who, Permission::Send, &peer)
-                .is_err()
+            let named = convert::validate_names(message).is_ok();
+            if named
+                && self
+                    .inner
+                    .may_send(&caller, operation, message, &peer)
+                    .is_err()
             {
                 return Err(self.refused(operation, started));
             }
@@ -671,6 +709,10 @@ impl Kubemq for KubemqService {
         let who = (request.client_id.as_str(), request.channel.as_str());
         let operation = "ReceiveQueueMessages";
         let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+        if let Err(error) = convert::validate_channel(&request.channel) {
+            self.inner.observe(operation, true, started);
+            return Ok(Response::new(pull::refusal(&request, &error)));
+        }
         if self
             .inner
             .authorize(&caller, operation, who, permission, &client)
@@ -698,6 +740,10 @@ impl Kubemq for KubemqService {
         let request = request.into_inner();
         let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
         let operation = "AckAllQueueMessages";
+        if let Err(error) = convert::validate_channel(&channel) {
+            self.inner.observe(operation, true, started);
+            return Ok(Response::new(pull::ack_all_refusal(&request, &error)));
+        }
         if self
             .inner
             .authorize(
@@ -787,6 +833,12 @@ fn visibility_change(visibility_ms: Millis) -> VisibilityChange {
         since_receive_ms_max: Some(limits::VISIBILITY_TOTAL_MS_MAX),
         not_past_expiry: false,
     }
+}
+
+/// A re-queue's target channel must be a valid name (docs/semantics.md §KubeMQ); a bad one is the re-queue's
+/// own error.
+fn requeue_target(channel: &str) -> Result<(), KubemqError> {
+    convert::validate_channel(channel).map_err(|_| KubemqError::RequeueChannelInvalid)
 }
 
 /// The positions of `helds` grouped by channel, each group in the order given.

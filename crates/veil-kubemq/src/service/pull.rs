@@ -26,25 +26,18 @@ impl Inner {
         request: pb::ReceiveQueueMessagesRequest,
         peer: Option<SocketAddr>,
     ) -> pb::ReceiveQueueMessagesResponse {
-        let outcome = self.pull_or_peek(&request, peer).await;
-        let mut response = pb::ReceiveQueueMessagesResponse {
+        let pulled = match self.pull_or_peek(&request, peer).await {
+            Ok(pulled) => pulled,
+            Err(error) => return refusal(&request, &error),
+        };
+        pb::ReceiveQueueMessagesResponse {
             request_id: request.request_id,
             is_peak: request.is_peak,
+            messages_received: i32::try_from(pulled.messages.len()).unwrap_or(i32::MAX),
+            messages_expired: i32::try_from(pulled.expired).unwrap_or(i32::MAX),
+            messages: pulled.messages,
             ..Default::default()
-        };
-        match outcome {
-            Ok(pulled) => {
-                response.messages_received =
-                    i32::try_from(pulled.messages.len()).unwrap_or(i32::MAX);
-                response.messages_expired = i32::try_from(pulled.expired).unwrap_or(i32::MAX);
-                response.messages = pulled.messages;
-            }
-            Err(error) => {
-                response.is_error = true;
-                response.error = error.to_string();
-            }
         }
-        response
     }
 
     /// KubeMQ's checks in its order (client id, channel, max, wait), then the peek or the pull.
@@ -129,24 +122,46 @@ impl Inner {
         &self,
         request: pb::AckAllQueueMessagesRequest,
     ) -> pb::AckAllQueueMessagesResponse {
-        let outcome = self.purge(&request.channel).await;
-        let mut response = pb::AckAllQueueMessagesResponse {
-            request_id: request.request_id,
-            ..Default::default()
-        };
-        match outcome {
-            Ok(count) => response.affected_messages = count,
-            Err(error) => {
-                response.is_error = true;
-                response.error = error.to_string();
-            }
+        match self.purge(&request.channel).await {
+            Ok(count) => pb::AckAllQueueMessagesResponse {
+                request_id: request.request_id,
+                affected_messages: count,
+                ..Default::default()
+            },
+            Err(error) => ack_all_refusal(&request, &error),
         }
-        response
     }
 
     async fn purge(&self, channel: &str) -> Result<u64, KubemqError> {
         convert::validate_channel(channel)?;
         let key = self.ensure(channel).await?;
         Ok(self.engine.purge(&key, None).await?)
+    }
+}
+
+/// A pull or peek answered with an in-band error.
+pub(super) fn refusal(
+    request: &pb::ReceiveQueueMessagesRequest,
+    error: &KubemqError,
+) -> pb::ReceiveQueueMessagesResponse {
+    pb::ReceiveQueueMessagesResponse {
+        request_id: request.request_id.clone(),
+        is_peak: request.is_peak,
+        is_error: true,
+        error: error.to_string(),
+        ..Default::default()
+    }
+}
+
+/// An AckAllQueueMessages answered with an in-band error.
+pub(super) fn ack_all_refusal(
+    request: &pb::AckAllQueueMessagesRequest,
+    error: &KubemqError,
+) -> pb::AckAllQueueMessagesResponse {
+    pb::AckAllQueueMessagesResponse {
+        request_id: request.request_id.clone(),
+        is_error: true,
+        error: error.to_string(),
+        ..Default::default()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::Streaming;
 
-use veil_core::{MoveReason, MovedFrom, Permission};
+use veil_core::{MoveReason, MovedFrom};
 
 use super::{next_or_shutdown, Inner};
 use crate::auth::Caller;
@@ -136,7 +136,8 @@ impl Inner {
 }
 
 /// The upstream stream: one answer per request, with one result per message, in request order. A message
-/// to a channel the caller may not write is refused in-band, on its own (docs/security.md "KubeMQ").
+/// to a channel (or naming a dead-letter channel) the caller may not write is refused in-band, on its own
+/// (docs/security.md "KubeMQ").
 pub(super) async fn serve_upstream(
     inner: Arc<Inner>,
     mut inbound: Streaming<pb::QueuesUpstreamRequest>,
@@ -147,9 +148,10 @@ pub(super) async fn serve_upstream(
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         let started = std::time::Instant::now();
+        // Names first, so that a bad one is its own in-band error before the policy sees it.
         let allowed = |message: &pb::QueueMessage| {
-            let who = (message.client_id.as_str(), message.channel.as_str());
-            inner.authorize(&caller, "QueuesUpstream", who, Permission::Send, &client)
+            convert::validate_names(message)?;
+            inner.may_send(&caller, "QueuesUpstream", message, &client)
         };
         let response = pb::QueuesUpstreamResponse {
             ref_request_id: request.request_id,

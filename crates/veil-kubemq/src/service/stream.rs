@@ -62,7 +62,7 @@ pub(super) async fn serve(
 impl Inner {
     /// What a legacy stream request needs (docs/security.md "KubeMQ"): `receive` on the channel it names to
     /// receive; `delete` on the active message's channel to settle it; `send` on the target of a resend or
-    /// of a modified message as well.
+    /// of a modified message as well, and on the modified message's dead-letter channel when it names one.
     fn may_stream(
         &self,
         active: &Option<Held>,
@@ -77,16 +77,24 @@ impl Inner {
             self.authorize(caller, "StreamQueueMessage", who, permission, &client)
         };
         let kind = T::try_from(request.stream_request_type_data).unwrap_or(T::Unknown);
+        // Every name is checked before the policy (or the audit log) sees it.
         if kind == T::ReceiveMessage {
+            convert::validate_channel(&request.channel)?;
             return check(&request.channel, Permission::Receive);
         }
         if let Some(held) = active {
             check(&held.channel, Permission::Delete)?;
         }
         match kind {
-            T::ResendMessage => check(&request.channel, Permission::Send),
+            T::ResendMessage => {
+                super::requeue_target(&request.channel)?;
+                check(&request.channel, Permission::Send)
+            }
             T::SendModifiedMessage => match &request.modified_message {
-                Some(modified) => check(&modified.channel, Permission::Send),
+                Some(modified) => {
+                    convert::validate_names(modified)?;
+                    self.may_send(caller, "StreamQueueMessage", modified, &client)
+                }
                 None => Ok(()),
             },
             _ => Ok(()),
