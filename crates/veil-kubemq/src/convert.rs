@@ -101,6 +101,11 @@ pub enum KubemqError {
         "Error 400: a message is already active on this stream, ack, reject or resend it first"
     )]
     MessageAlreadyActive,
+    /// A downstream Get that finished after its stream's requests ended: its messages went back to the queue.
+    #[error(
+        "Error 400: the stream's requests ended before the poll was answered, its messages were returned to the queue"
+    )]
+    StreamEnded,
     #[error("Error 404: no new messages in queue")]
     NoNewMessages,
     #[error(

@@ -27,6 +27,10 @@ pub const PING_HOST: &str = "veil";
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:50000";
 /// The channel the SDKs send channel-management queries to.
 pub const CLUSTER_REQUESTS_CHANNEL: &str = "kubemq.cluster.internal.requests";
+/// How much sooner than its wait a downstream Get short of its items answers, at most (and at most a quarter
+/// of the wait): the SDKs give up `WaitTimeout` + 0.5 s after sending a Get, so a Get that reaches Veil late
+/// (a loaded client) would otherwise be answered after its SDK stopped listening (docs/semantics.md §KubeMQ).
+pub const GET_ANSWER_LEAD_MS_MAX: Millis = 250;
 /// Completed transactions a downstream stream remembers for TransactionStatus.
 pub const COMPLETED_TRANSACTIONS_KEPT: usize = 256;
 

@@ -120,12 +120,14 @@ pub(super) async fn serve(
     let mut gets = tokio::task::JoinSet::new();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
         if request.request_type_data == T::Get as i32 {
+            // The wait counts from here (see `Collect::since_ms`).
+            let arrived_ms = inner.engine.now();
             let (inner, state, tx) = (inner.clone(), state.clone(), tx.clone());
             let get = spawned_get(
                 inner,
                 state,
                 cancelled.clone(),
-                (request, peer, caller.clone()),
+                (request, peer, caller.clone(), arrived_ms),
                 tx,
             );
             gets.spawn(get);
@@ -163,7 +165,12 @@ async fn spawned_get(
     inner: Arc<Inner>,
     state: Shared,
     cancelled: watch::Receiver<bool>,
-    (request, peer, caller): (pb::QueuesDownstreamRequest, Option<SocketAddr>, Arc<Caller>),
+    (request, peer, caller, arrived_ms): (
+        pb::QueuesDownstreamRequest,
+        Option<SocketAddr>,
+        Arc<Caller>,
+        Millis,
+    ),
     tx: Replies,
 ) {
     let started = std::time::Instant::now();
@@ -174,7 +181,11 @@ async fn spawned_get(
     let allowed = convert::validate_channel(&request.channel)
         .and_then(|()| inner.authorize(&caller, operation, who, Permission::Receive, &client));
     let response = match allowed {
-        Ok(()) => inner.get(&state, cancelled, &request, peer).await,
+        Ok(()) => {
+            inner
+                .get(&state, cancelled, &request, (peer, arrived_ms))
+                .await
+        }
         Err(error) => Err(error),
     };
     let response = response.unwrap_or_else(|error| downstream_error(&request, error));
@@ -185,13 +196,15 @@ async fn spawned_get(
 
 impl Inner {
     /// KubeMQ's Get rules: a client id, a valid channel, 1..=max items, a wait in milliseconds. KubeMQ also
-    /// raises a wait under one second to one second; Veil does not, because the SDKs give up on a Get
-    /// `WaitTimeout` + 0.5 s after sending it (the Python SDK 4.x), so a server that answers later strands
-    /// the messages it collected in a transaction nobody settles (docs/semantics.md).
+    /// raises a wait under one second to one second; Veil does not, and answers a Get that is short of its
+    /// items a little before its wait ends ([`answer_after_ms`]): the SDKs give up on a Get `WaitTimeout` +
+    /// 0.5 s after *sending* it (the Python SDK 4.x), so an answer that comes later — the Get having reached
+    /// Veil late on a loaded client — is dropped by the SDK, and the messages it carried stay in a
+    /// transaction nobody settles until the stream ends (docs/semantics.md §KubeMQ).
     fn check_get(
         &self,
         request: &pb::QueuesDownstreamRequest,
-        peer: Option<SocketAddr>,
+        (peer, arrived_ms): (Option<SocketAddr>, Millis),
     ) -> Result<Collect, KubemqError> {
         if request.client_id.is_empty() {
             return Err(KubemqError::ClientIdMissing);
@@ -204,11 +217,11 @@ impl Inner {
                 max_s: self.settings.max_wait_timeout_s,
             });
         }
-        let wait_ms = Millis::from(request.wait_timeout.unsigned_abs());
         Ok(Collect {
             max,
             visibility_ms: self.default_visibility_ms(),
-            wait_ms,
+            since_ms: arrived_ms,
+            wait_ms: answer_after_ms(Millis::from(request.wait_timeout.unsigned_abs())),
             consumer: consumer(peer, &request.client_id),
         })
     }
@@ -219,9 +232,9 @@ impl Inner {
         state: &Mutex<Downstream>,
         mut cancelled: watch::Receiver<bool>,
         request: &pb::QueuesDownstreamRequest,
-        peer: Option<SocketAddr>,
+        arrival: (Option<SocketAddr>, Millis),
     ) -> Result<pb::QueuesDownstreamResponse, KubemqError> {
-        let collect = self.check_get(request, peer)?;
+        let collect = self.check_get(request, arrival)?;
         let stream_over = async {
             let _ = cancelled.wait_for(|over| *over).await;
         };
@@ -252,30 +265,32 @@ impl Inner {
             response.transaction_complete = true;
             return Ok(response);
         }
-        self.open_transaction(state, &mut response, held).await;
+        self.open_transaction(state, &mut response, held).await?;
         Ok(response)
     }
 
-    /// Records the transaction of a Get that returned `held` (or releases them if the stream is over).
+    /// Records the transaction of a Get that returned `held`. If the stream's requests have ended meanwhile,
+    /// no ack can follow: the messages go back to the queue and the Get answers an error instead of messages
+    /// its client could never settle.
     async fn open_transaction(
         &self,
         state: &Mutex<Downstream>,
         response: &mut pb::QueuesDownstreamResponse,
         held: Vec<Held>,
-    ) {
+    ) -> Result<(), KubemqError> {
         response.active_offsets = held
             .iter()
             .map(|h| i64::try_from(convert::wire_sequence(h.message.seq)).unwrap_or(i64::MAX))
             .collect();
         if held.is_empty() {
             response.transaction_complete = true;
-            return;
+            return Ok(());
         }
         let mut state = state.lock().await;
         if state.closed {
             // Already settled elsewhere or lapsed: nothing to release, so the results do not matter.
             let _ = self.nack_held(&held.iter().collect::<Vec<_>>()).await;
-            return;
+            return Err(KubemqError::StreamEnded);
         }
         let active = held
             .into_iter()
@@ -284,6 +299,7 @@ impl Inner {
         state
             .open
             .insert(response.transaction_id.clone(), Transaction { active });
+        Ok(())
     }
 
     /// One non-Get request. Acks, nacks, re-queues and closes are answered only when they fail.
@@ -402,6 +418,13 @@ impl Inner {
     }
 }
 
+/// How long a Get short of its items collects: its wait, less [`limits::GET_ANSWER_LEAD_MS_MAX`] (at most a
+/// quarter of the wait), so that the answer reaches an SDK that counts `WaitTimeout` + 0.5 s from its send
+/// even when the Get reached Veil late (see [`Inner::check_get`]).
+fn answer_after_ms(wait_ms: Millis) -> Millis {
+    wait_ms - (wait_ms / 4).min(limits::GET_ANSWER_LEAD_MS_MAX)
+}
+
 /// The wire sequences a settle request names, each checked to be active in the transaction.
 fn named_sequences(
     transaction: &Transaction,
@@ -466,4 +489,18 @@ fn settlement(kind: T, requeue_channel: &str) -> Option<(Which, Settle<'_>)> {
         T::ReQueueRange => (Which::Range, Settle::Requeue(requeue_channel)),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_after_ms;
+
+    #[test]
+    fn a_get_answers_its_wait_less_a_lead_of_at_most_250_ms_and_a_quarter_of_the_wait() {
+        assert_eq!(answer_after_ms(0), 0);
+        assert_eq!(answer_after_ms(400), 300);
+        assert_eq!(answer_after_ms(1_000), 750);
+        assert_eq!(answer_after_ms(5_000), 4_750);
+        assert_eq!(answer_after_ms(3_600_000), 3_599_750);
+    }
 }

@@ -217,6 +217,9 @@ struct Held {
 struct Collect {
     max: usize,
     visibility_ms: Millis,
+    /// The engine time the wait counts from: when the request was read, so Veil's own work before the collect
+    /// (authorization, creating the channel) is part of the wait, not added to it.
+    since_ms: Millis,
     wait_ms: Millis,
     /// Who receives, for the engine's delivery history.
     consumer: Consumer,
@@ -352,7 +355,7 @@ impl Inner {
     ) -> Result<Polled, KubemqError> {
         let key = self.ensure(channel).await?;
         let _subscribed = Subscription::new(&self.subscribers, channel);
-        let deadline = self.engine.now().saturating_add(collect.wait_ms);
+        let deadline = collect.since_ms.saturating_add(collect.wait_ms);
         let mut polled = Polled {
             held: Vec::new(),
             expired: 0,

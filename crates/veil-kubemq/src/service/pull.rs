@@ -91,6 +91,7 @@ impl Inner {
         let collect = Collect {
             max,
             visibility_ms: self.default_visibility_ms().saturating_add(wait_ms),
+            since_ms: self.engine.now(),
             wait_ms,
             consumer,
         };

@@ -152,6 +152,7 @@ impl Inner {
         let collect = Collect {
             max: 1,
             visibility_ms,
+            since_ms: self.engine.now(),
             wait_ms: self.check_wait_s(request.wait_time_seconds)?,
             consumer: consumer(peer, &request.client_id),
         };
