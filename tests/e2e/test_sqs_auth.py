@@ -440,6 +440,25 @@ def test_a_presigned_url_cannot_be_turned_into_another_action(srv):
     assert resp.status_code == 200 and url in resp.text, resp.text
 
 
+def test_a_header_signed_request_cannot_be_replayed_as_another_action(srv):
+    sqs = client(srv)
+    url = sqs.create_queue(QueueName="bound-header-q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="keep me")
+    # A request signed without X-Amz-Target among its signed headers (an empty Query-protocol body on the
+    # queue's path), captured and sent again with a target naming PurgeQueue.
+    target = f"{srv.endpoint}/{ACCOUNT}/bound-header-q"
+    signed = AWSRequest(method="POST", url=target, data=b"",
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    SigV4Auth(Credentials("test", "test"), "sqs", DEFAULT_REGION).add_auth(signed)
+    headers = dict(signed.headers.items())
+    headers["X-Amz-Target"] = "AmazonSQS.PurgeQueue"
+    resp = requests.post(target, data=b"", headers=headers, timeout=5)
+    assert json_error(resp) == (
+        403, "AccessDenied;Sender", "There were headers present in the request which were not signed: x-amz-target")
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "1"
+
+
 def test_a_presigned_url_takes_no_parameters_from_an_unsigned_body(srv):
     sqs = client(srv)
     url = sqs.create_queue(QueueName="bound-body-q")["QueueUrl"]

@@ -88,8 +88,9 @@ pub enum SigV4Error {
     /// A presigned URL past its `X-Amz-Expires`.
     #[error("presigned request expired")]
     Expired,
-    /// A presigned request that carries something its signature does not cover and that would change what
-    /// it asks for (docs/security.md, "SQS").
+    /// A request that carries something its signature does not cover and that would change what it asks
+    /// for: an unsigned `X-Amz-Target` on any signed request, an unsigned body on a presigned one
+    /// (docs/security.md, "SQS").
     #[error("presigned request carries an unsigned {0:?}")]
     Unsigned(UnsignedPart),
 }
@@ -353,11 +354,12 @@ pub fn verify(
                 Some(UNSIGNED_PAYLOAD) => UNSIGNED_PAYLOAD,
                 _ => body_hash.as_str(),
             };
-            if bool::from(matches(payload)) {
-                Ok(())
-            } else {
-                Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
+            if !bool::from(matches(payload)) {
+                return Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()));
             }
+            // The same rule as a presigned URL's: the action comes from what is signed (every SDK signs
+            // X-Amz-Target), so a captured request cannot be replayed as another action.
+            target_covered(request, claim)
         }
         // A presigned URL covers the body's hash as most SDKs presign, or `UNSIGNED-PAYLOAD` as the others
         // (botocore's `SigV4QueryAuth`). Both are computed, so the time taken does not tell which matched.
@@ -381,15 +383,22 @@ fn presigned_coverage(
     claim: &Claim,
     body_signed: bool,
 ) -> Result<(), SigV4Error> {
+    target_covered(request, claim)?;
+    if !body_signed && !request.body.is_empty() {
+        return Err(SigV4Error::Unsigned(UnsignedPart::Body));
+    }
+    Ok(())
+}
+
+/// An `X-Amz-Target` names the action of a JSON-protocol request: when the request carries one, its
+/// signature must cover it.
+fn target_covered(request: &SignedRequest<'_>, claim: &Claim) -> Result<(), SigV4Error> {
     let target_signed = claim
         .signed_headers
         .iter()
         .any(|name| name == TARGET_HEADER);
     if request.headers.contains_key(TARGET_HEADER) && !target_signed {
         return Err(SigV4Error::Unsigned(UnsignedPart::Target));
-    }
-    if !body_signed && !request.body.is_empty() {
-        return Err(SigV4Error::Unsigned(UnsignedPart::Body));
     }
     Ok(())
 }

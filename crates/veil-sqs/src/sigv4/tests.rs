@@ -368,6 +368,22 @@ fn a_presigned_request_may_not_add_an_unsigned_target_or_body() {
 }
 
 #[test]
+fn a_header_signed_request_may_not_add_an_unsigned_target() {
+    // signed_sqs signs content-type, host and x-amz-date only: a target added to it is not covered.
+    let now = amz_to_millis(SUITE_DATE).unwrap();
+    let (mut h, _) = signed_sqs(b"{}", SUITE_DATE);
+    assert!(check(&h, b"{}", "test", now).is_ok());
+    h.insert(
+        "x-amz-target",
+        HeaderValue::from_static("AmazonSQS.PurgeQueue"),
+    );
+    assert_eq!(
+        check(&h, b"{}", "test", now),
+        Err(SigV4Error::Unsigned(UnsignedPart::Target))
+    );
+}
+
+#[test]
 fn a_scope_for_another_service_is_refused() {
     let h = headers(&[("host", "x"), ("x-amz-date", SUITE_DATE)]);
     let request = SignedRequest {
