@@ -189,6 +189,13 @@ class VeilServer:
         return f"--- last {min(lines, len(text))} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
 
 
+def configured_server(base: Path, config_text: str, extra_args=()) -> VeilServer:
+    """A started server whose config file (base/veil.toml) holds `config_text`, data and log in `base`."""
+    config = base / "veil.toml"
+    config.write_text(config_text)
+    return VeilServer(base / "data", log_dir=base, extra_args=["--config", str(config), *extra_args]).start()
+
+
 def _pid_dir() -> Path | None:
     d = os.environ.get("VEIL_E2E_PID_DIR")
     return Path(d) if d else None

@@ -19,7 +19,7 @@ from azure.core.exceptions import HttpResponseError
 from azure.storage.queue import QueueServiceClient
 from botocore.exceptions import ClientError
 
-from helpers import VeilServer, make_client
+from helpers import configured_server, make_client
 from test_admin import scrape
 
 IN_FLIGHT = 1
@@ -31,14 +31,10 @@ THROTTLED_MESSAGE = "The request was denied due to request throttling."
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("veil-overload")
-    config = base / "veil.toml"
-    config.write_text(
-        "[limits]\n"
-        f"max_requests_in_flight = {IN_FLIGHT}\n"
-        f"admission_wait_ms = {ADMISSION_WAIT_MS}\n"
+    srv = configured_server(
+        tmp_path_factory.mktemp("veil-overload"),
+        f"[limits]\nmax_requests_in_flight = {IN_FLIGHT}\nadmission_wait_ms = {ADMISSION_WAIT_MS}\n",
     )
-    srv = VeilServer(base / "data", log_dir=base, extra_args=["--config", str(config)]).start()
     yield srv
     assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
     srv.stop_cleanly()

@@ -18,7 +18,7 @@ import pytest
 from azure.storage.queue import QueueServiceClient
 from kubemq.queues import QueueMessage
 
-from helpers import VeilServer, channel_name, kubemq_client, kubemq_receive, make_client
+from helpers import channel_name, configured_server, kubemq_client, kubemq_receive, make_client
 
 IN_FLIGHT = 4
 TRICKLERS = 3 * IN_FLIGHT
@@ -29,16 +29,14 @@ TRICKLE_EVERY_S = 0.5
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("veil-slow-bodies")
-    config = base / "veil.toml"
-    config.write_text(
+    srv = configured_server(
+        tmp_path_factory.mktemp("veil-slow-bodies"),
         "[limits]\n"
         f"max_requests_in_flight = {IN_FLIGHT}\n"
         "admission_wait_ms = 50\n"
         f"body_read_timeout_ms = {PAUSE_TIMEOUT_MS}\n"
-        f"body_read_total_timeout_ms = {TOTAL_TIMEOUT_MS}\n"
+        f"body_read_total_timeout_ms = {TOTAL_TIMEOUT_MS}\n",
     )
-    srv = VeilServer(base / "data", log_dir=base, extra_args=["--config", str(config)]).start()
     yield srv
     assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
     srv.stop_cleanly()

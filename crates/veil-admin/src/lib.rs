@@ -66,7 +66,8 @@ impl AdminState {
     /// Host names besides loopback's that the API and `/metrics` answer without a token (docs/security.md
     /// "Admin endpoint": DNS rebinding).
     pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
-        self.allowed_hosts = hosts.into();
+        // An empty name would admit a request with an empty `Host`, which no operator means to list.
+        self.allowed_hosts = hosts.into_iter().filter(|host| !host.is_empty()).collect();
         self
     }
 

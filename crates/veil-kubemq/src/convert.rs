@@ -199,7 +199,7 @@ pub fn dead_letter_channel(message: &pb::QueueMessage) -> Option<&str> {
 
 /// Veil's bound on a message's tags (docs/semantics.md §KubeMQ): at most [`limits::MESSAGE_TAGS_MAX`], each
 /// key 1 to [`limits::TAG_KEY_BYTES_MAX`] bytes and each value at most [`limits::TAG_VALUE_BYTES_MAX`], so one
-/// message's tags total at most [`limits::MESSAGE_TAGS_BYTES_MAX`].
+/// message's tags total at most 10 × (256 + 4,096) = 43,520 bytes.
 pub fn validate_tags(tags: &HashMap<String, String>) -> Result<(), KubemqError> {
     if tags.len() > limits::MESSAGE_TAGS_MAX {
         return Err(KubemqError::TooManyTags {

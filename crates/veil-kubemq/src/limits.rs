@@ -45,9 +45,6 @@ pub const MESSAGE_TAGS_MAX: usize = 10;
 pub const TAG_KEY_BYTES_MAX: usize = 256;
 /// The longest tag value, in bytes (KubeMQ's SDKs).
 pub const TAG_VALUE_BYTES_MAX: usize = 4_096;
-/// What one message's tags may total, keys and values: follows from the three limits above (43,520 bytes).
-pub const MESSAGE_TAGS_BYTES_MAX: usize =
-    MESSAGE_TAGS_MAX * (TAG_KEY_BYTES_MAX + TAG_VALUE_BYTES_MAX);
 
 /// The first size of the buffers tonic gives each gRPC call, one to decode requests and one to encode
 /// responses (tonic's default is 8 KiB each). They grow to fit a larger message, so this bounds nothing; it

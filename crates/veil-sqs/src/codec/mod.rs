@@ -76,7 +76,7 @@ pub fn decode(parts: &HttpRequestParts<'_>) -> (Protocol, Result<SqsRequest, Sqs
 }
 
 /// The action an `X-Amz-Target` names: what follows its last `.` (`AmazonSQS.SendMessage`).
-fn target_action(target: &str) -> Option<&str> {
+pub(crate) fn target_action(target: &str) -> Option<&str> {
     target.rsplit('.').next()
 }
 

@@ -280,7 +280,7 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
 /// wrote, only names from [`ActionName`].
 fn operation_of(target: Option<&str>, query: Option<&str>, body: &[u8]) -> &'static str {
     let named = match target {
-        Some(target) => target.rsplit('.').next().and_then(ActionName::parse),
+        Some(target) => codec::target_action(target).and_then(ActionName::parse),
         None => {
             let from_query = query.map(|q| codec::query::parse_form(q.as_bytes()));
             let pairs = from_query
