@@ -486,3 +486,31 @@ async fn a_delete_batch_with_a_bad_receipt_handle_fails_only_that_entry() {
         "both deleted messages stay deleted"
     );
 }
+
+#[tokio::test]
+async fn a_long_poll_returns_a_message_sent_while_it_waits() {
+    let veil = Veil::start();
+    let sqs = veil.client();
+    let url = queue(&sqs, "long-poll").await;
+    let sender = {
+        let (sqs, url) = (sqs.clone(), url.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            sqs.send_message()
+                .queue_url(&url)
+                .message_body("late")
+                .send()
+                .await
+                .expect("SendMessage");
+        })
+    };
+    let started = std::time::Instant::now();
+    let got = receive(&sqs, &url, 30, 10).await;
+    sender.await.unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].body(), Some("late"));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "answered when the message came, not at the end of the wait"
+    );
+}

@@ -115,6 +115,10 @@ async fn a_missing_queue_is_the_sdks_queue_does_not_exist_error() {
         .expect_err("GetQueueUrl of a missing queue must fail");
     let code = err.code().map(str::to_owned);
     let service = err.into_service_error();
+    assert_eq!(
+        service.message(),
+        Some("The specified queue does not exist.")
+    );
     assert!(service.is_queue_does_not_exist(), "{service:?}");
     assert_eq!(
         code.as_deref(),
@@ -228,4 +232,48 @@ async fn a_request_with_an_unknown_access_key_is_invalid_client_token_id() {
         Some(403),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn list_queues_pages_through_every_queue_with_its_next_token() {
+    let veil = Veil::start();
+    let sqs = veil.client();
+    let mut expected = Vec::new();
+    for i in 0..5 {
+        let name = format!("page-{i}");
+        sqs.create_queue()
+            .queue_name(&name)
+            .send()
+            .await
+            .expect("CreateQueue");
+        expected.push(format!("{}/{ACCOUNT}/{name}", veil.endpoint()));
+    }
+    sqs.create_queue()
+        .queue_name("other")
+        .send()
+        .await
+        .expect("CreateQueue");
+
+    let first = sqs
+        .list_queues()
+        .queue_name_prefix("page-")
+        .max_results(2)
+        .send()
+        .await
+        .expect("ListQueues");
+    assert_eq!(first.queue_urls().len(), 2);
+    assert!(first.next_token().is_some(), "more pages follow");
+    // The SDK's paginator follows NextToken to the end.
+    let mut all: Vec<String> = sqs
+        .list_queues()
+        .queue_name_prefix("page-")
+        .max_results(2)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await
+        .expect("ListQueues pages");
+    all.sort();
+    assert_eq!(all, expected);
 }
