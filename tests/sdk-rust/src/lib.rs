@@ -8,7 +8,8 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -63,24 +64,21 @@ pub fn free_port() -> u16 {
 pub struct Veil {
     child: Option<Child>,
     pub sqs_port: u16,
-    dir: tempfile::TempDir,
+    /// Data dir and log; removed when the server stops, kept (and named) when a test failed.
+    dir: PathBuf,
 }
 
 impl Veil {
     /// Starts a server and returns once all four listeners accept connections (at most 20 s).
     pub fn start() -> Veil {
         let bin = veil_bin();
-        let dir = tempfile::Builder::new()
-            .prefix("veil-sdk-rust-")
-            .tempdir()
-            .expect("temp dir");
+        let dir = temp_dir();
         let ports = [free_port(), free_port(), free_port(), free_port()];
-        let log =
-            std::fs::File::create(dir.path().join("veil.log")).expect("create the server log");
+        let log = std::fs::File::create(dir.join("veil.log")).expect("create the server log");
         let mut cmd = Command::new(&bin);
         cmd.arg("serve")
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(dir.join("data"))
             .args(["--sqs-listen", &format!("127.0.0.1:{}", ports[0])])
             .args(["--azure-listen", &format!("127.0.0.1:{}", ports[1])])
             .args(["--kubemq-listen", &format!("127.0.0.1:{}", ports[2])])
@@ -160,7 +158,7 @@ impl Veil {
     /// The last lines of the server's log, for failure messages.
     pub fn log_tail(&self) -> String {
         let mut text = String::new();
-        let path = self.dir.path().join("veil.log");
+        let path = self.dir.join("veil.log");
         if let Ok(mut f) = std::fs::File::open(&path) {
             let _ = f.read_to_string(&mut text);
         }
@@ -193,6 +191,33 @@ impl Drop for Veil {
         let _ = child.kill();
         let _ = child.wait();
         forget_pid(child.id());
+        if std::thread::panicking() {
+            eprintln!(
+                "kept the server's data dir and log in {}",
+                self.dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A new directory under the system's temp dir, unique across processes and tests (no tempfile crate: it
+/// would add rustix and getrandom to the compile for one mkdir).
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("veil-sdk-rust-{}-{n}-{nanos}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("cannot create {}: {e}", dir.display()),
+        }
     }
 }
 
