@@ -87,7 +87,7 @@ async fn a_message_received_more_than_max_receive_count_moves_to_the_dead_letter
         .send()
         .await
         .expect("ListDeadLetterSourceQueues");
-    assert_eq!(sources.queue_urls(), [src.clone()]);
+    assert_eq!(sources.queue_urls(), std::slice::from_ref(&src));
 
     let sent = sqs
         .send_message()

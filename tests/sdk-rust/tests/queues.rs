@@ -100,7 +100,7 @@ async fn a_queue_created_with_attributes_reports_them_back() {
         .expect("GetQueueUrl");
     assert_eq!(found.queue_url(), Some(url.as_str()));
     let listed = sqs.list_queues().send().await.expect("ListQueues");
-    assert_eq!(listed.queue_urls(), [url.clone()]);
+    assert_eq!(listed.queue_urls(), std::slice::from_ref(&url));
 }
 
 #[tokio::test]
