@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
@@ -45,15 +47,20 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// A port of 127.0.0.1 nobody listens on right now (the kernel's choice; it may be taken again before the
-/// server binds it, which the readiness check then reports).
+/// A port of 127.0.0.1 nobody listens on right now (the kernel's choice) and that no other server of this
+/// process was given: the kernel may hand a port it just gave out to the next bind, and the tests of a file
+/// start their servers in parallel. Another process may still take it before the server binds it; `Veil::start`
+/// then tries new ports.
 pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("bind 127.0.0.1:0")
             .port();
-        if !DEFAULT_PORTS.contains(&port) {
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !DEFAULT_PORTS.contains(&port) && !given.contains(&port) {
+            given.push(port);
             return port;
         }
     }
@@ -69,10 +76,33 @@ pub struct Veil {
 }
 
 impl Veil {
-    /// Starts a server and returns once all four listeners accept connections (at most 20 s).
+    /// Starts a server and returns once all four listeners accept connections (at most 20 s). A port taken
+    /// by another process between `free_port` and the server's bind ("Address already in use") is retried
+    /// with new ports, up to 5 times.
     pub fn start() -> Veil {
-        let bin = veil_bin();
         let dir = temp_dir();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Veil::start_in(dir.clone()) {
+                Ok(veil) => return veil,
+                Err(veil) if attempts < 5 && veil.log_tail().contains("Address already in use") => {
+                    drop(veil)
+                }
+                Err(veil) => panic!("veil exited before listening\n{}", veil.log_tail()),
+            }
+        }
+    }
+
+    /// One attempt: the server when it listens, or the exited server (to read its log) when it did not.
+    fn start_in(dir: PathBuf) -> Result<Veil, Veil> {
+        let bin = veil_bin();
+        // A failed attempt's drop removed the directory.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&dir)
+            .expect("create the temp dir");
         let ports = [free_port(), free_port(), free_port(), free_port()];
         let log = std::fs::File::create(dir.join("veil.log")).expect("create the server log");
         let mut cmd = Command::new(&bin);
@@ -98,24 +128,22 @@ impl Veil {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(status) = veil
+            if veil
                 .child
                 .as_mut()
                 .unwrap()
                 .try_wait()
                 .expect("wait for veil")
+                .is_some()
             {
-                panic!(
-                    "veil exited with {status} before listening on {ports:?}\n{}",
-                    veil.log_tail()
-                );
+                return Err(veil);
             }
             let listening = ports.iter().all(|&p| {
                 let addr = SocketAddr::from(([127, 0, 0, 1], p));
                 TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
             });
             if listening {
-                return veil;
+                return Ok(veil);
             }
             if Instant::now() > deadline {
                 panic!(
@@ -182,8 +210,10 @@ impl Drop for Veil {
         if std::thread::panicking() {
             eprintln!("{}", self.log_tail());
         }
-        // SAFETY: kill(2) on the pid of a child not yet waited for, so the pid cannot have been reused.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        if matches!(child.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) on a child not yet reaped (try_wait saw it running), so its pid is still its own.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        }
         let deadline = Instant::now() + Duration::from_secs(20);
         while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -213,7 +243,8 @@ fn temp_dir() -> PathBuf {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir =
             std::env::temp_dir().join(format!("veil-sdk-rust-{}-{n}-{nanos}", std::process::id()));
-        match std::fs::create_dir(&dir) {
+        // Private, as veil wants its data dir (it would otherwise fix the mode and warn).
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return dir,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => panic!("cannot create {}: {e}", dir.display()),
