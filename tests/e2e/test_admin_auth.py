@@ -102,6 +102,28 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path):
     assert "--admin-token" in proc.stderr
 
 
+class AdminOnEveryInterface(VeilServer):
+    """A server whose admin endpoint listens on 0.0.0.0 (its port as before)."""
+
+    def command(self) -> list[str]:
+        command = super().command()
+        command[command.index("--admin-listen") + 1] = f"0.0.0.0:{self.admin_port}"
+        return command
+
+
+def test_probes_only_lets_a_tokenless_admin_endpoint_listen_beyond_loopback_and_answer_loopback(tmp_path):
+    # The container image's setting. Every connection this test can make is a loopback one, so the API answers
+    # it; tests/e2e/test_image.py checks that one through a container engine's port forwarding is refused.
+    server = AdminOnEveryInterface(tmp_path / "data", extra_args=["--admin-tokenless", "probes-only"])
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.admin_port}"
+        assert requests.get(f"{base}/readyz", timeout=TIMEOUT).status_code in (200, 503)
+        assert requests.get(f"{base}/api/v1/queues", timeout=TIMEOUT).status_code == 200
+    finally:
+        server.stop_cleanly()
+
+
 # DNS rebinding (docs/security.md "Admin endpoint"): without a token, a page on another name that resolves to
 # 127.0.0.1 must not read or purge queues through the operator's browser.
 

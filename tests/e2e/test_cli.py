@@ -50,6 +50,13 @@ def peek_all(server, queue):
 # --- queues ---------------------------------------------------------------------------------------------
 
 
+def test_health_exits_0_while_the_probe_answers_200_and_3_when_nothing_answers(server):
+    assert run_cli(server, "health").stdout.strip() == "ok"
+    assert run_cli(server, "health", "--ready").stdout.strip() == "ready"
+    closed = run_cli(server, "health", endpoint=f"http://127.0.0.1:{free_port()}", check=3)
+    assert "cannot reach" in closed.stderr
+
+
 def test_queues_create_list_stats_delete(server, queue_name):
     created = cli_json(server, "queues", "create", f"team-a/{queue_name}", "--visibility-timeout", "45",
                        "--delay", "2", "--retention", "3600")

@@ -10,12 +10,17 @@
 //! attacker's name in `Host`. So without a token the API and `/metrics` answer only requests whose `Host`
 //! is a loopback name or address, or one the operator listed (`admin_allowed_hosts`).
 //!
+//! An endpoint without a token may listen beyond loopback only when the operator says so
+//! (`admin_tokenless = "probes-only"`, the container image's setting, where the probes must answer from
+//! outside): then the API and `/metrics` also need the connection to come from a loopback address, which no
+//! `Host` header can fake.
+//!
 //! Once a request is let in it takes a slot of the listener's admission limit (veil-http): only here, past
 //! the token, so an unauthenticated client never holds one.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -86,14 +91,26 @@ fn host_allowed(request: &Request, allowed: &[String]) -> bool {
     })
 }
 
+/// Whether the request's connection comes from a loopback address (an IPv4 one mapped into IPv6 included).
+fn peer_is_loopback(request: &Request) -> bool {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|ConnectInfo(peer)| peer.ip().to_canonical().is_loopback())
+}
+
 /// Lets the request through when it carries the server's token, or when the server has none and the request
-/// names a loopback or listed host; then takes its admission slot.
+/// names a loopback or listed host (over a loopback connection, where the endpoint listens beyond it); then
+/// takes its admission slot.
 pub(crate) async fn require_token(
     State(state): State<AdminState>,
     request: Request,
     next: Next,
 ) -> Response {
     let Some(token) = state.token.as_deref() else {
+        if state.loopback_peers_only && !peer_is_loopback(&request) {
+            return ApiError::LoopbackOnly.into_response();
+        }
         if !host_allowed(&request, &state.allowed_hosts) {
             return ApiError::HostNotAllowed.into_response();
         }
@@ -121,7 +138,7 @@ async fn admitted(request: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{bearer_matches, host_allowed};
+    use super::{bearer_matches, host_allowed, peer_is_loopback};
     use axum::extract::Request;
     use axum::http::HeaderValue;
 
@@ -131,6 +148,39 @@ mod tests {
             .header("host", host)
             .body(axum::body::Body::empty())
             .unwrap()
+    }
+
+    fn from_peer(peer: Option<&str>) -> Request {
+        let mut request = to_host("127.0.0.1:9325");
+        if let Some(peer) = peer {
+            let peer: std::net::SocketAddr = peer.parse().unwrap();
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
+        request
+    }
+
+    #[test]
+    fn only_connections_from_loopback_addresses_count_as_local() {
+        for peer in [
+            "127.0.0.1:40000",
+            "127.9.9.9:1",
+            "[::1]:40000",
+            "[::ffff:127.0.0.1]:40000",
+        ] {
+            assert!(peer_is_loopback(&from_peer(Some(peer))), "{peer} not local");
+        }
+        for peer in [
+            "10.88.0.1:40000",
+            "172.17.0.1:1",
+            "[::ffff:10.0.0.1]:1",
+            "[fe80::1]:1",
+        ] {
+            assert!(!peer_is_loopback(&from_peer(Some(peer))), "{peer} local");
+        }
+        // A request whose connection is unknown is not taken for a local one.
+        assert!(!peer_is_loopback(&from_peer(None)));
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct AdminState {
     token: Option<Arc<str>>,
     /// Host names besides loopback's that an endpoint without a token answers (`admin_allowed_hosts`).
     allowed_hosts: Arc<[String]>,
+    /// An endpoint without a token that listens beyond loopback (`admin_tokenless = "probes-only"`, the
+    /// container image's setting): the API and `/metrics` answer only connections from a loopback address.
+    loopback_peers_only: bool,
 }
 
 impl AdminState {
@@ -60,6 +63,7 @@ impl AdminState {
             series,
             token: None,
             allowed_hosts: Arc::new([]),
+            loopback_peers_only: false,
         }
     }
 
@@ -68,6 +72,13 @@ impl AdminState {
     pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
         // An empty name would admit a request with an empty `Host`, which no operator means to list.
         self.allowed_hosts = hosts.into_iter().filter(|host| !host.is_empty()).collect();
+        self
+    }
+
+    /// Without a token, answers the API and `/metrics` only over connections from loopback (docs/security.md
+    /// "Admin endpoint": an endpoint listening beyond loopback without a token). No effect with a token.
+    pub fn with_loopback_peers_only(mut self, only: bool) -> Self {
+        self.loopback_peers_only = only;
         self
     }
 

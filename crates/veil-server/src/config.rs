@@ -65,6 +65,18 @@ pub enum SqsAuthMode {
     Off,
 }
 
+/// What an admin endpoint listening beyond loopback without a token does (docs/security.md "Admin endpoint").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdminTokenless {
+    /// `veil serve` refuses to start: the admin API would be open to the network.
+    #[default]
+    Refuse,
+    /// It starts: /healthz and /readyz answer anyone, the API and /metrics only connections from loopback
+    /// (the container image's setting, where orchestrators probe from outside).
+    ProbesOnly,
+}
+
 /// An SQS credential of the config file (`[[sqs.credentials]]`).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -361,6 +373,15 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub admin_allowed_hosts: Vec<String>,
+    /// An admin endpoint listening beyond loopback without an admin token: refuse to start, or probes-only:
+    /// serve /healthz and /readyz to anyone and the API and /metrics to loopback connections only
+    /// [default: refuse]
+    #[arg(long, env = "VEIL_ADMIN_TOKENLESS", value_enum)]
+    pub admin_tokenless: Option<AdminTokenless>,
+    /// The scheme, host and port SQS queue URLs start with, e.g. http://veil:9324, for when clients reach
+    /// Veil by another address than the Host they send [default: the listener's scheme and the request's Host]
+    #[arg(long, env = "VEIL_SQS_ADVERTISED_URL")]
+    pub sqs_advertised_url: Option<String>,
     #[command(flatten)]
     pub listeners: crate::listeners::ListenerArgs,
     #[command(flatten)]
@@ -388,6 +409,8 @@ struct FileConfig {
     admin_token: Option<String>,
     #[serde(default)]
     admin_allowed_hosts: Vec<String>,
+    admin_tokenless: Option<AdminTokenless>,
+    sqs_advertised_url: Option<String>,
     #[serde(default)]
     azure: AzureFile,
     #[serde(default)]
@@ -445,6 +468,11 @@ pub struct Settings {
     pub admin_token: Option<String>,
     /// Host names besides loopback's that the admin endpoint answers without a token (flag over file).
     pub admin_allowed_hosts: Vec<String>,
+    /// What an admin endpoint beyond loopback without a token does.
+    pub admin_tokenless: AdminTokenless,
+    /// `http(s)://host[:port]` that queue URLs start with, whatever Host a request names; `None`: the
+    /// listener's scheme and the request's Host.
+    pub sqs_advertised_url: Option<String>,
     /// The embedded store, or PostgreSQL shared by a cluster of nodes.
     pub store: crate::cluster::settings::StoreSetting,
 }
@@ -476,11 +504,13 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     })
 }
 
-/// Who the admin endpoint answers: the token's holder, or without a token requests naming these hosts.
+/// Who the admin endpoint answers: the token's holder, or without a token requests naming these hosts (over
+/// loopback connections only, when it listens beyond loopback).
 #[derive(Debug, Clone)]
 pub struct AdminGuard {
     pub token: Option<String>,
     pub allowed_hosts: Vec<String>,
+    pub loopback_peers_only: bool,
 }
 
 impl Settings {
@@ -488,6 +518,8 @@ impl Settings {
         AdminGuard {
             token: self.admin_token.clone(),
             allowed_hosts: self.admin_allowed_hosts.clone(),
+            loopback_peers_only: self.admin_token.is_none()
+                && !self.admin_listen.ip().is_loopback(),
         }
     }
 
@@ -587,6 +619,15 @@ impl Settings {
             } else {
                 args.admin_allowed_hosts.clone()
             },
+            admin_tokenless: args
+                .admin_tokenless
+                .or(file.admin_tokenless)
+                .unwrap_or_default(),
+            sqs_advertised_url: args
+                .sqs_advertised_url
+                .or(file.sqs_advertised_url)
+                .map(|url| advertised_url(&url))
+                .transpose()?,
         })
     }
 
@@ -620,7 +661,11 @@ impl Settings {
             )));
         }
         kubemq_auth(&self.kubemq_auth_tokens, &self.kubemq_auth)?;
-        check_admin_exposure(self.admin_listen, self.admin_token.as_deref())?;
+        check_admin_exposure(
+            self.admin_listen,
+            self.admin_token.as_deref(),
+            self.admin_tokenless,
+        )?;
         Ok(())
     }
 }
@@ -688,15 +733,41 @@ fn sqs_credentials(
     Ok(credentials)
 }
 
-/// An admin endpoint reachable beyond loopback must require a token (docs/security.md "Admin endpoint").
-fn check_admin_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ConfigError> {
-    if listen.ip().is_loopback() || token.is_some() {
+/// An admin endpoint reachable beyond loopback must require a token, unless the operator chose probes-only
+/// (docs/security.md "Admin endpoint").
+fn check_admin_exposure(
+    listen: SocketAddr,
+    token: Option<&str>,
+    tokenless: AdminTokenless,
+) -> Result<(), ConfigError> {
+    if listen.ip().is_loopback() || token.is_some() || tokenless == AdminTokenless::ProbesOnly {
         return Ok(());
     }
     Err(ConfigError::Invalid(format!(
         "the admin endpoint would listen on {listen}, beyond loopback, without a token: set --admin-token \
-         (VEIL_ADMIN_TOKEN, or admin_token in the config file), or listen on 127.0.0.1"
+         (VEIL_ADMIN_TOKEN, or admin_token in the config file), listen on 127.0.0.1, or serve only the probes \
+         beyond loopback with --admin-tokenless probes-only"
     )))
+}
+
+/// `http(s)://host[:port]`, without a path: queue URLs append `/<account>/<queue>` to it.
+fn advertised_url(given: &str) -> Result<String, ConfigError> {
+    let url = given.strip_suffix('/').unwrap_or(given);
+    let authority = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let valid = authority.is_some_and(|authority| {
+        !authority.is_empty()
+            && authority
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
+    });
+    if !valid {
+        return Err(ConfigError::Invalid(format!(
+            "sqs_advertised_url must be http://host[:port] or https://host[:port] without a path, got {given:?}"
+        )));
+    }
+    Ok(url.to_string())
 }
 
 /// The address given, else the built-in default.
@@ -863,12 +934,62 @@ mod tests {
     fn an_admin_endpoint_beyond_loopback_needs_a_token() {
         let loopback: SocketAddr = "127.0.0.1:9325".parse().unwrap();
         let everywhere: SocketAddr = "0.0.0.0:9325".parse().unwrap();
-        assert!(check_admin_exposure(loopback, None).is_ok());
-        assert!(check_admin_exposure(everywhere, Some("t")).is_ok());
-        let refused = check_admin_exposure(everywhere, None)
+        let refuse = AdminTokenless::Refuse;
+        assert!(check_admin_exposure(loopback, None, refuse).is_ok());
+        assert!(check_admin_exposure(everywhere, Some("t"), refuse).is_ok());
+        let refused = check_admin_exposure(everywhere, None, refuse)
             .unwrap_err()
             .to_string();
         assert!(refused.contains("--admin-token"), "{refused}");
+    }
+
+    #[test]
+    fn probes_only_lets_a_tokenless_admin_endpoint_listen_beyond_loopback_for_loopback_peers() {
+        let everywhere: SocketAddr = "0.0.0.0:9325".parse().unwrap();
+        assert!(check_admin_exposure(everywhere, None, AdminTokenless::ProbesOnly).is_ok());
+        let settings = |listen: &str, token: Option<&str>| {
+            let mut settings = Settings::resolve(ServeArgs::default()).unwrap();
+            settings.admin_listen = listen.parse().unwrap();
+            settings.admin_token = token.map(str::to_string);
+            settings.admin_tokenless = AdminTokenless::ProbesOnly;
+            settings
+        };
+        assert!(
+            settings("0.0.0.0:9325", None)
+                .admin_guard()
+                .loopback_peers_only
+        );
+        assert!(
+            !settings("0.0.0.0:9325", Some("t"))
+                .admin_guard()
+                .loopback_peers_only
+        );
+        assert!(
+            !settings("127.0.0.1:9325", None)
+                .admin_guard()
+                .loopback_peers_only
+        );
+    }
+
+    #[test]
+    fn an_advertised_sqs_url_is_a_scheme_and_an_authority() {
+        assert_eq!(
+            advertised_url("http://veil:9324/").unwrap(),
+            "http://veil:9324"
+        );
+        assert_eq!(
+            advertised_url("https://[::1]:9324").unwrap(),
+            "https://[::1]:9324"
+        );
+        for bad in [
+            "veil:9324",
+            "ftp://veil",
+            "http://",
+            "http://veil/queues",
+            "http://veil?x=1",
+        ] {
+            assert!(advertised_url(bad).is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

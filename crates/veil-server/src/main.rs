@@ -255,7 +255,8 @@ impl Admin {
             series.clone(),
         )
         .with_token(guard.token)
-        .with_allowed_hosts(guard.allowed_hosts);
+        .with_allowed_hosts(guard.allowed_hosts)
+        .with_loopback_peers_only(guard.loopback_peers_only);
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         }
@@ -418,6 +419,7 @@ fn admin_throttled(_headers: &axum::http::HeaderMap) -> axum::response::Response
 fn sqs_config(settings: &Settings, telemetry: &Telemetry, tls: bool) -> veil_sqs::SqsConfig {
     veil_sqs::SqsConfig {
         url_scheme: if tls { "https" } else { "http" },
+        advertised_url: settings.sqs_advertised_url.clone(),
         account_id: settings.sqs_account_id.clone(),
         inflight_max_default: settings.inflight_max,
         telemetry: telemetry.clone(),

@@ -94,16 +94,10 @@ impl NamespaceMap {
         )
     }
 
-    /// `scheme` is `https` when the listener serves TLS (docs/security.md "TLS").
-    pub fn queue_url(
-        &self,
-        key: &QueueKey,
-        scheme: &str,
-        host: &str,
-        fallback_region: &str,
-    ) -> String {
+    /// `origin` is `scheme://host[:port]`, without a trailing `/`.
+    pub fn queue_url(&self, key: &QueueKey, origin: &str, fallback_region: &str) -> String {
         let place = self.account_region(&key.namespace, fallback_region);
-        format!("{scheme}://{host}/{}/{}", place.account, key.name)
+        format!("{origin}/{}/{}", place.account, key.name)
     }
 
     /// The queue an ARN names: `arn:aws:sqs:<region>:<account>:<name>`.

@@ -125,6 +125,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("without an admin token this endpoint answers only requests to a loopback host (localhost, 127.0.0.1, [::1]) or one listed in admin_allowed_hosts")]
     HostNotAllowed,
+    #[error("this admin endpoint has no token, so its API and /metrics answer only connections from its own loopback; set an admin token (VEIL_ADMIN_TOKEN) to reach them from elsewhere")]
+    LoopbackOnly,
     #[error(
         "the admin endpoint is working on as many requests as its admission limit allows; retry"
     )]
@@ -149,6 +151,7 @@ impl ApiError {
             Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreFailed"),
             Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
             HostNotAllowed => (StatusCode::FORBIDDEN, "HostNotAllowed"),
+            LoopbackOnly => (StatusCode::FORBIDDEN, "LoopbackOnly"),
             Throttled => (StatusCode::TOO_MANY_REQUESTS, "Throttled"),
         }
     }

@@ -17,6 +17,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 /// A browse page holds up to 1000 messages of up to the queue's size limit each: well above ureq's 10 MB
 /// default.
 const ANSWER_BYTES_MAX: u64 = 1 << 30;
+/// A probe answers a word (`ok`, `ready`, `starting`): anything longer is not Veil's probe.
+const PROBE_ANSWER_BYTES_MAX: u64 = 4096;
 
 /// Everything but unreserved characters is escaped in a path segment, so a name with `/`, `?` or `%` still
 /// names one segment.
@@ -85,6 +87,23 @@ impl Client {
             request = request.header("Authorization", authorization);
         }
         self.answer(request.call())
+    }
+
+    /// A probe (`/healthz`, `/readyz`): its status and text, whatever the status. Probes need no token.
+    pub fn probe(&self, path: &str) -> Result<(u16, String), CliError> {
+        let mut response = self
+            .agent
+            .get(format!("{}{path}", self.endpoint))
+            .call()
+            .map_err(|error| self.transport_error(error))?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(PROBE_ANSWER_BYTES_MAX)
+            .read_to_string()
+            .map_err(|error| self.transport_error(error))?;
+        Ok((status, text))
     }
 
     fn url(&self, path: &str) -> String {

@@ -4,6 +4,7 @@
 
 pub mod cert;
 mod client;
+mod health;
 mod messages;
 mod output;
 mod queues;
@@ -105,6 +106,9 @@ pub enum ClientCommand {
     Export(transfer::ExportArgs),
     /// Send the messages of a JSON Lines export (stdin) to a queue, in batches.
     Import(transfer::ImportArgs),
+    /// Ask the server's /healthz (or /readyz with --ready): exit 0 when it answers 200. The container
+    /// image's health check, which has no curl.
+    Health(health::HealthArgs),
 }
 
 /// A queue named on the command line: `name` (namespace `default`) or `namespace/name`.
@@ -217,6 +221,7 @@ fn dispatch(context: &Context, command: ClientCommand) -> Result<(), CliError> {
         ClientCommand::Top(args) => top::run(context, args),
         ClientCommand::Export(args) => transfer::export(context, args),
         ClientCommand::Import(args) => transfer::import(context, args),
+        ClientCommand::Health(args) => health::run(context, args),
     }
 }
 

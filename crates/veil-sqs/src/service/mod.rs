@@ -53,6 +53,9 @@ pub struct SqsConfig {
     pub telemetry: Telemetry,
     /// The scheme of queue URLs: `https` when the listener serves TLS, else `http`.
     pub url_scheme: &'static str,
+    /// `scheme://host[:port]` that every queue URL starts with (`sqs_advertised_url`), for clients that reach
+    /// the server by another name than the Host they send; `None`: `url_scheme` and the request's Host.
+    pub advertised_url: Option<String>,
     /// SigV4 verification and the credentials (docs/security.md, "SQS"); off by default here, on in
     /// `veil serve`.
     pub auth: SqsAuth,
@@ -66,6 +69,7 @@ impl Default for SqsConfig {
             inflight_max_default: veil_core::limits::INFLIGHT_MESSAGES_DEFAULT,
             telemetry: Telemetry::default(),
             url_scheme: "http",
+            advertised_url: None,
             auth: SqsAuth::default(),
         }
     }
@@ -523,8 +527,13 @@ impl Service {
     }
 
     fn url(&self, context: &RequestContext, key: &QueueKey) -> String {
-        self.names
-            .queue_url(key, self.config.url_scheme, &context.host, &context.region)
+        match &self.config.advertised_url {
+            Some(origin) => self.names.queue_url(key, origin, &context.region),
+            None => {
+                let origin = format!("{}://{}", self.config.url_scheme, context.host);
+                self.names.queue_url(key, &origin, &context.region)
+            }
+        }
     }
 
     fn arn(&self, context: &RequestContext, key: &QueueKey) -> String {

@@ -910,6 +910,28 @@ async fn another_region_is_a_separate_namespace() {
 }
 
 #[tokio::test]
+async fn an_advertised_url_names_every_queue_whatever_host_the_request_names() {
+    let (engine, _clock) = test_support::engine();
+    let config = super::SqsConfig {
+        advertised_url: Some("https://veil.internal:9324".into()),
+        ..super::SqsConfig::default()
+    };
+    let app = super::router(engine, config);
+    let (status, _, body) =
+        test_support::json_call(&app, "CreateQueue", &json!({ "QueueName": "q" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["QueueUrl"],
+        "https://veil.internal:9324/000000000000/q"
+    );
+    let (_, _, listed) = test_support::json_call(&app, "ListQueues", &json!({})).await;
+    assert_eq!(
+        listed["QueueUrls"],
+        json!(["https://veil.internal:9324/000000000000/q"])
+    );
+}
+
+#[tokio::test]
 async fn queue_url_with_another_host_still_names_the_queue() {
     let h = harness();
     h.create("q").await;
