@@ -299,7 +299,8 @@ pub struct AzureAccountSetting {
 #[derive(Args, Debug, Default)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (keys: data_dir, sqs_listen, sqs_account_id, inflight_max,
-    /// durability, log_level, log_format, store_cache_mib, wal_segment_mib, admin_listen, tls_cert, tls_key, sqs_tls_cert,
+    /// durability, log_level, log_format, store_cache_mib, wal_segment_mib, admin_listen, admin_token,
+    /// admin_allowed_hosts, admin_tokenless, sqs_advertised_url, tls_cert, tls_key, sqs_tls_cert,
     /// sqs_tls_key, admin_tls_cert, admin_tls_key, a [limits] table, an [sqs] table with auth, dev_credential
     /// and [[sqs.credentials]] access_key/secret_key/account_id/session_token/grants, and an [azure] table
     /// with listen, auth, max_dequeue_count, tls_cert, tls_key and [[azure.accounts]] name/key/namespace;
