@@ -1,6 +1,10 @@
 """The README's run command works as written: the first command of its first shell block is started from the
 repository root exactly as a new user would type it (only the data directory is pointed at a temporary one),
-Veil answers on the default SQS port 127.0.0.1:9324 with boto3, and SIGTERM stops it cleanly."""
+Veil answers on the default SQS port 127.0.0.1:9324 with boto3, and SIGTERM stops it cleanly.
+
+./scripts/test builds for the static target only (docs/decisions/0009-static-binary.md); when the binary under
+test (VEIL_BIN) is that build, cargo is pointed at its target (CARGO_BUILD_TARGET) so that the command reuses it
+rather than compiling the whole workspace a second time for the host, which a user's cargo does."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import DEFAULT_PORTS, make_client
+from helpers import DEFAULT_PORTS, make_client, veil_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SQS = ("127.0.0.1", 9324)
@@ -28,6 +32,14 @@ def readme_run_command() -> list[str]:
     assert block, "README.md has no ```sh block with the two commands"
     first = block.group(1).splitlines()[0].split("#", 1)[0].strip()
     return shlex.split(first)
+
+
+def built_target() -> str | None:
+    """The target triple VEIL_BIN was built for, when it lies in target/<triple>/release."""
+    path = Path(veil_bin()).resolve()
+    if path.parent.name == "release" and path.parent.parent.parent.name == "target":
+        return path.parent.parent.name
+    return None
 
 
 def port_open(address) -> bool:
@@ -61,6 +73,8 @@ def test_the_readme_run_command_serves_sqs_on_the_default_port(tmp_path):
     assert command[:2] == ["cargo", "run"], f"the README's first command is not a cargo run: {command}"
     wait_for_default_ports()
     env = dict(os.environ, VEIL_DATA_DIR=str(tmp_path / "data"), VEIL_LOG="warn")
+    if (target := built_target()) is not None:
+        env["CARGO_BUILD_TARGET"] = target
     log = open(tmp_path / "veil.log", "wb")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
