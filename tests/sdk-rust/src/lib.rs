@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_sdk_sqs::types::{Message, MessageAttributeValue, MessageSystemAttributeName};
 use md5::{Digest, Md5};
 
 /// The account of the development credential `test` / `test`, in every queue URL and ARN.
@@ -303,4 +303,53 @@ pub fn md5_of_message_attributes(attrs: &HashMap<String, MessageAttributeValue>)
         }
     }
     md5_hex(&buf)
+}
+
+/// Creates a standard queue with default attributes; its URL.
+pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url
+        .expect("a QueueUrl")
+}
+
+/// One receive of up to 10 messages with every system and message attribute, waiting up to `wait` seconds;
+/// `visibility` overrides the queue's timeout when given.
+pub async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    visibility: Option<i32>,
+    wait: i32,
+) -> Vec<Message> {
+    sqs.receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .set_visibility_timeout(visibility)
+        .wait_time_seconds(wait)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("ReceiveMessage")
+        .messages
+        .unwrap_or_default()
+}
+
+/// A system attribute of a received message (`ApproximateReceiveCount`, `SequenceNumber`, …).
+pub fn system_attribute(m: &Message, name: MessageSystemAttributeName) -> Option<&str> {
+    m.attributes.as_ref()?.get(&name).map(String::as_str)
+}
+
+/// The queue's tags (none is an empty map).
+pub async fn queue_tags(sqs: &aws_sdk_sqs::Client, url: &str) -> HashMap<String, String> {
+    sqs.list_queue_tags()
+        .queue_url(url)
+        .send()
+        .await
+        .expect("ListQueueTags")
+        .tags
+        .unwrap_or_default()
 }

@@ -6,24 +6,14 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
-use veil_sdk_rust_tests::{Veil, ACCOUNT, REGION};
+use veil_sdk_rust_tests::{receive, Veil, ACCOUNT, REGION};
 
 async fn receive_one(
     sqs: &Client,
     url: &str,
     visibility: i32,
 ) -> Option<aws_sdk_sqs::types::Message> {
-    let mut got = sqs
-        .receive_message()
-        .queue_url(url)
-        .visibility_timeout(visibility)
-        .wait_time_seconds(1)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .send()
-        .await
-        .expect("ReceiveMessage")
-        .messages
-        .unwrap_or_default();
+    let mut got = receive(sqs, url, Some(visibility), 1).await;
     assert!(got.len() <= 1, "{got:?}");
     got.pop()
 }

@@ -4,18 +4,7 @@
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
-use aws_sdk_sqs::Client;
-use veil_sdk_rust_tests::{Veil, ACCOUNT, REGION};
-
-async fn queue(sqs: &Client, name: &str) -> String {
-    sqs.create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("CreateQueue")
-        .queue_url
-        .unwrap()
-}
+use veil_sdk_rust_tests::{create_queue as queue, Veil, ACCOUNT, REGION};
 
 fn entry(id: &str) -> SendMessageBatchRequestEntry {
     SendMessageBatchRequestEntry::builder()

@@ -8,7 +8,7 @@ use aws_sdk_sqs::types::{
     Message, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use veil_sdk_rust_tests::Veil;
+use veil_sdk_rust_tests::{receive, system_attribute as system, Veil};
 
 async fn fifo_queue(sqs: &Client, name: &str, content_based: bool) -> String {
     sqs.create_queue()
@@ -29,17 +29,7 @@ async fn fifo_queue(sqs: &Client, name: &str, content_based: bool) -> String {
 async fn drain(sqs: &Client, url: &str) -> Vec<Message> {
     let mut all = Vec::new();
     loop {
-        let got = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-            .expect("ReceiveMessage")
-            .messages
-            .unwrap_or_default();
+        let got = receive(sqs, url, None, 1).await;
         if got.is_empty() {
             return all;
         }
@@ -53,10 +43,6 @@ async fn drain(sqs: &Client, url: &str) -> Vec<Message> {
         }
         all.extend(got);
     }
-}
-
-fn system(m: &Message, name: MessageSystemAttributeName) -> Option<&str> {
-    m.attributes.as_ref()?.get(&name).map(String::as_str)
 }
 
 #[tokio::test]

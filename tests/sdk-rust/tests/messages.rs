@@ -12,17 +12,9 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use veil_sdk_rust_tests::{md5_hex, md5_of_message_attributes, Veil};
-
-async fn queue(sqs: &Client, name: &str) -> String {
-    sqs.create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("CreateQueue")
-        .queue_url
-        .unwrap()
-}
+use veil_sdk_rust_tests::{
+    create_queue as queue, md5_hex, md5_of_message_attributes, system_attribute as system, Veil,
+};
 
 fn string(v: &str) -> MessageAttributeValue {
     MessageAttributeValue::builder()
@@ -48,20 +40,9 @@ fn binary(v: &[u8]) -> MessageAttributeValue {
         .unwrap()
 }
 
-/// Receives once with every system and message attribute, waiting up to `wait` seconds.
+/// Receives once, waiting up to `wait` seconds.
 async fn receive(sqs: &Client, url: &str, visibility: i32, wait: i32) -> Vec<Message> {
-    sqs.receive_message()
-        .queue_url(url)
-        .max_number_of_messages(10)
-        .visibility_timeout(visibility)
-        .wait_time_seconds(wait)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("ReceiveMessage")
-        .messages
-        .unwrap_or_default()
+    veil_sdk_rust_tests::receive(sqs, url, Some(visibility), wait).await
 }
 
 /// Receives until `n` messages arrived (at most 5 s), hiding them for `visibility` seconds.
@@ -73,10 +54,6 @@ async fn receive_n(sqs: &Client, url: &str, n: usize, visibility: i32) -> Vec<Me
     }
     assert_eq!(got.len(), n, "expected {n} messages, got {got:?}");
     got
-}
-
-fn system(m: &Message, name: MessageSystemAttributeName) -> Option<&str> {
-    m.attributes.as_ref()?.get(&name).map(String::as_str)
 }
 
 fn now_ms() -> i64 {

@@ -4,7 +4,7 @@
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::QueueAttributeName;
-use veil_sdk_rust_tests::{Veil, ACCOUNT, REGION};
+use veil_sdk_rust_tests::{queue_tags, Veil, ACCOUNT, REGION};
 
 #[tokio::test]
 async fn a_queue_created_with_attributes_reports_them_back() {
@@ -146,14 +146,7 @@ async fn tags_added_are_listed_and_untagged_ones_are_gone() {
         .send()
         .await
         .expect("TagQueue");
-    let tags = sqs
-        .list_queue_tags()
-        .queue_url(&url)
-        .send()
-        .await
-        .expect("ListQueueTags")
-        .tags
-        .unwrap_or_default();
+    let tags = queue_tags(&sqs, &url).await;
     let mut pairs: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     pairs.sort();
     assert_eq!(
@@ -168,14 +161,7 @@ async fn tags_added_are_listed_and_untagged_ones_are_gone() {
         .send()
         .await
         .expect("UntagQueue");
-    let tags = sqs
-        .list_queue_tags()
-        .queue_url(&url)
-        .send()
-        .await
-        .expect("ListQueueTags")
-        .tags
-        .unwrap_or_default();
+    let tags = queue_tags(&sqs, &url).await;
     assert_eq!(tags.len(), 1, "{tags:?}");
     assert_eq!(tags.get("cost-center").map(String::as_str), Some("42"));
 
@@ -186,14 +172,7 @@ async fn tags_added_are_listed_and_untagged_ones_are_gone() {
         .send()
         .await
         .expect("UntagQueue");
-    let tags = sqs
-        .list_queue_tags()
-        .queue_url(&url)
-        .send()
-        .await
-        .expect("ListQueueTags")
-        .tags
-        .unwrap_or_default();
+    let tags = queue_tags(&sqs, &url).await;
     assert!(tags.is_empty(), "{tags:?}");
 }
 
