@@ -96,10 +96,7 @@ class VeilServer:
         return f"http://127.0.0.1:{self.azure_port}/{AZURE_ACCOUNT}"
 
     def azure_connection_string(self, account: str = AZURE_ACCOUNT, key: str = AZURE_KEY) -> str:
-        return (
-            f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
-            f"QueueEndpoint=http://127.0.0.1:{self.azure_port}/{account};"
-        )
+        return azure_connection_string(self.azure_port, account, key)
 
     def start(self, timeout: float = 20.0) -> "VeilServer":
         assert self.proc is None or self.proc.poll() is not None, "server already running"
@@ -309,6 +306,14 @@ def channel_counts(sqs, name: str) -> tuple[int, int]:
 def channel_name(prefix: str) -> str:
     """A fresh channel name, SQS-legal too (letters, digits, '-'), so cross-protocol checks can use it."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def azure_connection_string(port: int, account: str = AZURE_ACCOUNT, key: str = AZURE_KEY) -> str:
+    """A connection string of the Azure endpoint on 127.0.0.1:<port> (path style)."""
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
+        f"QueueEndpoint=http://127.0.0.1:{port}/{account};"
+    )
 
 
 def kubemq_client(server, client_id: str = "veil-e2e", **kwargs):

@@ -18,7 +18,8 @@ import pytest
 import requests
 from kubemq.queues import QueueMessage
 
-from helpers import ACCOUNT, AZURE_ACCOUNT, AZURE_KEY, REPO, kubemq_receive, make_client, receive_one, veil_bin
+from helpers import (ACCOUNT, REPO, azure_connection_string, kubemq_client, kubemq_receive, make_client, receive_one,
+                     veil_bin)
 
 IMAGE = "localhost/veil:latest"
 # The user the Containerfile names: numeric, since a FROM scratch image has no /etc/passwd.
@@ -114,15 +115,14 @@ class Container:
     def azure(self):
         from azure.storage.queue import QueueServiceClient
 
-        return QueueServiceClient.from_connection_string(
-            f"DefaultEndpointsProtocol=http;AccountName={AZURE_ACCOUNT};AccountKey={AZURE_KEY};"
-            f"QueueEndpoint={self.url('azure')}/{AZURE_ACCOUNT};"
-        )
+        return QueueServiceClient.from_connection_string(azure_connection_string(self.ports["azure"]))
+
+    @property
+    def kubemq_address(self) -> str:
+        return f"127.0.0.1:{self.ports['kubemq']}"
 
     def kubemq(self):
-        from kubemq.queues import Client
-
-        return Client(address=f"127.0.0.1:{self.ports['kubemq']}", client_id="veil-image-e2e")
+        return kubemq_client(self, client_id="veil-image-e2e")
 
     def remove(self) -> None:
         self.run("rm", "-f", self.name, check=False)

@@ -753,22 +753,24 @@ fn check_admin_exposure(
 
 /// `http(s)://host[:port]`, without a path: queue URLs append `/<account>/<queue>` to it.
 fn advertised_url(given: &str) -> Result<String, ConfigError> {
-    let url = given.strip_suffix('/').unwrap_or(given);
-    let authority = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    let valid = authority.is_some_and(|authority| {
-        !authority.is_empty()
-            && authority
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
-    });
-    if !valid {
-        return Err(ConfigError::Invalid(format!(
+    let refused = || {
+        ConfigError::Invalid(format!(
             "sqs_advertised_url must be http://host[:port] or https://host[:port] without a path, got {given:?}"
-        )));
+        ))
+    };
+    let uri: axum::http::Uri = given.parse().map_err(|_| refused())?;
+    let scheme = uri
+        .scheme_str()
+        .filter(|scheme| matches!(*scheme, "http" | "https"))
+        .ok_or_else(refused)?;
+    let authority = uri
+        .authority()
+        .filter(|authority| !authority.host().is_empty() && !authority.as_str().contains('@'))
+        .ok_or_else(refused)?;
+    if uri.path() != "/" || uri.query().is_some() {
+        return Err(refused());
     }
-    Ok(url.to_string())
+    Ok(format!("{scheme}://{authority}"))
 }
 
 /// The address given, else the built-in default.

@@ -94,8 +94,13 @@ impl NamespaceMap {
         )
     }
 
-    /// `origin` is `scheme://host[:port]`, without a trailing `/`.
-    pub fn queue_url(&self, key: &QueueKey, origin: &str, fallback_region: &str) -> String {
+    /// `origin` is `scheme://host[:port]`, without a trailing `/` (formatted into the URL, not allocated).
+    pub fn queue_url(
+        &self,
+        key: &QueueKey,
+        origin: impl std::fmt::Display,
+        fallback_region: &str,
+    ) -> String {
         let place = self.account_region(&key.namespace, fallback_region);
         format!("{origin}/{}/{}", place.account, key.name)
     }

@@ -529,10 +529,11 @@ impl Service {
     fn url(&self, context: &RequestContext, key: &QueueKey) -> String {
         match &self.config.advertised_url {
             Some(origin) => self.names.queue_url(key, origin, &context.region),
-            None => {
-                let origin = format!("{}://{}", self.config.url_scheme, context.host);
-                self.names.queue_url(key, &origin, &context.region)
-            }
+            None => self.names.queue_url(
+                key,
+                format_args!("{}://{}", self.config.url_scheme, context.host),
+                &context.region,
+            ),
         }
     }
 
