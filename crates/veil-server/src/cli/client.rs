@@ -91,19 +91,9 @@ impl Client {
 
     /// A probe (`/healthz`, `/readyz`): its status and text, whatever the status. Probes need no token.
     pub fn probe(&self, path: &str) -> Result<(u16, String), CliError> {
-        let mut response = self
-            .agent
-            .get(format!("{}{path}", self.endpoint))
-            .call()
-            .map_err(|error| self.transport_error(error))?;
-        let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(PROBE_ANSWER_BYTES_MAX)
-            .read_to_string()
-            .map_err(|error| self.transport_error(error))?;
-        Ok((status, text))
+        let sent = self.agent.get(format!("{}{path}", self.endpoint)).call();
+        let (status, text) = self.read(sent, PROBE_ANSWER_BYTES_MAX)?;
+        Ok((status.as_u16(), text))
     }
 
     fn url(&self, path: &str) -> String {
@@ -115,19 +105,28 @@ impl Client {
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Value, CliError> {
-        let mut response = sent.map_err(|error| self.transport_error(error))?;
-        let status = response.status();
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(ANSWER_BYTES_MAX)
-            .read_to_string()
-            .map_err(|error| self.transport_error(error))?;
+        let (status, text) = self.read(sent, ANSWER_BYTES_MAX)?;
         if status.is_success() {
             return serde_json::from_str(&text)
                 .map_err(|error| CliError::BadAnswer(format!("{error} in {}", excerpt(&text))));
         }
         Err(decode_error(status.as_u16(), &text))
+    }
+
+    /// The status and text of an answer of at most `limit` bytes.
+    fn read(
+        &self,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+        limit: u64,
+    ) -> Result<(ureq::http::StatusCode, String), CliError> {
+        let mut response = sent.map_err(|error| self.transport_error(error))?;
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(limit)
+            .read_to_string()
+            .map_err(|error| self.transport_error(error))?;
+        Ok((response.status(), text))
     }
 
     fn transport_error(&self, error: ureq::Error) -> CliError {
