@@ -7,6 +7,7 @@
 
 pub mod limits;
 pub mod ops;
+pub mod pin;
 pub mod run;
 pub mod shrink;
 pub mod store;
@@ -16,6 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub use ops::{generate, Op, Scenario};
+pub use pin::{digest, digest_of_seeds, run_pinned, Pinned};
 pub use run::{run, Options, RunResult, RunStats, Violation};
 pub use shrink::{shrink, Shrunk};
 pub use store::{FaultStore, StoreMode};

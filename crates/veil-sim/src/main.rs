@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use veil_sim::limits::STEPS_DEFAULT;
-use veil_sim::{generate, quiet_panics, report, run, run_seeds, Options};
+use veil_sim::{digest, generate, quiet_panics, report, run, run_seeds, Options};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Veil's engine over a fault-injecting store")]
@@ -26,12 +26,25 @@ struct Args {
     /// Print the trace of a passing `--seed` too.
     #[arg(long)]
     trace: bool,
+    /// Print what pins `--seed` as a kept regression seed (its scenario digest and request count) and exit.
+    #[arg(long, requires = "seed")]
+    pin: bool,
 }
 
 fn main() {
     let args = Args::parse();
     quiet_panics();
     let options = Options::default();
+    if let (Some(seed), true) = (args.seed, args.pin) {
+        let scenario = generate(seed, args.steps);
+        let requests = run(&scenario, options).stats.requests;
+        println!(
+            "seed {seed}, {} steps: digest \"{}\", requests {requests}",
+            args.steps,
+            digest(&scenario)
+        );
+        return;
+    }
     if let Some(seed) = args.seed {
         let result = run(
             &generate(seed, args.steps),

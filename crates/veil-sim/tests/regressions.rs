@@ -10,15 +10,28 @@ use veil_core::{
     DeadLetterTiming, Engine, ManualClock, NewMessage, QueueConfig, QueueKey, ReceiptKey,
     ReceiveOptions, RedrivePolicy,
 };
-use veil_sim::{generate, report, run, Options};
+use veil_sim::limits::STEPS_DEFAULT;
+use veil_sim::{report, run_pinned, Options, Pinned};
 
-fn passes(seed: u64) {
-    passes_with(seed, veil_sim::limits::STEPS_DEFAULT);
+/// Runs a kept seed, first checking that it still generates the run it was kept for (`pin.rs`): a changed
+/// generator fails here, loudly, instead of passing without exercising anything.
+fn passes(pinned: Pinned) {
+    let result = run_pinned(&pinned, Options::default()).unwrap_or_else(|why| panic!("{why}"));
+    if let Some(violation) = result.violation {
+        panic!(
+            "{}",
+            report(pinned.seed, pinned.steps, violation, Options::default())
+        );
+    }
 }
 
-fn passes_with(seed: u64, steps: usize) {
-    if let Some(violation) = run(&generate(seed, steps), Options::default()).violation {
-        panic!("{}", report(seed, steps, violation, Options::default()));
+/// A kept seed as `veil-sim --seed N --steps S --pin` prints it.
+const fn pin(seed: u64, steps: usize, digest: &'static str, requests: u64) -> Pinned {
+    Pinned {
+        seed,
+        steps,
+        digest,
+        requests,
     }
 }
 
@@ -26,20 +39,20 @@ fn passes_with(seed: u64, steps: usize) {
 /// second message of the group in flight.
 #[test]
 fn seed_21_a_retried_fifo_receive_is_not_two_of_a_group_in_flight() {
-    passes(21);
+    passes(pin(21, STEPS_DEFAULT, "33988c311554e7a1", 200));
 }
 
 /// A receive answers only the messages that still exist when it reads their payloads after its commit: an
 /// earlier message of the group that expired meanwhile is no FIFO order violation.
 #[test]
 fn seed_47_a_fifo_message_that_expired_before_the_answer_does_not_hold_its_group_back() {
-    passes(47);
+    passes(pin(47, STEPS_DEFAULT, "a555cedae5392215", 180));
 }
 
 /// The final drain starts after every answered receive's window has passed.
 #[test]
 fn seed_65_liveness_waits_for_the_windows_of_the_last_answers() {
-    passes(65);
+    passes(pin(65, STEPS_DEFAULT, "71643f17bc03268b", 248));
 }
 
 /// A dead-letter move can land an already expired message in a queue a sweep visited before; the
@@ -47,13 +60,13 @@ fn seed_65_liveness_waits_for_the_windows_of_the_last_answers() {
 /// seed did not replay the same run (fixed in veil-core: sweeps go in id order).
 #[test]
 fn seed_170_statistics_are_compared_once_the_engine_has_settled() {
-    passes(170);
+    passes(pin(170, STEPS_DEFAULT, "fce29c645656c7c1", 182));
 }
 
 /// A long poll waiting before a send may deliver that message (and its dead-letter rule may drop it).
 #[test]
 fn seed_323_a_waiting_long_poll_may_receive_later_sends() {
-    passes(323);
+    passes(pin(323, STEPS_DEFAULT, "431c5766d78b2dfd", 214));
 }
 
 /// Answers can come back in another order than the deliveries happened: a long poll that started first
@@ -61,21 +74,21 @@ fn seed_323_a_waiting_long_poll_may_receive_later_sends() {
 /// generation order, and a long poll's window binds only requests that started after its answer.
 #[test]
 fn seed_100109_of_1500_steps_a_long_poll_answered_first_may_have_delivered_last() {
-    passes_with(100_109, 1_500);
+    passes(pin(100_109, 1_500, "963afc83f78e80a7", 1104));
 }
 
 /// Two FIFO receives with the same attempt id in flight at once: the retry gives the first one's messages
 /// the retry's visibility (SQS resets it), so the first answer's window binds only until the retry started.
 #[test]
 fn seed_23988_a_retried_receive_attempt_resets_the_visibility_of_its_messages() {
-    passes(23_988);
+    passes(pin(23_988, STEPS_DEFAULT, "0f7e74e3bf153db2", 232));
 }
 
 /// A message moved by its own dead-letter rule arrives without the rule; re-queued to a queue with a redrive
 /// policy, that policy moves it (to orders-dlq), not the rule it no longer has.
 #[test]
 fn seed_93270_a_message_moved_by_its_own_rule_follows_the_queue_policy_after() {
-    passes(93_270);
+    passes(pin(93_270, STEPS_DEFAULT, "2ed5eed38330920f", 210));
 }
 
 fn now<F: std::future::Future>(future: F) -> F::Output {
