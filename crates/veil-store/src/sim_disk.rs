@@ -25,7 +25,7 @@ use crate::io::{StorageFile, StorageIo};
 /// The classes of calls a fault counts and strikes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoOp {
-    /// `write_at`, `set_len`, `allocate`.
+    /// `write_at`, `set_len`, `allocate`, and the directory changes: creating, renaming, removing a file.
     Write,
     /// `sync_data`, `sync_all`, `sync_dir`.
     Sync,
@@ -42,6 +42,9 @@ pub enum Effect {
     Enospc,
     /// The read succeeds but one bit of what it returns is flipped (reads only; the stored bytes stay right).
     FlipBit,
+    /// The power goes just before the call (a seeded [`CrashPlan`]), which then fails like every later call
+    /// on a handle opened before: a crash in the middle of a commit, a checkpoint or a recovery.
+    Crash,
 }
 
 /// When a fault strikes.
@@ -311,6 +314,9 @@ impl Disk {
         if struck.is_some() {
             self.stats.faults_injected += 1;
         }
+        if struck == Some(Effect::Crash) {
+            self.crash(CrashPlan::Seeded);
+        }
         struck
     }
 
@@ -390,6 +396,15 @@ impl Disk {
         }
         inode.live = content.clone();
         inode.durable = content;
+    }
+}
+
+/// Counts a directory change as a write; a fault fails it before it changes anything.
+fn directory_change(disk: &mut Disk, path: &Path) -> io::Result<()> {
+    disk.stats.writes += 1;
+    match disk.fault(IoOp::Write, path) {
+        None | Some(Effect::FlipBit) => Ok(()),
+        Some(effect) => Err(errno(effect)),
     }
 }
 
@@ -489,8 +504,13 @@ struct SimFile {
 fn errno(effect: Effect) -> io::Error {
     match effect {
         Effect::Enospc => io::Error::from_raw_os_error(libc::ENOSPC),
+        Effect::Crash => crashed(),
         Effect::Eio | Effect::FlipBit => io::Error::from_raw_os_error(libc::EIO),
     }
+}
+
+fn crashed() -> io::Error {
+    io::Error::other("the simulated disk crashed after this file was opened")
 }
 
 impl SimFile {
@@ -498,9 +518,7 @@ impl SimFile {
     fn disk(&self) -> io::Result<MutexGuard<'_, Disk>> {
         let disk = lock(&self.disk);
         if disk.epoch != self.epoch {
-            return Err(io::Error::other(
-                "the simulated disk crashed after this file was opened",
-            ));
+            return Err(crashed());
         }
         Ok(disk)
     }
@@ -512,6 +530,7 @@ impl SimFile {
         let fault = disk.fault(IoOp::Write, &self.path);
         let op = match (fault, op) {
             (None | Some(Effect::FlipBit), op) => op,
+            (Some(Effect::Crash), _) => return Err(crashed()),
             (Some(effect), FileOp::Write { offset, data }) => {
                 let cut = disk.fault_rng.up_to(data.len() as u64) as usize;
                 let partial = FileOp::Write {
@@ -535,6 +554,9 @@ impl SimFile {
         let mut disk = self.disk()?;
         disk.stats.syncs += 1;
         if let Some(effect) = disk.fault(IoOp::Sync, &self.path) {
+            if effect == Effect::Crash {
+                return Err(crashed());
+            }
             // Linux may drop the dirty pages of a failed fsync: the data is then neither durable nor readable.
             let dropped = disk.fault_rng.chance(500_000);
             let inode = disk.inode(self.inode)?;
@@ -562,7 +584,7 @@ fn read_into(
 ) -> io::Result<()> {
     disk.stats.reads += 1;
     let fault = disk.fault(IoOp::Read, path);
-    if let Some(effect @ (Effect::Eio | Effect::Enospc)) = fault {
+    if let Some(effect @ (Effect::Eio | Effect::Enospc | Effect::Crash)) = fault {
         return Err(errno(effect));
     }
     let content = &disk.inode(content_of)?.live;
@@ -629,6 +651,7 @@ impl StorageIo for SimDisk {
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let mut disk = self.lock();
+        directory_change(&mut disk, path)?;
         let inode = disk.link_new(path)?;
         Ok(self.handle(&disk, inode, path))
     }
@@ -637,7 +660,10 @@ impl StorageIo for SimDisk {
         let mut disk = self.lock();
         let inode = match disk.lookup(path) {
             Ok(inode) => inode,
-            Err(e) if create && e.kind() == io::ErrorKind::NotFound => disk.link_new(path)?,
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                directory_change(&mut disk, path)?;
+                disk.link_new(path)?
+            }
             Err(e) => return Err(e),
         };
         Ok(self.handle(&disk, inode, path))
@@ -666,6 +692,7 @@ impl StorageIo for SimDisk {
             ));
         }
         disk.lookup(from)?;
+        directory_change(&mut disk, to)?;
         let dir = disk.dir_mut(&from_dir)?;
         let op = DirOp::Rename(from_name, to_name);
         op.apply(&mut dir.live);
@@ -676,6 +703,7 @@ impl StorageIo for SimDisk {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.lock();
         disk.lookup(path)?;
+        directory_change(&mut disk, path)?;
         let (dir, name) = split(path)?;
         let dir = disk.dir_mut(&dir)?;
         let op = DirOp::Unlink(name);
