@@ -25,5 +25,5 @@ pub use faults::{Fault, FaultPlan};
 pub use io::{FsIo, IoBackend, RedbBackend, StorageFile, StorageIo};
 pub use limits::{CACHE_BYTES_DEFAULT, WAL_SEGMENT_BYTES_MAX};
 pub use redb_store::{probe_writable, Durability, RedbStore, StoreOptions};
-pub use secret::load_or_create_secret;
+pub use secret::{load_or_create_secret, load_or_create_secret_on};
 pub use sim_disk::{CrashPlan, Effect, IoOp, SimDisk, SimFault, SimStats, When};

@@ -219,6 +219,8 @@ struct Disk {
     inodes: HashMap<u64, Inode>,
     dirs: BTreeMap<PathBuf, Dir>,
     faults: Vec<SimFault>,
+    /// What an [`Effect::Crash`] keeps.
+    crash_plan: CrashPlan,
     stats: SimStats,
 }
 
@@ -315,7 +317,7 @@ impl Disk {
             self.stats.faults_injected += 1;
         }
         if struck == Some(Effect::Crash) {
-            self.crash(CrashPlan::Seeded);
+            self.crash(self.crash_plan);
         }
         struck
     }
@@ -420,6 +422,7 @@ impl SimDisk {
                 inodes: HashMap::new(),
                 dirs: BTreeMap::new(),
                 faults: Vec::new(),
+                crash_plan: CrashPlan::Seeded,
                 stats: SimStats::default(),
             })),
         }
@@ -446,6 +449,11 @@ impl SimDisk {
     /// Power loss keeping what `plan` says of the unsynced writes. Every handle opened before fails from now on.
     pub fn crash_with(&self, plan: CrashPlan) {
         self.lock().crash(plan);
+    }
+
+    /// Sets what the crashes of [`Effect::Crash`] keep (by default a plan drawn from the seed).
+    pub fn set_crash_plan(&self, plan: CrashPlan) {
+        self.lock().crash_plan = plan;
     }
 
     /// Adds a fault; it counts calls from now.
