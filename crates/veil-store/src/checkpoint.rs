@@ -13,6 +13,7 @@ use std::path::Path;
 use redb::Database;
 use veil_core::{Payload, QueueId, StoreError, StoreOp};
 
+use crate::io::StorageIo;
 use crate::overlay::Key;
 use crate::tables::{moved, redb_err, Tables};
 use crate::wal;
@@ -53,9 +54,9 @@ pub struct Recovered {
 /// Replays the log segments newer than redb's last checkpoint into redb, then removes every segment. A torn
 /// tail is allowed only in the newest segment: an older one was complete and synced before the next began,
 /// so damage there is corruption and start-up stops rather than skip acknowledged changes.
-pub fn recover(db: &Database, dir: &Path) -> Result<Recovered, StoreError> {
+pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovered, StoreError> {
     let applied = crate::tables::wal_applied(db)?;
-    let segments = wal::list_segments(dir)?;
+    let segments = wal::list_segments(io, dir)?;
     let newest = segments.last().map_or(0, |(generation, _)| *generation);
     let mut ops = Vec::new();
     let mut recovered = Recovered {
@@ -76,7 +77,7 @@ pub fn recover(db: &Database, dir: &Path) -> Result<Recovered, StoreError> {
         }
     }
     for (generation, path) in segments.iter().filter(|(g, _)| *g > applied) {
-        let contents = wal::read_segment(path)?;
+        let contents = wal::read_segment(io, path)?;
         if contents.torn_bytes > 0 && *generation != newest {
             return Err(StoreError::Corrupt(format!(
                 "{} ends in {} damaged bytes but is not the newest log segment",
@@ -99,7 +100,7 @@ pub fn recover(db: &Database, dir: &Path) -> Result<Recovered, StoreError> {
         );
     }
     for (_, path) in &segments {
-        std::fs::remove_file(path)
+        io.remove_file(path)
             .map_err(|e| StoreError::Io(format!("removing {}: {e}", path.display())))?;
     }
     Ok(recovered)

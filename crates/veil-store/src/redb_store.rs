@@ -24,6 +24,7 @@ use veil_telemetry::StoreMetrics;
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
 use crate::faults::FaultPlan;
+use crate::io::{FsIo, RedbBackend, StorageIo};
 use crate::limits::{
     CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_PAYLOAD_MIN, PROBE_BYTES,
     REOPEN_FREE_SEGMENTS_MIN, WAL_SEGMENT_BYTES_MAX,
@@ -94,28 +95,32 @@ pub struct RedbStore {
 }
 
 impl RedbStore {
-    /// Opens (or creates) the store in `dir`, replaying the log a crash left behind.
+    /// Opens (or creates) the store in `dir` on the real file system, replaying the log a crash left behind.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Self, StoreError> {
+        Self::open_on(Arc::new(FsIo), dir, options)
+    }
+
+    /// Opens (or creates) the store in `dir` on `io`: the real file system ([`FsIo`], what [`RedbStore::open`]
+    /// uses) or a simulated disk ([`crate::SimDisk`]) that the simulator crashes and fails. Every file of the
+    /// store (log segments, the redb file) goes through `io` (docs/decisions/0010-storage-io.md).
+    pub fn open_on(
+        io: Arc<dyn StorageIo>,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
         let started = Instant::now();
         // Private before anything is written into it (docs/security.md "The data directory").
-        crate::private::make_private(dir)?;
+        io.prepare_dir(dir)
+            .map_err(|e| StoreError::Io(format!("preparing {}: {e}", dir.display())))?;
         let path = dir.join(DATABASE_FILE);
-        // Every page's checksum is verified at open (docs/reliability.md "Storage faults"): redb trusts a
-        // cleanly closed file otherwise, and serves a flipped byte as data or panics on it. The check reads
-        // the whole file once per start-up; nothing on the request path pays for it.
-        let db = Database::builder()
-            .set_cache_size(options.cache_bytes)
-            .set_check_integrity_on_open(true)
-            .create(&path)
-            .map_err(|e| open_error(e, &path))?;
-        // redb creates its file with the umask's mode.
-        crate::private::make_file_private(&path)?;
+        let db = open_database(io.as_ref(), &path, options.cache_bytes)?;
         tables::prepare(&db, &path)?;
-        let recovered = recover(&db, dir)?;
+        let recovered = recover(&db, io.as_ref(), dir)?;
         let mut db = db;
-        compact_if_mostly_free(&mut db, &path)?;
+        compact_if_mostly_free(io.as_ref(), &mut db, &path)?;
         options.metrics.recovered(started.elapsed());
         let segment = Segment::create(
+            io.as_ref(),
             dir,
             recovered.next_generation,
             options.wal_segment_bytes_max,
@@ -125,6 +130,7 @@ impl RedbStore {
         let commits = Arc::new(AtomicU64::new(0));
         let (failed_watch, failed) = watch::channel(false);
         let writer = Writer {
+            io,
             dir: dir.to_path_buf(),
             db: db.clone(),
             overlay: overlay.clone(),
@@ -217,6 +223,28 @@ impl RedbStore {
     }
 }
 
+/// Opens redb's file on `io`. Every page's checksum is verified at open (docs/reliability.md "Storage faults"):
+/// redb trusts a cleanly closed file otherwise, and serves a flipped byte as data or panics on it. The check
+/// reads the whole file once per start-up; nothing on the request path pays for it.
+fn open_database(
+    io: &dyn StorageIo,
+    path: &Path,
+    cache_bytes: usize,
+) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder
+        .set_cache_size(cache_bytes)
+        .set_check_integrity_on_open(true);
+    let backend = io
+        .redb_backend(path)
+        .map_err(|e| StoreError::Io(format!("opening {}: {e}", path.display())))?;
+    let db = match backend {
+        RedbBackend::File(file) => builder.create_with_backend(file),
+        RedbBackend::Io(adapter) => builder.create_with_backend(adapter),
+    };
+    db.map_err(|e| open_error(e, path))
+}
+
 /// A file redb finds damaged is corruption, named with its path, so that start-up stops with a clear error.
 fn open_error(error: redb::DatabaseError, path: &Path) -> StoreError {
     match error {
@@ -288,10 +316,14 @@ fn free_bytes(dir: &Path) -> Result<u64, StoreError> {
 /// would keep its size; compaction needs the database to itself, hence only at start-up. Whether the file is
 /// mostly free is judged from the payload bytes the checkpoints counted (`meta.payload_bytes`): redb's own
 /// statistics walk every page, which for a large live store costs more than the start-up itself.
-fn compact_if_mostly_free(db: &mut Database, path: &Path) -> Result<(), StoreError> {
-    let file_bytes = std::fs::metadata(path)
-        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?
-        .len();
+fn compact_if_mostly_free(
+    io: &dyn StorageIo,
+    db: &mut Database,
+    path: &Path,
+) -> Result<(), StoreError> {
+    let file_bytes = io
+        .file_len(path)
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
     let payload_bytes = tables::read_meta_u64(db, tables::PAYLOAD_BYTES_KEY)?;
     if file_bytes < COMPACT_FILE_BYTES_MIN
         || file_bytes < payload_bytes.saturating_mul(COMPACT_FILE_PER_PAYLOAD_MIN)
@@ -303,9 +335,9 @@ fn compact_if_mostly_free(db: &mut Database, path: &Path) -> Result<(), StoreErr
         .compact()
         .map_err(|e| StoreError::Io(format!("compacting {}: {e}", path.display())))?
     {}
-    let compacted_bytes = std::fs::metadata(path)
-        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?
-        .len();
+    let compacted_bytes = io
+        .file_len(path)
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
     tracing::info!(
         file_bytes,
         payload_bytes,

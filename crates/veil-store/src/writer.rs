@@ -20,6 +20,7 @@ use veil_telemetry::StoreMetrics;
 
 use crate::checkpoint::checkpoint;
 use crate::faults::{self, Fault, FaultPlan, Point};
+use crate::io::StorageIo;
 use crate::limits::{GROUP_OPS_MAX, WAL_SEGMENT_OPS_MAX};
 use crate::overlay::{Key, Overlay, Window};
 use crate::wal::{self, Segment};
@@ -42,6 +43,8 @@ pub enum Job {
 
 /// Everything the writer thread owns.
 pub struct Writer {
+    /// The data directory's files: the log segments this thread creates and the checkpointer removes.
+    pub io: Arc<dyn StorageIo>,
     pub dir: PathBuf,
     pub db: Arc<Database>,
     /// Shared with readers (payload lookups) and the checkpointer (which drops a window once redb holds it).
@@ -154,6 +157,7 @@ impl Writer {
         let db = self.db.clone();
         let overlay = self.overlay.clone();
         let dir = self.dir.clone();
+        let io = self.io.clone();
         let metrics = self.metrics.clone();
         let faults = self.faults.clone();
         let thread = std::thread::Builder::new()
@@ -173,7 +177,7 @@ impl Writer {
                             overlay.checkpointed();
                         }
                         let path = wal::segment_path(&dir, window.generation);
-                        std::fs::remove_file(&path).map_err(|e| {
+                        io.remove_file(&path).map_err(|e| {
                             StoreError::Io(format!("removing {}: {e}", path.display()))
                         })
                     });
@@ -293,6 +297,7 @@ impl Writer {
         }
         self.wait_for_checkpoint(checkpointer)?;
         let next = Segment::create(
+            self.io.as_ref(),
             &self.dir,
             self.segment.generation + 1,
             self.segment_bytes_max,
