@@ -5,12 +5,15 @@
 //! same run exactly. `run` checks the invariants after every step; `shrink` reduces a failing run to a minimal
 //! one; `run_seeds` spreads many seeds over threads (each seed stays single-threaded).
 
+pub mod backend;
+pub mod disk;
 pub mod limits;
 pub mod ops;
 pub mod pin;
 pub mod run;
 pub mod shrink;
 pub mod store;
+pub mod wal;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -29,6 +32,8 @@ pub struct Summary {
     /// The failing seeds found (the run stops soon after the first), lowest first.
     pub failures: Vec<(u64, Violation)>,
     pub elapsed: Duration,
+    /// Each seed's wall time in milliseconds, in no order.
+    pub per_seed_ms: Vec<f64>,
 }
 
 /// Runs seeds `start .. start + count` of `steps` operations each on `threads` threads, stopping soon after
@@ -46,16 +51,20 @@ pub fn run_seeds(
     let done = AtomicU64::new(0);
     let total = Mutex::new(RunStats::default());
     let failures = Mutex::new(Vec::new());
+    let per_seed_ms = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 let mut mine = RunStats::default();
+                let mut times = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= start + count {
                         break;
                     }
+                    let began = Instant::now();
                     let result = run(&generate(seed, steps), options);
+                    times.push(began.elapsed().as_secs_f64() * 1e3);
                     mine.add(&result.stats);
                     done.fetch_add(1, Ordering::Relaxed);
                     if let Some(violation) = result.violation {
@@ -67,6 +76,10 @@ pub fn run_seeds(
                     }
                 }
                 total.lock().unwrap_or_else(|e| e.into_inner()).add(&mine);
+                per_seed_ms
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(times);
             });
         }
     });
@@ -77,6 +90,7 @@ pub fn run_seeds(
         stats: total.into_inner().unwrap_or_else(|e| e.into_inner()),
         failures,
         elapsed: began.elapsed(),
+        per_seed_ms: per_seed_ms.into_inner().unwrap_or_else(|e| e.into_inner()),
     }
 }
 
@@ -119,9 +133,14 @@ pub fn report(seed: u64, steps: usize, violation: Violation, options: Options) -
             |v| v.to_string()
         )
     );
+    let store = if options.store == StoreMode::Wal {
+        " --store wal"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "replay: cargo run --release -p veil-sim -- --seed {seed} --steps {steps}"
+        "replay: cargo run --release -p veil-sim -- --seed {seed} --steps {steps}{store}"
     );
     out
 }

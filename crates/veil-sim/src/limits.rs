@@ -44,3 +44,29 @@ pub const SETTLE_PASSES_MAX: usize = 3;
 pub const DRAIN_RECEIVES_MAX: usize = 10_000;
 /// Re-runs the shrinker may spend on one failure.
 pub const SHRINK_RUNS_MAX: usize = 20_000;
+
+// ----- `--store wal`: the real store on a simulated disk -----
+
+/// Log segments of a few commits, so that every seed rolls segments, runs checkpoints and recovers across
+/// them (production: `veil_store::WAL_SEGMENT_BYTES_MAX`, 64 MiB).
+pub const WAL_SEGMENT_BYTES_SIM: u64 = 512;
+/// redb's page cache: small, so that reads reach the (simulated) disk and its faults.
+pub const WAL_CACHE_BYTES_SIM: usize = 256 * 1024;
+/// Where the store lives on the simulated disk.
+pub const WAL_DATA_DIR: &str = "/sim/data";
+/// Mixed into the seed for the wal mode's own draws, so that they do not shift the generator's.
+pub const WAL_SEED_SALT: u64 = 0x5741_4C5F_5345_4544;
+/// Share of seeds whose disk flips a bit in some reads, and how often it then does (per million reads).
+pub const WAL_FLIP_SEEDS_SHARE: f64 = 0.25;
+pub const WAL_FLIPS_PER_MILLION: u32 = 2_000;
+/// Share of injected write faults that strike the log (the rest strike the redb file under a checkpoint).
+pub const WAL_LOG_FAULT_SHARE: f64 = 0.75;
+/// A crash of `kept` = k loses the power within the next k × this many writes (or syncs).
+pub const WAL_CRASH_CALLS_PER_KEPT: u64 = 12;
+/// Recoveries tried in a row (each may be interrupted by a power loss or see a flipped bit) before the run
+/// calls recovery stuck.
+pub const RECOVERY_ATTEMPTS_MAX: usize = 10;
+/// Longest park while waiting for the store's writer to answer (it wakes the simulator earlier).
+pub const WAL_PARK_MS: u64 = 10;
+/// Longest wait for a checkpoint to finish before the simulator goes on (and counts it).
+pub const WAL_IDLE_WAIT_MS_MAX: u64 = 10_000;

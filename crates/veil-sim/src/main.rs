@@ -3,7 +3,13 @@
 
 use clap::Parser;
 use veil_sim::limits::STEPS_DEFAULT;
-use veil_sim::{digest, generate, quiet_panics, report, run, run_seeds, Options};
+use veil_sim::{digest, generate, quiet_panics, report, run, run_seeds, Options, StoreMode};
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StoreArg {
+    Fault,
+    Wal,
+}
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Veil's engine over a fault-injecting store")]
@@ -26,6 +32,11 @@ struct Args {
     /// Print the trace of a passing `--seed` too.
     #[arg(long)]
     trace: bool,
+    /// The store under the engine: `fault`, a fault-injecting store whose durable part is checked after every
+    /// step, or `wal`, veil-store's real log, checkpointer and recovery on a simulated disk that crashes,
+    /// tears writes, fails with EIO/ENOSPC and flips bits.
+    #[arg(long, value_enum, default_value_t = StoreArg::Fault)]
+    store: StoreArg,
     /// Print what pins `--seed` as a kept regression seed (its scenario digest and request count) and exit.
     #[arg(long, requires = "seed")]
     pin: bool,
@@ -34,7 +45,13 @@ struct Args {
 fn main() {
     let args = Args::parse();
     quiet_panics();
-    let options = Options::default();
+    let options = Options {
+        store: match args.store {
+            StoreArg::Fault => StoreMode::Honest,
+            StoreArg::Wal => StoreMode::Wal,
+        },
+        ..Options::default()
+    };
     if let (Some(seed), true) = (args.seed, args.pin) {
         let scenario = generate(seed, args.steps);
         let requests = run(&scenario, options).stats.requests;
@@ -89,6 +106,22 @@ fn main() {
         "  faults: flushes {}, slow commits {}, commit failures {}, crashes {} (commits lost {}), clock jumps {}, restarts {}",
         s.flushes, s.slow_commits, s.commit_failures, s.crashes, s.lost_commits, s.clock_jumps, s.restarts
     );
+    if args.store == StoreArg::Wal {
+        let d = s.disk;
+        println!(
+            "  disk: power losses {} (recoveries {}, {} across segments, {} interrupted, {} failed by a fault), durability checks {}, segments {}, checkpoints {}",
+            s.crashes, d.recoveries, d.recoveries_across_segments, d.recoveries_interrupted, d.recoveries_failed, s.durability_checks, d.segments, d.checkpoints
+        );
+        println!(
+            "  disk faults: EIO {}, ENOSPC {}, injected {}, bit-flip seeds {} (corruption detected {}), checkpoint waits given up {}",
+            d.eio, d.enospc, d.faults_injected, d.flip_seeds, d.corruption_detected, d.idle_timeouts
+        );
+        let mut per_seed = summary.per_seed_ms;
+        per_seed.sort_unstable_by(f64::total_cmp);
+        if let (Some(median), Some(max)) = (per_seed.get(per_seed.len() / 2), per_seed.last()) {
+            println!("  per seed: median {median:.1} ms, max {max:.1} ms");
+        }
+    }
     match summary.failures.into_iter().next() {
         None => println!("  all seeds passed"),
         Some((seed, violation)) => {

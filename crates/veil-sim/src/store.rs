@@ -28,6 +28,8 @@ pub enum StoreMode {
     Honest,
     /// Resolves every commit at once while the write is still pending (lost on a crash).
     AcksBeforeDurable,
+    /// Not this store: veil-store's real log, checkpointer and recovery on a simulated disk (`wal.rs`).
+    Wal,
 }
 
 /// Where a commit's answer is left for its future.

@@ -15,7 +15,7 @@
 //! processes, and the order in which the store's own threads reach the disk (a seed replays the disk's
 //! decisions, not the threads' interleaving).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -216,7 +216,8 @@ struct Disk {
     /// Bumped by every crash; a handle from an older epoch is dead.
     epoch: u64,
     next_inode: u64,
-    inodes: HashMap<u64, Inode>,
+    /// In inode order: a crash draws from its seed file by file, so the order must not vary between runs.
+    inodes: BTreeMap<u64, Inode>,
     dirs: BTreeMap<PathBuf, Dir>,
     faults: Vec<SimFault>,
     /// What an [`Effect::Crash`] keeps.
@@ -419,7 +420,7 @@ impl SimDisk {
                 crash_rng: Rng(seed ^ 0x5EED_C4A5_0000_0001),
                 epoch: 0,
                 next_inode: 1,
-                inodes: HashMap::new(),
+                inodes: BTreeMap::new(),
                 dirs: BTreeMap::new(),
                 faults: Vec::new(),
                 crash_plan: CrashPlan::Seeded,

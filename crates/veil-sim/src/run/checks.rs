@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use veil_core::{Clock, Counters, MessageState, Millis, QueueId, QueueKey, QueueStats, Seq, Store};
+use veil_core::{Clock, Counters, MessageState, Millis, QueueId, QueueKey, QueueStats, Seq};
 
 use super::{key, tag_of, Sim, Violation};
 use crate::limits::*;
@@ -12,7 +12,7 @@ use crate::ops::*;
 
 impl Sim<'_> {
     pub(super) fn queue_id(&self, queue: usize) -> Option<QueueId> {
-        let snapshot = self.store.durable().load_queues().ok()?;
+        let snapshot = self.store.durable()?.load_queues().ok()?;
         snapshot
             .queues
             .iter()
@@ -20,21 +20,23 @@ impl Sim<'_> {
             .map(|(record, _)| record.id)
     }
 
-    /// Every stored message's generation, by (queue, seq).
-    pub(super) fn durable_states(&self) -> HashMap<(QueueId, Seq), u32> {
+    /// Every stored message's generation, by (queue, seq); `None` when what is durable cannot be read now
+    /// (`Backend::durable`).
+    pub(super) fn durable_states(&self) -> Option<HashMap<(QueueId, Seq), u32>> {
         let mut states = HashMap::new();
         let _ = self
             .store
-            .durable()
+            .durable()?
             .load_messages(&mut |queue, seq, state| {
                 states.insert((queue, seq), state.generation);
             });
-        states
+        Some(states)
     }
 
-    /// Every stored message's tag, with how many times it is stored.
-    pub(super) fn durable_tags(&self) -> BTreeMap<u64, u32> {
-        let durable = self.store.durable();
+    /// Every stored message's tag, with how many times it is stored; `None` when what is durable cannot be
+    /// read now.
+    pub(super) fn durable_tags(&self) -> Option<BTreeMap<u64, u32>> {
+        let durable = self.store.durable()?;
         let mut seqs: BTreeMap<QueueId, Vec<Seq>> = BTreeMap::new();
         let _ =
             durable.load_messages(&mut |queue, seq, _| seqs.entry(queue).or_default().push(seq));
@@ -48,14 +50,14 @@ impl Sim<'_> {
                 }
             }
         }
-        tags
+        Some(tags)
     }
 
     pub(super) fn expect_durable(&self, tag: u64, kind: &'static str) -> Result<(), Violation> {
         let msg = &self.msgs[&tag];
         if msg.maybe_gone.is_none()
             && !self.maybe_expired(tag)
-            && !self.durable_tags().contains_key(&tag)
+            && self.durable_tags().is_some_and(|d| !d.contains_key(&tag))
         {
             return Err(self.violation(kind, format!("m{tag} is not in the store")));
         }
@@ -64,7 +66,10 @@ impl Sim<'_> {
 
     pub(super) fn check_step(&mut self) -> Result<(), Violation> {
         self.engine.check_invariants();
-        let stored = self.durable_tags();
+        let Some(stored) = self.durable_tags() else {
+            return Ok(());
+        };
+        self.stats.durability_checks += 1;
         for (&tag, &count) in &stored {
             let Some(msg) = self.msgs.get(&tag) else {
                 return Err(self.violation(
@@ -139,18 +144,16 @@ impl Sim<'_> {
             return Ok(());
         }
         let now = self.clock.now();
-        let snapshot = self
-            .store
-            .durable()
+        let Some(durable) = self.store.durable() else {
+            return Ok(());
+        };
+        let snapshot = durable
             .load_queues()
             .map_err(|e| self.violation("store unreadable", e.to_string()))?;
         let mut states: HashMap<QueueId, Vec<(Seq, MessageState)>> = HashMap::new();
-        let _ = self
-            .store
-            .durable()
-            .load_messages(&mut |queue, seq, state| {
-                states.entry(queue).or_default().push((seq, state))
-            });
+        let _ = durable.load_messages(&mut |queue, seq, state| {
+            states.entry(queue).or_default().push((seq, state))
+        });
         self.stats.recounts += 1;
         for (record, counters) in &snapshot.queues {
             let stats = match self.engine.stats(&record.key) {

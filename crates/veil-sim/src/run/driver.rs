@@ -9,14 +9,14 @@ use std::task::{Context, Poll, Waker};
 
 use veil_core::{
     Clock, DeleteOutcome, Engine, EngineResult, ManualClock, Message, Millis, MoveTaskError,
-    MoveTaskRecord, QueueConfig, ReceiptKey, RedrivePolicy, SentMessage, Store, Updated,
+    MoveTaskRecord, QueueConfig, ReceiptKey, RedrivePolicy, SentMessage, Updated,
 };
 
 use super::model::Held;
 use super::{key, Sim, Violation};
+use crate::backend::Backend;
 use crate::limits::*;
 use crate::ops::*;
-use crate::store::FaultStore;
 
 pub(super) enum Outcome {
     Sent(EngineResult<Vec<SentMessage>>),
@@ -104,9 +104,8 @@ fn receipts() -> ReceiptKey {
     ReceiptKey::new([7; veil_core::receipt::SECRET_BYTES])
 }
 
-pub(super) fn open(store: &Arc<FaultStore>, clock: &ManualClock) -> EngineResult<Engine> {
-    let store: Arc<dyn Store> = store.clone();
-    Engine::open(store, Arc::new(clock.clone()), receipts())
+pub(super) fn open(store: &dyn Backend, clock: &ManualClock) -> EngineResult<Engine> {
+    Engine::open(store.engine_store(), Arc::new(clock.clone()), receipts())
 }
 
 impl Sim<'_> {
@@ -184,7 +183,14 @@ impl Sim<'_> {
         let mut cx = Context::from_waker(Waker::noop());
         let flight = &mut self.inflight[index];
         flight.polls += 1;
-        if let Poll::Ready(outcome) = flight.future.as_mut().poll(&mut cx) {
+        let mut polled = flight.future.as_mut().poll(&mut cx);
+        // The real store answers from its own thread: once it has, the request can go on in this step.
+        if polled.is_pending() && self.store.settle() {
+            let flight = &mut self.inflight[index];
+            flight.polls += 1;
+            polled = flight.future.as_mut().poll(&mut cx);
+        }
+        if let Poll::Ready(outcome) = polled {
             let flight = self.inflight.remove(index);
             if flight.step != self.step && flight.polls > 2 {
                 self.stats.slow_commits += 1;
@@ -237,7 +243,26 @@ impl Sim<'_> {
         }
     }
 
+    /// A crash the scenario asks for: now, or (on the simulated disk) at a later write or sync, after which
+    /// [`Sim::restart_if_the_power_went`] restarts.
     pub(super) fn crash(&mut self, kept: usize) -> Result<(), Violation> {
+        match self.store.crash(kept) {
+            Some(lost) => self.restart(lost),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn restart_if_the_power_went(&mut self) -> Result<(), Violation> {
+        if self.store.power_went() {
+            self.note(|| "the power went".into());
+            self.restart(0)?;
+        }
+        Ok(())
+    }
+
+    /// The process died, losing `lost` pending commits: clients lose their answers, the store recovers from
+    /// what the disk kept, and the engine starts from it.
+    fn restart(&mut self, lost: usize) -> Result<(), Violation> {
         self.stats.crashes += 1;
         self.stats.restarts += 1;
         let doubtful = self.inflight.len() as u64;
@@ -247,13 +272,16 @@ impl Sim<'_> {
         for client in &mut self.clients {
             client.attempt = None;
         }
-        self.stats.lost_commits += self.store.crash(kept) as u64;
+        self.stats.lost_commits += lost as u64;
         self.note(|| format!("{doubtful} requests in doubt"));
+        if let Err(why) = self.store.recover() {
+            return Err(self.violation("recovery failed", why));
+        }
         self.reopen()
     }
 
     pub(super) fn reopen(&mut self) -> Result<(), Violation> {
-        match open(&self.store, &self.clock) {
+        match open(self.store.as_ref(), &self.clock) {
             Ok(engine) => {
                 self.engine = Arc::new(engine);
                 Ok(())

@@ -118,7 +118,7 @@ impl Sim<'_> {
                 if let Some(msg) = self.msgs.get_mut(tag) {
                     msg.deleted.get_or_insert(flight.tick);
                 }
-                if self.durable_tags().contains_key(tag) {
+                if self.durable_tags().is_some_and(|d| d.contains_key(tag)) {
                     return Err(self.violation(
                         "acknowledged delete not durable",
                         format!("m{tag}'s delete was acknowledged while the store still holds it"),
@@ -181,7 +181,10 @@ impl Sim<'_> {
             msg.seq_in_origin = Some(sent.seq);
             self.by_id.insert(sent.message_id, tag);
             let gone = msg.maybe_gone.is_some();
-            if !durable.contains_key(&tag) && !gone && !self.maybe_expired(tag) {
+            if durable.as_ref().is_some_and(|d| !d.contains_key(&tag))
+                && !gone
+                && !self.maybe_expired(tag)
+            {
                 return Err(self.violation(
                     "acknowledged send not durable",
                     format!(
@@ -272,7 +275,7 @@ impl Sim<'_> {
             let tag = self.check_delivery(
                 flight,
                 message,
-                &durable_states,
+                durable_states.as_ref(),
                 (&delivered_here, &all_here),
             )?;
             delivered_here.push((tag, message.seq, message.payload.group.clone()));
@@ -288,7 +291,7 @@ impl Sim<'_> {
         &mut self,
         flight: &InFlight,
         message: &Message,
-        durable_states: &HashMap<(QueueId, Seq), u32>,
+        durable_states: Option<&HashMap<(QueueId, Seq), u32>>,
         (delivered_here, all_here): (&[Delivered], &[u64]),
     ) -> Result<u64, Violation> {
         let Request::Receive {
@@ -400,10 +403,10 @@ impl Sim<'_> {
         tag: u64,
         queue: usize,
         message: &Message,
-        durable_states: &HashMap<(QueueId, Seq), u32>,
+        durable_states: Option<&HashMap<(QueueId, Seq), u32>>,
     ) -> Result<(), Violation> {
         if let Some(queue_id) = self.queue_id(queue) {
-            match durable_states.get(&(queue_id, message.seq)) {
+            match durable_states.and_then(|states| states.get(&(queue_id, message.seq))) {
                 Some(generation) if *generation < message.state.generation => {
                     return Err(self.violation(
                         "acknowledged receive not durable",

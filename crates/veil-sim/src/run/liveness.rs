@@ -22,6 +22,8 @@ impl Sim<'_> {
     /// Heals every fault, answers every request still waiting, passes every window and restarts.
     fn heal_and_wait(&mut self) -> Result<(), Violation> {
         // Heal: a fail-stopped store needs a restart; otherwise the disk catches up.
+        self.store.heal();
+        self.restart_if_the_power_went()?;
         if self.store.failed() {
             self.crash(0)?;
         }
@@ -46,8 +48,14 @@ impl Sim<'_> {
         // What those last answers made invisible becomes visible again.
         self.clock
             .advance_ms(VISIBILITY_MS_MAX + DELAY_MS_MAX + RECEIVE_WAIT_MS_MAX + 1_000);
-        // A restart as well: what is recovered must deliver too.
-        self.reopen()?;
+        // A restart as well: what is recovered must deliver too. The real store may learn only now that a
+        // background checkpoint failed; it then refuses to serve and needs a restart from the disk.
+        if let Err(violation) = self.reopen() {
+            if !self.store.failed() {
+                return Err(violation);
+            }
+            self.crash(0)?;
+        }
         self.stats.restarts += 1;
         self.check_step()?;
         Ok(())

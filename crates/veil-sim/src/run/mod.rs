@@ -33,9 +33,11 @@ use std::sync::Arc;
 
 use veil_core::{Clock, Engine, ManualClock, Millis, QueueKey, ReceiptRule, DEFAULT_NAMESPACE};
 
+use crate::backend::Backend;
 use crate::limits::*;
 use crate::ops::*;
 use crate::store::{FaultStore, StoreMode};
+use crate::wal::{DiskStats, WalStore};
 use driver::InFlight;
 use model::{Client, Msg};
 
@@ -77,6 +79,11 @@ pub struct RunStats {
     pub drained: u64,
     /// Times the engine's statistics were compared with a recount of the store.
     pub recounts: u64,
+    /// Times the store's durable part was compared with the model (every step over the fault store; after
+    /// every recovery over the simulated disk).
+    pub durability_checks: u64,
+    /// What the simulated disk did (`--store wal`).
+    pub disk: DiskStats,
 }
 
 impl RunStats {
@@ -96,6 +103,8 @@ impl RunStats {
         self.restarts += other.restarts;
         self.drained += other.drained;
         self.recounts += other.recounts;
+        self.durability_checks += other.durability_checks;
+        self.disk.add(&other.disk);
     }
 }
 
@@ -125,7 +134,20 @@ impl Default for Options {
 /// Runs one scenario to its end (or its first violation). An engine panic (a failed state assertion) is a
 /// violation too.
 pub fn run(scenario: &Scenario, options: Options) -> RunResult {
-    let mut sim = Sim::new(scenario, options);
+    let mut sim = match Sim::new(scenario, options) {
+        Ok(sim) => sim,
+        Err(why) => {
+            return RunResult {
+                stats: RunStats::default(),
+                violation: Some(Violation {
+                    kind: "start failed",
+                    detail: why,
+                    step: 0,
+                }),
+                trace: Vec::new(),
+            }
+        }
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run_all().err()));
     let violation = match outcome {
         Ok(violation) => violation,
@@ -139,6 +161,7 @@ pub fn run(scenario: &Scenario, options: Options) -> RunResult {
             Some(sim.violation("engine panicked", message))
         }
     };
+    sim.stats.disk = sim.store.disk_stats().unwrap_or_default();
     RunResult {
         stats: sim.stats,
         violation,
@@ -181,7 +204,7 @@ struct Sim<'a> {
     scenario: &'a Scenario,
     options: Options,
     clock: ManualClock,
-    store: Arc<FaultStore>,
+    store: Box<dyn Backend>,
     engine: Arc<Engine>,
     inflight: Vec<InFlight>,
     clients: Vec<Client>,
@@ -199,11 +222,17 @@ struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(scenario: &'a Scenario, options: Options) -> Self {
+    /// A run at its start: the store empty (an empty simulated disk for `StoreMode::Wal`), the engine on it.
+    fn new(scenario: &'a Scenario, options: Options) -> Result<Self, String> {
         let clock = ManualClock::new(CLOCK_START_MS);
-        let store = Arc::new(FaultStore::new(options.store));
-        let engine = Arc::new(driver::open(&store, &clock).expect("an empty store opens"));
-        Self {
+        let store: Box<dyn Backend> = match options.store {
+            StoreMode::Wal => Box::new(WalStore::new(scenario.seed)?),
+            mode => Box::new(Arc::new(FaultStore::new(mode))),
+        };
+        let engine = driver::open(store.as_ref(), &clock)
+            .map_err(|e| format!("the engine did not open on an empty store: {e}"))?;
+        let engine = Arc::new(engine);
+        Ok(Self {
             scenario,
             options,
             clock,
@@ -219,7 +248,7 @@ impl<'a> Sim<'a> {
             trace: Vec::new(),
             by_id: HashMap::new(),
             attempt_started: HashMap::new(),
-        }
+        })
     }
 
     fn violation(&self, kind: &'static str, detail: String) -> Violation {
@@ -246,6 +275,7 @@ impl<'a> Sim<'a> {
             }
             self.execute(op)?;
             self.poll_all()?;
+            self.restart_if_the_power_went()?;
             self.check_step()?;
             self.stats.steps += 1;
         }

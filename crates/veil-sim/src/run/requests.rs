@@ -91,9 +91,8 @@ impl Sim<'_> {
             }
             Op::Flush { count } => self.flush(count),
             Op::FailCommit { reached_disk } => {
-                if self.store.pending_count() > 0 {
+                if self.store.fail(reached_disk) {
                     self.stats.commit_failures += 1;
-                    self.store.fail(reached_disk);
                 }
                 Ok(())
             }
