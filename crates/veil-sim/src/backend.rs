@@ -37,6 +37,10 @@ pub trait Backend {
     fn settle(&self) -> bool;
     /// Removes every injected fault (the end of a run).
     fn heal(&self);
+    /// A failed store is restarted at the next flush (the real store flushes by itself).
+    fn restarts_when_failed(&self) -> bool {
+        false
+    }
     /// What the simulated disk did, when there is one.
     fn disk_stats(&self) -> Option<DiskStats> {
         None

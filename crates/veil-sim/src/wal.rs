@@ -412,6 +412,10 @@ impl Backend for WalStore {
         self.disk.heal();
     }
 
+    fn restarts_when_failed(&self) -> bool {
+        true
+    }
+
     fn disk_stats(&self) -> Option<DiskStats> {
         let mut stats = *self.stats.lock();
         stats.faults_injected = self.disk.stats().faults_injected;

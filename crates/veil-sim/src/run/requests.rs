@@ -264,6 +264,11 @@ impl Sim<'_> {
     /// The disk catches up with `count` pending commits (0: all of them, and then the store is idle and the
     /// statistics are compared with a recount).
     fn flush(&mut self, count: u8) -> Result<(), Violation> {
+        // The server restarts a failed store once its disk takes writes again (docs/reliability.md "Storage
+        // faults"); over the simulated disk that is the flush's meaning, or most of a run would be refusals.
+        if self.store.failed() && self.store.restarts_when_failed() {
+            return self.crash(0);
+        }
         let count = if count == 0 {
             usize::MAX
         } else {
