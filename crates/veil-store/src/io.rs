@@ -19,7 +19,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// One open file of the data directory. Positioned I/O only: the store never relies on a file cursor, and a
-/// shared handle (redb reads from many threads) then needs no lock.
+/// shared handle (redb reads from many threads) then needs no lock. `len` without `is_empty`, as redb's
+/// `StorageBackend` has it: a file's emptiness is never asked.
+#[allow(clippy::len_without_is_empty)]
 pub trait StorageFile: Debug + Send + Sync {
     /// Writes all of `data` at `offset`, growing the file (with zeros before `offset`) as needed.
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;

@@ -15,7 +15,7 @@
 //! processes, and the order in which the store's own threads reach the disk (a seed replays the disk's
 //! decisions, not the threads' interleaving).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -184,6 +184,10 @@ struct Dir {
     pending: Vec<DirOp>,
 }
 
+/// Even odds, in the millionths [`Rng::chance`] takes: whether a crash keeps each unsynced write of a file under
+/// [`CrashPlan::SomeWrites`], and whether a failed sync drops the dirty data.
+const EVEN_PER_MILLION: u32 = 500_000;
+
 /// splitmix64: a seed is all it takes to replay the disk's decisions.
 #[derive(Debug)]
 struct Rng(u64);
@@ -216,7 +220,7 @@ struct Disk {
     /// Bumped by every crash; a handle from an older epoch is dead.
     epoch: u64,
     next_inode: u64,
-    /// In inode order: a crash draws from its seed file by file, so the order must not vary between runs.
+    /// Ordered, so that a crash draws from its seed for the files in the same order in every run.
     inodes: BTreeMap<u64, Inode>,
     dirs: BTreeMap<PathBuf, Dir>,
     faults: Vec<SimFault>,
@@ -340,7 +344,7 @@ impl Disk {
             dir.durable = entries;
         }
         self.dirs = dirs;
-        let reachable: std::collections::HashSet<u64> = self
+        let reachable: HashSet<u64> = self
             .dirs
             .values()
             .flat_map(|d| d.durable.values().copied())
@@ -389,7 +393,7 @@ impl Disk {
             }
             CrashPlan::SomeWrites => {
                 for op in &pending {
-                    if self.crash_rng.chance(500_000) {
+                    if self.crash_rng.chance(EVEN_PER_MILLION) {
                         op.apply(&mut content);
                         self.stats.unsynced_writes_kept += 1;
                     }
@@ -567,7 +571,7 @@ impl SimFile {
                 return Err(crashed());
             }
             // Linux may drop the dirty pages of a failed fsync: the data is then neither durable nor readable.
-            let dropped = disk.fault_rng.chance(500_000);
+            let dropped = disk.fault_rng.chance(EVEN_PER_MILLION);
             let inode = disk.inode(self.inode)?;
             if dropped {
                 inode.pending.clear();

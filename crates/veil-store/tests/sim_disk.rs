@@ -174,6 +174,32 @@ fn a_read_with_a_bit_flip_returns_exactly_one_bit_changed_and_the_disk_keeps_the
     assert_eq!(io.read(&file("a")).expect("reads"), vec![0; 64]);
 }
 
+#[test]
+fn the_same_seed_and_calls_give_the_same_disk_after_a_crash() {
+    let after_crash = |seed: u64| {
+        let disk = SimDisk::new(seed);
+        let io = io(&disk);
+        io.prepare_dir(&data_dir()).expect("dir");
+        for f in 0..8u8 {
+            let handle = io.create_new(&file(&format!("f{f}"))).expect("creates");
+            handle.write_at(&[f; 100], 0).expect("writes");
+            if f % 2 == 0 {
+                handle.sync_all().expect("syncs");
+            }
+            handle.write_at(&[f + 100; 50], 60).expect("writes");
+        }
+        io.sync_dir(&data_dir()).expect("dir syncs");
+        disk.crash();
+        let names = disk.names(&data_dir());
+        let contents: Vec<Option<Vec<u8>>> =
+            names.iter().map(|n| disk.contents(&file(n))).collect();
+        (names, contents, disk.stats())
+    };
+    for seed in 0..20 {
+        assert_eq!(after_crash(seed), after_crash(seed), "seed {seed}");
+    }
+}
+
 // ---- the real store on the disk ----
 
 #[tokio::test]
@@ -446,4 +472,33 @@ async fn a_crash_while_a_segment_is_created_leaves_a_store_that_opens() {
         let store = open(&disk).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         submit(&store, 0).await.expect("commits");
     }
+}
+
+#[tokio::test]
+async fn a_bit_flipped_on_any_read_of_the_redb_file_at_start_up_is_an_error_or_changes_nothing() {
+    let disk = SimDisk::new(18);
+    let store = open(&disk).expect("opens");
+    for n in 0..40 {
+        submit(&store, n).await.expect("commits");
+    }
+    store.close();
+    drop(store);
+    let (mut refused, mut unchanged) = (0, 0);
+    for nth in 1..80 {
+        disk.inject(SimFault::nth(IoOp::Read, nth, Effect::FlipBit).on_files(".redb"));
+        let opened = open(&disk);
+        disk.heal();
+        match opened {
+            Err(_) => refused += 1,
+            Ok(store) => {
+                assert_eq!(changes(&store), (0..40).collect(), "flip at read {nth}");
+                unchanged += 1;
+                store.close();
+            }
+        }
+    }
+    assert!(
+        refused > 0 && unchanged > 0,
+        "refused {refused}, unchanged {unchanged}"
+    );
 }
