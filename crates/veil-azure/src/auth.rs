@@ -11,6 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 use veil_core::Millis;
 
 use crate::api::{OperationKind, SignedIdentifier};
@@ -193,9 +194,10 @@ pub fn sign(key: &[u8], string_to_sign: &str) -> String {
     STANDARD.encode(mac.finalize().into_bytes())
 }
 
-/// Equality that takes the same time wherever the first difference is.
+/// Equality that takes the same time wherever the first difference is, so a signature does not leak through
+/// timing (`subtle` answers unequal at once only for a length, which is public).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    bool::from(a.ct_eq(b))
 }
 
 /// How the canonicalized `x-ms-*` headers are ordered.

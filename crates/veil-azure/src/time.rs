@@ -1,46 +1,48 @@
 //! Dates on Azure's wire: RFC 1123 (`Mon, 29 Aug 2011 17:17:21 GMT`) in XML and headers, ISO 8601 UTC
 //! (`2024-05-01T12:00:00Z`) in SAS tokens and stored access policies. Converted to and from the engine's
-//! milliseconds since the Unix epoch with Howard Hinnant's civil-calendar algorithms, so that no date is out
-//! of range (a message that never expires shows Azure's `Fri, 31 Dec 9999 23:59:59 GMT`).
+//! milliseconds since the Unix epoch with the `time` crate, whose calendar ends with year 9999 as Azure's does
+//! (a message that never expires shows Azure's `Fri, 31 Dec 9999 23:59:59 GMT`).
 
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{Date, OffsetDateTime, PrimitiveDateTime};
 use veil_core::{Millis, NEVER};
 
-const DAY_S: i64 = 86_400;
-const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
 /// What Azure shows as the expiration time of a message that never expires.
 const NEVER_RFC1123: &str = "Fri, 31 Dec 9999 23:59:59 GMT";
-/// Last second the wire format can show (9999-12-31T23:59:59Z).
+/// Last second the wire format can show (9999-12-31T23:59:59Z). Also the last a date on the wire may name:
+/// .NET's `DateTime`, which Azure parses with, ends with 9999, and so does `time` without `large-dates`.
 const LAST_SHOWABLE_S: i64 = 253_402_300_799;
-/// Last year a date on the wire may name: .NET's `DateTime`, which Azure parses with, ends with 9999, and a
-/// larger year would overflow the engine's milliseconds (a 9-digit year is past `u64::MAX` ms).
-const LAST_YEAR: i64 = 9_999;
 
-/// Days since 1970-01-01 of a civil date.
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = (if y >= 0 { y } else { y - 399 }) / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+const RFC1123: &[BorrowedFormatItem<'_>] = format_description!(
+    "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+);
+/// The part of RFC 1123 after the weekday. The weekday itself is not read, so a wrong one is not refused.
+/// Fields may have one digit or two, as before the `time` crate parsed them.
+const RFC1123_AFTER_WEEKDAY: &[BorrowedFormatItem<'_>] = format_description!(
+    "[day padding:none] [month repr:short] [year] [hour padding:none]:[minute padding:none]:[second padding:none] GMT"
+);
+const ISO8601_ERROR_TIME: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:7]Z");
+const ISO8601_DATE: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month padding:none]-[day padding:none]");
+/// The forms SAS tokens carry after the date, most precise last; fractions of a second are dropped.
+const ISO8601_DATE_TIMES: [&[BorrowedFormatItem<'_>]; 3] = [
+    format_description!(
+        "[year]-[month padding:none]-[day padding:none]T[hour padding:none]:[minute padding:none]Z"
+    ),
+    format_description!(
+        "[year]-[month padding:none]-[day padding:none]T[hour padding:none]:[minute padding:none]:[second padding:none]Z"
+    ),
+    format_description!(
+        "[year]-[month padding:none]-[day padding:none]T[hour padding:none]:[minute padding:none]:[second padding:none].[subsecond]Z"
+    ),
+];
 
-/// Civil date of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = (if z >= 0 { z } else { z - 146_096 }) / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = (if mp < 10 { mp + 3 } else { mp - 9 }) as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// The calendar time of an engine time, `None` past 9999-12-31T23:59:59.999Z (where `time`'s calendar ends).
+fn date_time(ms: Millis) -> Option<OffsetDateTime> {
+    let nanos = i128::from(ms).checked_mul(1_000_000)?;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos).ok()
 }
 
 /// RFC 1123 of an engine time; [`NEVER`] and anything past year 9999 show as Azure's far future.
@@ -52,128 +54,55 @@ pub fn rfc1123(ms: Millis) -> String {
 
 /// [`rfc1123`] appended to `out`, for a writer that puts it straight into a document.
 pub fn write_rfc1123(out: &mut String, ms: Millis) {
-    use std::fmt::Write as _;
-    let secs = (ms / 1_000) as i64;
-    if ms == NEVER || secs > LAST_SHOWABLE_S {
-        out.push_str(NEVER_RFC1123);
-        return;
-    }
-    let days = secs.div_euclid(DAY_S);
-    let rem = secs.rem_euclid(DAY_S);
-    let (year, month, day) = civil_from_days(days);
-    // Writing into a String cannot fail.
-    let _ = write!(
-        out,
-        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[days.rem_euclid(7) as usize],
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    );
+    let shown = date_time(ms)
+        .filter(|_| ms != NEVER)
+        .and_then(|at| at.format(RFC1123).ok());
+    // `format` fails only on a description naming a component the value lacks; an OffsetDateTime has all.
+    out.push_str(shown.as_deref().unwrap_or(NEVER_RFC1123));
 }
 
-/// ISO 8601 UTC with seven fractional digits, as the `Time:` line of Azure's error messages.
+/// ISO 8601 UTC with seven fractional digits, as the `Time:` line of Azure's error messages. Times past year
+/// 9999 show its last second with their own milliseconds, as the wire cannot name a later one.
 pub fn iso8601(ms: Millis) -> String {
-    let secs = (ms / 1_000).min(LAST_SHOWABLE_S as u64) as i64;
-    let days = secs.div_euclid(DAY_S);
-    let rem = secs.rem_euclid(DAY_S);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}0000Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60,
-        ms % 1_000
-    )
+    let shown_s = (ms / 1_000).min(LAST_SHOWABLE_S as u64);
+    let at =
+        date_time(shown_s * 1_000 + ms % 1_000).and_then(|at| at.format(ISO8601_ERROR_TIME).ok());
+    // Unreachable: the milliseconds are clamped into `time`'s calendar above.
+    at.unwrap_or_else(|| String::from("9999-12-31T23:59:59.9990000Z"))
 }
 
-fn number(text: &str) -> Option<u32> {
-    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| text.parse().ok())
-        .flatten()
-}
-
-fn valid_date(year: i64, month: u32, day: u32) -> bool {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days_in_month).contains(&day)
-}
-
-fn millis_of(year: i64, month: u32, day: u32, h: u32, m: u32, s: u32) -> Option<Millis> {
-    if year > LAST_YEAR || !valid_date(year, month, day) || h > 23 || m > 59 || s > 59 {
-        return None;
-    }
-    let secs = days_from_civil(year, month, day) * DAY_S + i64::from(h * 3_600 + m * 60 + s);
-    u64::try_from(secs).ok()?.checked_mul(1_000)
+/// Engine milliseconds of a UTC calendar time; `None` before the epoch (the engine's clock cannot name it).
+fn millis_of(at: PrimitiveDateTime) -> Option<Millis> {
+    u64::try_from(at.assume_utc().unix_timestamp())
+        .ok()?
+        .checked_mul(1_000)
 }
 
 /// Parses `Mon, 29 Aug 2011 17:17:21 GMT`. `None` for anything else.
 pub fn parse_rfc1123(text: &str) -> Option<Millis> {
     let rest = text.trim().split_once(", ")?.1;
-    let mut parts = rest.split(' ');
-    let day = number(parts.next()?)?;
-    let month_name = parts.next()?;
-    let month = MONTHS.iter().position(|m| *m == month_name)? as u32 + 1;
-    let year = i64::from(number(parts.next()?)?);
-    let mut clock = parts.next()?.split(':');
-    let (h, m, s) = (
-        number(clock.next()?)?,
-        number(clock.next()?)?,
-        number(clock.next()?)?,
-    );
-    if parts.next()? != "GMT" || parts.next().is_some() || clock.next().is_some() {
-        return None;
+    if rest.contains(['+', '-']) {
+        return None; // `time` would read `+2011` as a signed year; the wire never signs one.
     }
-    millis_of(year, month, day, h, m, s)
+    millis_of(PrimitiveDateTime::parse(rest, RFC1123_AFTER_WEEKDAY).ok()?)
 }
 
 /// Parses the ISO 8601 UTC forms SAS tokens use: `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ`, `YYYY-MM-DDThh:mm:ssZ`
 /// and `YYYY-MM-DDThh:mm:ss.fffffffZ` (fractions are dropped). `None` for anything else.
 pub fn parse_iso8601(text: &str) -> Option<Millis> {
-    let (date, clock) = match text.split_once('T') {
-        Some((date, clock)) => (date, Some(clock.strip_suffix('Z')?)),
-        None => (text, None),
-    };
-    let mut fields = date.split('-');
-    let year = i64::from(number(fields.next()?)?);
-    let month = number(fields.next()?)?;
-    let day = number(fields.next()?)?;
-    if fields.next().is_some() {
-        return None;
+    if !text.starts_with(|c: char| c.is_ascii_digit()) {
+        return None; // `time` would read `+2024` as a signed year; SAS tokens never sign one.
     }
-    let (h, m, s) = match clock {
-        None => (0, 0, 0),
-        Some(clock) => {
-            let clock = clock.split_once('.').map_or(clock, |(whole, fraction)| {
-                if number(fraction).is_some() {
-                    whole
-                } else {
-                    "invalid"
-                }
-            });
-            let mut parts = clock.split(':');
-            let h = number(parts.next()?)?;
-            let m = number(parts.next()?)?;
-            let s = match parts.next() {
-                Some(s) => number(s)?,
-                None => 0,
-            };
-            if parts.next().is_some() {
-                return None;
-            }
-            (h, m, s)
-        }
+    let at = if text.contains('T') {
+        ISO8601_DATE_TIMES
+            .iter()
+            .find_map(|form| PrimitiveDateTime::parse(text, form).ok())?
+            .replace_nanosecond(0)
+            .ok()?
+    } else {
+        Date::parse(text, ISO8601_DATE).ok()?.midnight()
     };
-    millis_of(year, month, day, h, m, s)
+    millis_of(at)
 }
 
 #[cfg(test)]
@@ -241,6 +170,54 @@ mod tests {
         assert_eq!(parse_iso8601("999999999-12-01T05:50:41Z"), None);
         assert_eq!(parse_iso8601("4294967295-01-01"), None);
         assert_eq!(parse_rfc1123("Fri, 01 Jan 999999999 00:00:00 GMT"), None);
+    }
+
+    #[test]
+    fn edge_dates_format_as_azure_shows_them() {
+        // 2000 is a leap year (divisible by 400), 2100 is not (divisible by 100 only).
+        let leap_2000 = parse_iso8601("2000-02-29").unwrap();
+        assert_eq!(rfc1123(leap_2000), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(parse_iso8601("2100-02-29"), None);
+        let after_2100_feb = parse_iso8601("2100-03-01T00:00Z").unwrap();
+        assert_eq!(rfc1123(after_2100_feb), "Mon, 01 Mar 2100 00:00:00 GMT");
+        assert_eq!(rfc1123(after_2100_feb - 1), "Sun, 28 Feb 2100 23:59:59 GMT");
+        // The last millisecond of year 9999 shows as itself, which is also the far future's text; later times
+        // show as the far future.
+        let last_ms = LAST_SHOWABLE_S as u64 * 1_000 + 999;
+        assert_eq!(rfc1123(last_ms), NEVER_RFC1123);
+        assert_eq!(rfc1123(last_ms + 1), NEVER_RFC1123);
+        assert_eq!(rfc1123(u64::MAX - 1), NEVER_RFC1123);
+        assert_eq!(rfc1123(86_399_999), "Thu, 01 Jan 1970 23:59:59 GMT");
+    }
+
+    #[test]
+    fn error_times_past_year_9999_show_its_last_second() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.0000000Z");
+        assert_eq!(iso8601(NEVER), "9999-12-31T23:59:59.6150000Z");
+        assert_eq!(
+            iso8601(LAST_SHOWABLE_S as u64 * 1_000 + 1_000),
+            "9999-12-31T23:59:59.0000000Z"
+        );
+    }
+
+    #[test]
+    fn dates_before_the_epoch_or_with_a_signed_year_are_refused() {
+        assert_eq!(parse_iso8601("1969-12-31T23:59:59Z"), None);
+        assert_eq!(parse_iso8601("1970-01-01"), Some(0));
+        assert_eq!(parse_iso8601("+2024-05-01"), None);
+        assert_eq!(parse_iso8601("-2024-05-01"), None);
+        assert_eq!(parse_rfc1123("Mon, 29 Aug +2011 17:17:21 GMT"), None);
+        assert_eq!(parse_rfc1123("Wed, 31 Dec 1969 23:59:59 GMT"), None);
+    }
+
+    #[test]
+    fn one_digit_fields_parse_as_before() {
+        assert_eq!(
+            parse_rfc1123("Mon, 1 Aug 2011 7:05:01 GMT"),
+            parse_rfc1123("Mon, 01 Aug 2011 07:05:01 GMT")
+        );
+        assert_eq!(parse_iso8601("2024-5-1"), parse_iso8601("2024-05-01"));
+        assert!(parse_iso8601("2024-5-1").is_some());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 use crate::clock::Millis;
 use crate::model::{QueueId, Seq};
@@ -74,11 +75,7 @@ impl ReceiptKey {
         let (fields, mac) = bytes.split_at(FIELDS_BYTES);
         let expected = self.mac(fields);
         // Constant-time comparison: the MAC must not leak through timing.
-        let diff = expected
-            .iter()
-            .zip(mac)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if diff != 0 {
+        if !bool::from(expected.as_slice().ct_eq(mac)) {
             return None;
         }
         Some(Receipt {

@@ -4,6 +4,9 @@
 use std::io::Write;
 
 use serde_json::Value;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::OffsetDateTime;
 
 use super::{CliError, OutputFormat};
 
@@ -139,32 +142,16 @@ pub fn bytes(n: u64) -> String {
     format!("{value:.1}{}", UNITS[unit])
 }
 
-/// A time in ms since the epoch as `2026-11-30T19:35:07.123Z` (UTC), without a date crate.
+/// A time in ms since the epoch as `2026-11-30T19:35:07.123Z` (UTC). Past year 9999, where `time`'s calendar
+/// ends, as the raw milliseconds: the server sends no such time but a table must still show something.
 pub fn timestamp(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        (rest % 3600) / 60,
-        rest % 60,
-        ms % 1000
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's `civil_from_days`.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    const FORMAT: &[BorrowedFormatItem<'_>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    i128::from(ms)
+        .checked_mul(1_000_000)
+        .and_then(|nanos| OffsetDateTime::from_unix_timestamp_nanos(nanos).ok())
+        .and_then(|at| at.format(FORMAT).ok())
+        .unwrap_or_else(|| format!("{ms}ms"))
 }
 
 /// A body for a table cell: its text on one line, cut to `max` characters; `<N bytes binary>` otherwise.
@@ -237,6 +224,16 @@ mod tests {
         assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(timestamp(1_796_067_307_123), "2026-11-30T19:35:07.123Z");
         assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn timestamps_at_calendar_edges() {
+        // 2100 is not a leap year: the day after 28 February is 1 March.
+        assert_eq!(timestamp(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+        assert_eq!(timestamp(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+        assert_eq!(timestamp(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(timestamp(253_402_300_800_000), "253402300800000ms");
+        assert_eq!(timestamp(u64::MAX), "18446744073709551615ms");
     }
 
     #[test]
