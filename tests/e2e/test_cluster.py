@@ -372,6 +372,11 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
         # The same over KubeMQ: a receive waiting on a follower gets the message another node takes in.
         kmq = kubemq_client(follower, client_id="waiter")
         try:
+            # The channel exists before the poll (a send and its ack make it), so that the poll parks on a
+            # queue the gauge reports.
+            primed = kmq.send_queue_message_simple(QueueMessage(channel=channel, body=b"primer"))
+            assert not primed.is_error, primed.error
+            kmq.receive_queue_messages(channel=channel, max_messages=1, wait_timeout_in_seconds=1).ack_all()
             kbox = {}
 
             def poll_kubemq(channel=channel):
