@@ -340,7 +340,7 @@ mod tests {
         let mut out = String::new();
         encode_queues(&[queue("a"), queue("b")], &mut out);
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE")).collect();
-        assert_eq!(types.len(), 10);
+        assert_eq!(types.len(), 11);
         for line in types.iter().filter(|l| l.ends_with(" counter")) {
             assert!(
                 line.split(' ')

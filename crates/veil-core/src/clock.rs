@@ -130,7 +130,8 @@ impl Clock for OffsetClock {
                 }
                 // Either the wall clock reaches the deadline or an advance may have; both are re-checked. The
                 // sender lives in `clock`, so `changed` cannot fail while this future holds it.
-                let _ = tokio::time::timeout(Duration::from_millis(wait_ms), changed.changed()).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(wait_ms), changed.changed()).await;
             }
         })
     }

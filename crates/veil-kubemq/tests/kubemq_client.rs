@@ -893,8 +893,10 @@ async fn a_stream_that_ends_while_its_get_collects_releases_what_the_get_held() 
         .send(get("get-1", "rs.end", 3, 60_000))
         .await
         .expect("send get");
-    veil.until("rs.end", "held while the Get collects", |s| counts(s) == (0, 1))
-        .await;
+    veil.until("rs.end", "held while the Get collects", |s| {
+        counts(s) == (0, 1)
+    })
+    .await;
     silent(&mut responses, "collecting").await;
     drop(requests);
     veil.until("rs.end", "released", |s| counts(s) == (1, 0))

@@ -62,13 +62,14 @@ impl Drop for OwnServer {
 const TIMEOUT_NEVER_REACHED: Duration = Duration::from_secs(30);
 
 /// Fails the test unless `result` is `Unavailable` for a reason other than one of the store's timeouts.
-fn unavailable_without_a_timeout<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+fn unavailable_without_a_timeout<T>(result: Result<T, StoreError>, what: &str) {
     match result {
         Err(StoreError::Unavailable(why)) => assert!(
             !why.contains("timed out") && !why.contains("in time"),
             "{what} waited for a timeout: {why}"
         ),
-        other => panic!("{what}: not unavailable: {other:?}"),
+        Err(other) => panic!("{what}: not unavailable: {other:?}"),
+        Ok(_) => panic!("{what} succeeded with the server stopped"),
     }
 }
 

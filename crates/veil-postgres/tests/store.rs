@@ -4,7 +4,7 @@
 //! newer database is refused at open.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use veil_core::memory_store::MemoryStore;

@@ -91,10 +91,7 @@ mod tests {
     #[tokio::test]
     async fn the_clock_advance_route_exists_only_with_the_test_clock() {
         let clock = OffsetClock::new();
-        assert_eq!(
-            advance(state(&clock), 5_000).await,
-            StatusCode::NOT_FOUND
-        );
+        assert_eq!(advance(state(&clock), 5_000).await, StatusCode::NOT_FOUND);
         assert_eq!(clock.offset(), std::time::Duration::ZERO);
         let with_clock = state(&clock).with_test_clock(Some(clock.clone()));
         assert_eq!(advance(with_clock, 5_000).await, StatusCode::OK);
