@@ -468,3 +468,46 @@ def query_error(resp: requests.Response) -> tuple[int, str, str]:
     error = root.find("Error")
     assert error is not None, f"not an ErrorResponse: HTTP {resp.status_code} {resp.text[:500]!r}"
     return resp.status_code, error.findtext("Code", ""), error.findtext("Message", "")
+
+
+# The test clock (docs/testing.md "Test clock"): a server started with this flag runs on the wall clock
+# plus an offset that POST /api/v1/test/clock/advance grows, so a test moves time past a visibility timeout
+# instead of sleeping through it.
+TEST_CLOCK_ARGS = ("--unsafe-test-clock",)
+
+
+def advance_clock(server, seconds: float) -> dict:
+    """Moves the server's clock `seconds` forward; when this returns, the expiry sweep and a move-task step
+    have run at the new time and long polls have been woken to re-check."""
+    resp = requests.post(f"{server.admin_endpoint}/api/v1/test/clock/advance",
+                         json={"by_ms": round(seconds * 1000)}, timeout=10)
+    assert resp.status_code == 200, f"clock advance refused: HTTP {resp.status_code} {resp.text[:300]!r}"
+    return resp.json()
+
+
+def long_polls_waiting(server, queue: str, namespace: str = "default") -> int:
+    """`veil_queue_long_polls_waiting` of one queue: receives parked in a long poll on it now."""
+    text = requests.get(f"{server.admin_endpoint}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if (line.startswith("veil_queue_long_polls_waiting{") and f'queue="{queue}"' in line
+                and f'namespace="{namespace}"' in line):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError(f"no veil_queue_long_polls_waiting sample for {namespace}/{queue}")
+
+
+def wait_until(condition, what: str, timeout: float = 10.0):
+    """Polls `condition()` until it returns a true value (returned); fails after `timeout` seconds. The
+    timeout only bounds a broken run: nothing is asserted about how long the condition took."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"after {timeout}s still not: {what}"
+        time.sleep(0.02)
+
+
+def wait_for_long_polls(server, queue_url: str, count: int) -> None:
+    """Waits until `count` receives are parked in a long poll on the queue of `queue_url`."""
+    name = queue_url.rstrip("/").rsplit("/", 1)[1]
+    wait_until(lambda: long_polls_waiting(server, name) >= count, f"{count} long polls parked on {name}")

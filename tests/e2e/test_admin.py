@@ -150,6 +150,14 @@ def readyz(srv) -> tuple[int, str]:
     return response.status_code, response.text.strip()
 
 
+def test_the_test_clock_is_hidden_and_its_route_absent_unless_turned_on(veil_path, server):
+    # docs/testing.md "Test clock": a server started without the setting has no route that moves its clock.
+    resp = requests.post(f"{server.admin_endpoint}/api/v1/test/clock/advance", json={"by_ms": 1000}, timeout=10)
+    assert resp.status_code == 404, resp.text
+    usage = subprocess.run([veil_path, "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "test-clock" not in usage and "TEST_CLOCK" not in usage, "the test-only setting shows in --help"
+
+
 def test_readyz_is_503_until_the_store_is_open_and_again_once_stopping(veil_path, tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -5,6 +5,13 @@ the load drops; and a waiting long poll does not count against the limit. The li
 the config file, with no wait, and many clients send durable messages at once: each send holds its slot until
 its commit is synced, so refusals come within moments on any machine. Each refusal is counted in /metrics
 (`veil_requests_total` with the protocol's throttling code).
+
+No wall time is asserted here: that a refusal waits exactly `admission_wait_ms` is veil-http's admission test
+on a paused clock (`a_request_beyond_the_limit_waits_the_admission_wait_then_is_refused`). What this suite
+checks end to end is that a request beyond the limit gets the throttling error as an answer, where a server
+that queued it for a slot would answer it with success once the load passed, or leave it to the client's read
+timeout (an error that fails the test), and that parked long polls, counted by
+`veil_queue_long_polls_waiting`, hold no slot.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from azure.core.exceptions import HttpResponseError
 from azure.storage.queue import QueueServiceClient
 from botocore.exceptions import ClientError
 
-from helpers import configured_server, make_client
+from helpers import configured_server, make_client, wait_for_long_polls
 from test_admin import scrape
 
 IN_FLIGHT = 1
@@ -40,7 +47,7 @@ def server(tmp_path_factory):
     srv.stop_cleanly()
 
 
-def under_load(call) -> list[tuple[str, float]]:
+def under_load(call) -> list[str]:
     """Runs `call()` (a durable send, which holds its slot until its commit is on disk) from THREADS threads
     at once until some are throttled (or LOAD_SECONDS_MAX pass): `call` returns "sent" or the refusal's code.
     A slot is taken only by an authenticated request with its body read (test_slow_bodies.py), so the
@@ -51,9 +58,8 @@ def under_load(call) -> list[tuple[str, float]]:
     def worker(_):
         outcomes = []
         while not stop.is_set() and time.monotonic() < deadline:
-            started = time.monotonic()
             outcome = call()
-            outcomes.append((outcome, time.monotonic() - started))
+            outcomes.append(outcome)
             if outcome != "sent":
                 stop.set()
         return outcomes
@@ -80,16 +86,14 @@ def test_requests_beyond_the_admission_limit_get_request_throttled_at_once_not_a
             return answer["Error"]["Code"]
 
     outcomes = under_load(send)
-    codes = {code for code, _ in outcomes}
+    codes = set(outcomes)
     assert "RequestThrottled" in codes, f"{len(outcomes)} sends at {IN_FLIGHT} in flight, none throttled"
     assert codes <= {"sent", "RequestThrottled"}
-    throttled = [seconds for code, seconds in outcomes if code == "RequestThrottled"]
+    throttled = outcomes.count("RequestThrottled")
     counted = scrape(server)[
         ("veil_requests_total",
          frozenset({("protocol", "sqs"), ("operation", "SendMessage"), ("code", "RequestThrottled")}))]
-    assert counted >= len(throttled), "the refusals are not counted in /metrics"
-    slowest = max(throttled)
-    assert slowest < 1.0, f"a throttled request took {slowest:.2f} s: it waited, not just the admission wait"
+    assert counted >= throttled, "the refusals are not counted in /metrics"
     # The load is gone: served again at once.
     sqs.send_message(QueueUrl=url, MessageBody="after")
 
@@ -108,7 +112,7 @@ def test_requests_beyond_the_admission_limit_get_azure_server_busy(server):
             return error.error_code
 
     outcomes = under_load(put)
-    codes = {code for code, _ in outcomes}
+    codes = set(outcomes)
     assert "ServerBusy" in codes, f"{len(outcomes)} puts at {IN_FLIGHT} in flight, none refused"
     assert codes <= {"sent", "ServerBusy"}
     metrics = scrape(server)
@@ -119,20 +123,22 @@ def test_requests_beyond_the_admission_limit_get_azure_server_busy(server):
 
 
 def test_waiting_long_polls_do_not_count_against_the_admission_limit(server):
-    sqs = make_client(server.endpoint, read_timeout=5)
+    sqs = make_client(server.endpoint, read_timeout=10)
     url = sqs.create_queue(QueueName=f"overload-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     received = []
 
     def long_poll():
-        answer = make_client(server.endpoint, read_timeout=5).receive_message(
-            QueueUrl=url, WaitTimeSeconds=2, VisibilityTimeout=30)
+        # Retried: the polls enter one at a time through the one slot, each giving it back as it parks. Waiting
+        # 5 s: long enough that all of them are parked at once before the first one's wait ends.
+        answer = make_client(server.endpoint, read_timeout=10, attempts=10).receive_message(
+            QueueUrl=url, WaitTimeSeconds=5, VisibilityTimeout=30)
         received.extend(m["Body"] for m in answer.get("Messages", []))
 
     polls = [threading.Thread(target=long_poll) for _ in range(IN_FLIGHT + 2)]
     for poll in polls:
         poll.start()
-    time.sleep(0.5)  # every poll is parked, more of them than the limit
+    wait_for_long_polls(server, url, len(polls))  # every poll is parked, more of them than the limit
     sqs.send_message(QueueUrl=url, MessageBody="through")
     for poll in polls:
-        poll.join(timeout=5)
+        poll.join(timeout=10)
     assert received == ["through"]

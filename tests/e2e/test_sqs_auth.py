@@ -204,7 +204,9 @@ def test_a_presigned_url_works_until_it_expires_and_not_once_tampered(srv):
 
 
 def test_temporary_credentials_need_their_session_token(srv):
-    assert "QueueUrls" in client(srv, "AKIDTEMP", "temp-secret", "the-session-token").list_queues() or True
+    with_token = client(srv, "AKIDTEMP", "temp-secret", "the-session-token")
+    url = with_token.create_queue(QueueName="temp-credentials-q")["QueueUrl"]
+    assert url in with_token.list_queues(QueueNamePrefix="temp-credentials-q")["QueueUrls"]
     expect_error(client(srv, "AKIDTEMP", "temp-secret").list_queues, "InvalidClientTokenId", 403, INVALID_TOKEN)
     expect_error(client(srv, "AKIDTEMP", "temp-secret", "another").list_queues, "InvalidClientTokenId", 403)
     # A token on a credential that has none is refused too.

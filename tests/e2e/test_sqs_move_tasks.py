@@ -9,9 +9,21 @@ import time
 
 import pytest
 
-from helpers import counts, drain, expect_error, make_client, queue_attrs, receive
+from helpers import (TEST_CLOCK_ARGS, VeilServer, advance_clock, counts, drain, expect_error, make_client,
+                     queue_attrs, receive, wait_until)
 
 NOT_FOUND = "ResourceNotFoundException"
+
+
+@pytest.fixture(scope="module")
+def server(veil_path, tmp_path_factory):
+    """The module's server on the test clock (docs/testing.md "Test clock"), so that a test can move time
+    on past a cancel and see that no step moves anything more."""
+    base = tmp_path_factory.mktemp("veil-move-tasks")
+    srv = VeilServer(base / "data", log_dir=base, extra_args=TEST_CLOCK_ARGS).start()
+    yield srv
+    assert srv.running(), f"veil died during the tests of this module\n{srv.log_tail()}"
+    srv.stop_cleanly()
 
 
 def qarn(sqs, url) -> str:
@@ -91,29 +103,46 @@ def test_a_task_moves_to_its_destination_at_most_its_rate(sqs, redrive_pair, new
     running = tasks(sqs, dlq_arn)[0]
     assert (running["Status"], running["TaskHandle"]) == ("RUNNING", handle)
     assert (running["DestinationArn"], running["MaxNumberOfMessagesPerSecond"]) == (target_arn, 5)
-    task = wait_finished(sqs, dlq_arn)
-    elapsed = time.monotonic() - started
+    # The task's progress at every moment, not only its average: a task starts with one message of allowance
+    # and earns five a second (docs/semantics.md §8), so by any moment it has moved at most 1 + 5 × the seconds
+    # since its start. Each count was read by the server after `started` and before the time noted beside it,
+    # so a slow machine only loosens the bound.
+    samples = []
+    while True:
+        task = tasks(sqs, dlq_arn, 1)[0]
+        samples.append((time.monotonic() - started, task["ApproximateNumberOfMessagesMoved"]))
+        if task["Status"] != "RUNNING":
+            break
+        assert samples[-1][0] < 10, f"the task is still running after 10 s: {task}"
+        time.sleep(0.05)
 
     assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 6)
-    assert elapsed >= 0.9, f"6 messages at 5 per second took only {elapsed:.2f}s"
+    too_fast = [(round(seconds, 2), moved) for seconds, moved in samples if moved > 1 + 5 * seconds]
+    assert not too_fast, f"moved faster than 5 per second (seconds since the start, moved): {too_fast}"
     assert bodies_of(sqs, target) == [f"m{i}" for i in range(6)]
     assert counts(sqs, dlq) == (0, 0, 0)
     assert counts(sqs, src) == (0, 0, 0)
 
 
-def test_a_cancelled_task_stops_and_cannot_be_cancelled_again(sqs, redrive_pair):
+def test_a_cancelled_task_stops_and_cannot_be_cancelled_again(sqs, server, redrive_pair):
     src, dlq, dlq_arn = redrive_pair
     dead_letter(sqs, src, [f"m{i}" for i in range(10)])
+    started = time.monotonic()
     handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
-    time.sleep(0.3)
+    # The task starts with one message of allowance: its first step moves one.
+    wait_until(lambda: tasks(sqs, dlq_arn, 1)[0]["ApproximateNumberOfMessagesMoved"] >= 1,
+               "the task's first message moved")
 
     moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    elapsed = time.monotonic() - started
     task = tasks(sqs, dlq_arn)[0]
-    assert 1 <= moved < 10, "at 1 per second the first message moved at once, and not all ten"
+    assert 1 <= moved <= 1 + elapsed, f"{moved} moved in {elapsed:.2f}s at 1 per second"
     assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("CANCELLED", moved)
     assert "TaskHandle" not in task
-    time.sleep(1.2)
-    assert counts(sqs, dlq) == (10 - moved, 0, 0), "nothing moves after the cancel"
+    # Ten seconds on the server's clock, and a move-task step run at that time before the advance answers: a
+    # task still running would move (at most its one second's allowance) in that step.
+    advance_clock(server, 10)
+    assert counts(sqs, dlq) == (10 - moved, 0, 0), "something moved after the cancel"
     expect_error(sqs.cancel_message_move_task, NOT_FOUND, 404, "Task does not exist.", TaskHandle=handle)
 
 

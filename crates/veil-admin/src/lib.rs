@@ -46,6 +46,9 @@ pub struct AdminState {
     /// An endpoint without a token that listens beyond loopback (`admin_tokenless = "probes-only"`, the
     /// container image's setting): the API and `/metrics` answer only connections from a loopback address.
     loopback_peers_only: bool,
+    /// The server's clock when it runs with the test-only setting (docs/testing.md "Test clock"): its
+    /// advance route exists only then.
+    test_clock: Option<veil_core::OffsetClock>,
 }
 
 impl AdminState {
@@ -64,6 +67,7 @@ impl AdminState {
             token: None,
             allowed_hosts: Arc::new([]),
             loopback_peers_only: false,
+            test_clock: None,
         }
     }
 
@@ -88,6 +92,13 @@ impl AdminState {
         self
     }
 
+    /// Routes `POST /api/v1/test/clock/advance`, which moves `clock` (docs/testing.md "Test clock").
+    /// For tests only: the server must run on this clock.
+    pub fn with_test_clock(mut self, clock: Option<veil_core::OffsetClock>) -> Self {
+        self.test_clock = clock;
+        self
+    }
+
     fn engine(&self) -> Result<Arc<Engine>, api::ApiError> {
         self.engine.read().clone().ok_or(api::ApiError::Starting)
     }
@@ -95,9 +106,13 @@ impl AdminState {
 
 /// The admin endpoint's routes.
 pub fn router(state: AdminState) -> Router {
+    let mut api = api::routes();
+    if state.test_clock.is_some() {
+        api = api.merge(api::test_clock::routes());
+    }
     let guarded = Router::new()
         .merge(metrics::routes())
-        .nest("/api/v1", api::routes())
+        .nest("/api/v1", api)
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -140,6 +140,21 @@ pub(crate) fn encode_queues(queues: &[QueueOverview], out: &mut String) {
             ms % 1000
         );
     }
+    family(
+        out,
+        "veil_queue_long_polls_waiting",
+        "gauge",
+        "Receives waiting in a long poll for a message of the queue.",
+    );
+    for (queue, labels) in rows() {
+        sample(
+            out,
+            "veil_queue_long_polls_waiting",
+            labels,
+            "",
+            queue.long_polls_waiting,
+        );
+    }
     for (name, help, value) in TOTALS {
         family(out, name, "counter", help);
         for (queue, labels) in rows() {
@@ -283,6 +298,7 @@ mod tests {
             stats: QueueStats::default(),
             deliveries_by_receive_count: [0; DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
             deliveries_receive_count_sum: 0,
+            long_polls_waiting: 0,
         }
     }
 
@@ -324,7 +340,7 @@ mod tests {
         let mut out = String::new();
         encode_queues(&[queue("a"), queue("b")], &mut out);
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE")).collect();
-        assert_eq!(types.len(), 10);
+        assert_eq!(types.len(), 11);
         for line in types.iter().filter(|l| l.ends_with(" counter")) {
             assert!(
                 line.split(' ')

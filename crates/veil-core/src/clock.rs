@@ -1,6 +1,7 @@
 //! Time as an interface. The engine decides visibility from a `now` it reads from a [`Clock`]; timers only
 //! wake waiters (long polls) and never decide anything themselves. Tests drive a [`ManualClock`] so that no
-//! test sleeps for a visibility timeout.
+//! test sleeps for a visibility timeout; end-to-end tests run the server on an [`OffsetClock`] (the
+//! test-only setting of docs/testing.md "Test clock") for the same reason.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -81,5 +82,86 @@ impl Clock for ManualClock {
                 std::future::pending::<()>().await;
             }
         })
+    }
+}
+
+/// The wall clock plus an offset that only grows: the server's clock under the test-only setting of
+/// docs/testing.md "Test clock", so that an end-to-end test moves time past a visibility timeout or a
+/// retention period instead of sleeping through it. Never used in production: moving time forward expires
+/// leases and messages early.
+#[derive(Debug, Clone, Default)]
+pub struct OffsetClock {
+    /// How far this clock is ahead of the wall clock, in milliseconds; a watch channel so that sleepers
+    /// re-check their deadline the moment it grows.
+    offset_ms: Arc<watch::Sender<Millis>>,
+}
+
+impl OffsetClock {
+    /// A clock reading the wall clock (offset zero).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves this clock forward by `by`, waking every sleeper whose deadline it passes.
+    pub fn advance(&self, by: Duration) {
+        let by_ms = Millis::try_from(by.as_millis()).unwrap_or(Millis::MAX);
+        self.offset_ms.send_modify(|t| *t = t.saturating_add(by_ms));
+    }
+
+    /// How far this clock is ahead of the wall clock.
+    pub fn offset(&self) -> Duration {
+        Duration::from_millis(*self.offset_ms.borrow())
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Millis {
+        SystemClock.now().saturating_add(*self.offset_ms.borrow())
+    }
+
+    fn sleep_until(&self, deadline: Millis) -> Sleep {
+        let clock = self.clone();
+        let mut changed = self.offset_ms.subscribe();
+        Box::pin(async move {
+            loop {
+                let wait_ms = deadline.saturating_sub(clock.now());
+                if wait_ms == 0 {
+                    return;
+                }
+                // Either the wall clock reaches the deadline or an advance may have; both are re-checked. The
+                // sender lives in `clock`, so `changed` cannot fail while this future holds it.
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(wait_ms), changed.changed()).await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offset_clock_reads_the_wall_clock_plus_what_it_was_advanced() {
+        let clock = OffsetClock::new();
+        let before = SystemClock.now();
+        clock.advance(Duration::from_secs(3_600));
+        let read = clock.now();
+        let after = SystemClock.now();
+        assert!((before + 3_600_000..=after + 3_600_000).contains(&read));
+        assert_eq!(clock.offset(), Duration::from_secs(3_600));
+    }
+
+    #[tokio::test]
+    async fn advancing_an_offset_clock_wakes_a_sleeper_whose_deadline_it_passes() {
+        let clock = OffsetClock::new();
+        let deadline = clock.now() + 3_600_000;
+        let sleeper = tokio::spawn(clock.sleep_until(deadline));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished(), "an hour has not passed");
+        clock.advance(Duration::from_secs(3_600));
+        // The guard only keeps a broken wake-up from hanging the test: the sleeper's deadline is an hour away.
+        let woken = tokio::time::timeout(Duration::from_secs(30), sleeper).await;
+        assert!(matches!(woken, Ok(Ok(()))));
     }
 }

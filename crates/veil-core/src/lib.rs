@@ -21,7 +21,7 @@ pub mod store;
 mod waiters;
 
 pub use access::{Access, AccessDenied, Grant, GrantSpec, Pattern, Permission, Permissions};
-pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use clock::{Clock, ManualClock, Millis, OffsetClock, SystemClock};
 pub use engine::{Engine, QueueOverview, CREATED_BY_SETTING};
 pub use error::{EngineError, EngineResult};
 pub use history::{

@@ -49,6 +49,11 @@ impl Waiters {
         }
     }
 
+    /// Long polls waiting on this queue now: the admin endpoint's `veil_queue_long_polls_waiting`.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// `n` messages became deliverable.
     pub fn gained(&mut self, n: usize) {
         self.gained = self.gained.saturating_add(n);

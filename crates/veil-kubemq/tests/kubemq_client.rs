@@ -123,6 +123,22 @@ impl Veil {
         }
     }
 
+    /// Waits (in real time, bounded like [`Veil::until`]) until `count` receives are parked in a long poll on
+    /// the channel.
+    async fn until_long_polls(&self, channel: &str, count: u64) {
+        let started = Instant::now();
+        let key = channel_key(channel);
+        let waiting = || self.engine.overview_of(&key).map(|o| o.long_polls_waiting);
+        while !waiting().is_ok_and(|n| n >= count) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{channel}: never {count} long polls parked: {:?}",
+                waiting()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     async fn stop(self) {
         self.stop.send_replace(true);
         let served = tokio::time::timeout(Duration::from_secs(10), self.served).await;
@@ -406,7 +422,9 @@ async fn an_unacked_stream_message_is_redelivered_after_its_visibility() {
         let polled = receiver.poll(poll("rs.legacy", 1, 30)).await;
         (receiver, polled)
     });
-    tokio::time::sleep(QUIET).await;
+    // Parked before the visibility lapses: a poll that started after the advance would find the message
+    // visible and never wait for it.
+    veil.until_long_polls("rs.legacy", 1).await;
     assert!(
         !again.is_finished(),
         "hidden until its 1 s visibility passes"
@@ -824,6 +842,9 @@ async fn a_get_short_of_max_items_answers_when_its_wait_less_the_answer_lead_end
         .send(get("get-1", "rs.wait", 3, 5_000))
         .await
         .expect("send get");
+    // The Get's wait counts from when it holds the message: before that, an advance would not be inside it.
+    veil.until("rs.wait", "held by the Get", |s| counts(s) == (0, 1))
+        .await;
     silent(&mut responses, "one of three held, the wait not over").await;
     // 5 s less the 250 ms lead (docs/semantics.md §KubeMQ): the answer is on its way before the SDK, which
     // counts 5.5 s from its send, gives up.
@@ -848,6 +869,9 @@ async fn a_get_answers_as_soon_as_it_holds_max_items() {
         .send(get("get-1", "rs.max", 2, 5_000))
         .await
         .expect("send get");
+    // Collecting before the second send: a Get that started after it would find both at once.
+    veil.until("rs.max", "held by the Get", |s| counts(s) == (0, 1))
+        .await;
     silent(&mut responses, "one of two held").await;
     send(&client, "rs.max", "b").await;
     // The clock never moved: only reaching max items can answer.
@@ -869,12 +893,11 @@ async fn a_stream_that_ends_while_its_get_collects_releases_what_the_get_held() 
         .send(get("get-1", "rs.end", 3, 60_000))
         .await
         .expect("send get");
+    veil.until("rs.end", "held while the Get collects", |s| {
+        counts(s) == (0, 1)
+    })
+    .await;
     silent(&mut responses, "collecting").await;
-    assert_eq!(
-        counts(&veil.stats("rs.end")),
-        (0, 1),
-        "held while it collects"
-    );
     drop(requests);
     veil.until("rs.end", "released", |s| counts(s) == (1, 0))
         .await;
@@ -963,7 +986,9 @@ async fn a_pull_collects_until_max_then_settles_all_it_returns() {
             })
             .await
     });
-    tokio::time::sleep(QUIET).await;
+    // Collecting before the second send: a pull that started after it would find both at once.
+    veil.until("rs.collect", "held by the pull", |s| s.hidden == 1)
+        .await;
     assert!(!pull.is_finished(), "one of two held, the clock frozen");
     send(&client, "rs.collect", "b").await;
     let pulled = pull.await.expect("join").expect("pull").into_inner();

@@ -4,7 +4,7 @@
 //! newer database is refused at open.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use veil_core::memory_store::MemoryStore;
@@ -471,18 +471,20 @@ async fn an_unreachable_database_fails_open_quickly() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
+    // Long timeouts: "quickly" is the refused connection's own answer, not one of the store's timeouts (which
+    // would say "timed out"), so no wall-clock bound is needed.
     let options = PgOptions {
         url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        connect_timeout: Duration::from_secs(30),
+        statement_timeout: Duration::from_secs(30),
         ..options
     };
-    let started = Instant::now();
-    let result = PgStore::open(options.clone(), None);
-    assert!(
-        matches!(result, Err(StoreError::Unavailable(_))),
-        "{:?}",
-        result.err()
-    );
-    assert!(started.elapsed() < options.connect_timeout * 2 + Duration::from_secs(1));
+    match PgStore::open(options, None) {
+        Err(StoreError::Unavailable(why)) => {
+            assert!(!why.contains("timed out"), "waited for a timeout: {why}")
+        }
+        other => panic!("not unavailable: {:?}", other.err()),
+    }
 }
 
 #[tokio::test]
@@ -527,10 +529,11 @@ async fn reads_after_a_failure_answer_within_the_call_timeout() {
         .await
         .unwrap();
     assert!(store.submit(vec![put(1, 1, 2, None, false)]).await.is_err());
-    let started = Instant::now();
-    let read = store.read_payloads(1, &[0, 1]);
-    assert!(started.elapsed() < options.call_timeout() + Duration::from_secs(1));
-    if let Ok(payloads) = read {
-        assert_eq!(payloads, vec![Some(payload(1, None)), None]);
-    }
+    // The readers have connections of their own, which the writer's failure leaves open: the read answers with
+    // what was committed. A reader that did not answer within the call timeout (and its margin) would make
+    // `read_payloads` return `Unavailable`, so the answer itself shows it came within the timeout.
+    let payloads = store
+        .read_payloads(1, &[0, 1])
+        .expect("a read after the writer failed answers");
+    assert_eq!(payloads, vec![Some(payload(1, None)), None]);
 }

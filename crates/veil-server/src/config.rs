@@ -383,6 +383,9 @@ pub struct ServeArgs {
     /// Veil by another address than the Host they send [default: the listener's scheme and the request's Host]
     #[arg(long, env = "VEIL_SQS_ADVERTISED_URL")]
     pub sqs_advertised_url: Option<String>,
+    /// Test-only, hidden (docs/testing.md "Test clock"): the clock becomes movable through the admin API.
+    #[arg(long, env = "VEIL_UNSAFE_TEST_CLOCK", hide = true)]
+    pub unsafe_test_clock: bool,
     #[command(flatten)]
     pub listeners: crate::listeners::ListenerArgs,
     #[command(flatten)]
@@ -476,6 +479,8 @@ pub struct Settings {
     pub sqs_advertised_url: Option<String>,
     /// The embedded store, or PostgreSQL shared by a cluster of nodes.
     pub store: crate::cluster::settings::StoreSetting,
+    /// Test-only (docs/testing.md "Test clock"): an `OffsetClock` and the admin call that advances it.
+    pub unsafe_test_clock: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -629,6 +634,7 @@ impl Settings {
                 .or(file.sqs_advertised_url)
                 .map(|url| advertised_url(&url))
                 .transpose()?,
+            unsafe_test_clock: args.unsafe_test_clock,
         })
     }
 

@@ -74,6 +74,7 @@ pub async fn serve_embedded(
         settings.listeners.admin.limits.clone(),
         settings.admin_guard(),
         telemetry,
+        crate::test_clock(settings),
     );
     let mut opened = open_engine(settings, telemetry, None)?;
     let secret = opened.secret;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
-use veil_core::{Engine, ReceiptKey, SystemClock};
+use veil_core::{Clock, Engine, OffsetClock, ReceiptKey, SystemClock};
 use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::Telemetry;
 
@@ -142,6 +142,15 @@ async fn serve(settings: Settings) -> Result<(), ServeError> {
     let tls = TlsConfigs::load(&settings.listeners, &mut certificates)?;
     certificates.reload_on_sighup();
     let shutdown = shutdown_on_signal();
+    if settings.unsafe_test_clock {
+        // A cluster's nodes read the database's clock, which no admin call of one node can move.
+        if !matches!(settings.store, StoreSetting::Embedded) {
+            return Err(ServeError::Cluster(
+                "the test clock works with the embedded store only".into(),
+            ));
+        }
+        tracing::warn!("the clock can be moved through the admin API: for tests only");
+    }
     match &settings.store {
         StoreSetting::Embedded => {
             embedded::serve_embedded(&settings, &telemetry, &tls, shutdown).await
@@ -242,6 +251,7 @@ impl Admin {
         limits: veil_http::Limits,
         guard: AdminGuard,
         telemetry: &Telemetry,
+        test_clock: Option<OffsetClock>,
     ) -> Self {
         let engine = veil_admin::EngineSlot::default();
         let mut registry = veil_admin::Registry::default();
@@ -256,7 +266,8 @@ impl Admin {
         )
         .with_token(guard.token)
         .with_allowed_hosts(guard.allowed_hosts)
-        .with_loopback_peers_only(guard.loopback_peers_only);
+        .with_loopback_peers_only(guard.loopback_peers_only)
+        .with_test_clock(test_clock);
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, tls = tls.is_some(), "admin endpoint listening (/metrics, /healthz, /readyz, /api/v1, console)");
         }
@@ -302,6 +313,17 @@ impl Admin {
     }
 }
 
+/// The movable clock of the test-only setting (docs/testing.md "Test clock"), one per process so that an
+/// engine reopened after a store failure keeps the time a test moved.
+static TEST_CLOCK: std::sync::OnceLock<OffsetClock> = std::sync::OnceLock::new();
+
+/// The test clock when the setting is on.
+fn test_clock(settings: &Settings) -> Option<OffsetClock> {
+    settings
+        .unsafe_test_clock
+        .then(|| TEST_CLOCK.get_or_init(OffsetClock::new).clone())
+}
+
 /// What opening the data directory gives: the store, the engine over it and the directory's secret.
 struct Opened {
     store: Arc<RedbStore>,
@@ -336,11 +358,11 @@ fn open_engine(
         Some(secret) => secret,
         None => veil_store::load_or_create_secret(&settings.data_dir, rand::random)?,
     };
-    let engine = Arc::new(Engine::open(
-        store.clone(),
-        Arc::new(SystemClock),
-        ReceiptKey::new(secret),
-    )?);
+    let clock: Arc<dyn Clock> = match test_clock(settings) {
+        Some(clock) => Arc::new(clock),
+        None => Arc::new(SystemClock),
+    };
+    let engine = Arc::new(Engine::open(store.clone(), clock, ReceiptKey::new(secret))?);
     tracing::info!(
         data_dir = %settings.data_dir.display(),
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -6,6 +6,7 @@
 mod messages;
 mod queues;
 mod redrive;
+pub(crate) mod test_clock;
 pub mod types;
 
 use axum::extract::DefaultBodyLimit;

@@ -26,6 +26,9 @@ pub struct QueueOverview {
     pub deliveries_by_receive_count: [u64; limits::DELIVERY_RECEIVE_COUNT_BUCKETS.len() + 1],
     /// Sum of the receive counts those deliveries gave.
     pub deliveries_receive_count_sum: u64,
+    /// Receives parked in a long poll on this queue now (they hold no admission slot: docs/reliability.md
+    /// "Load and overload").
+    pub long_polls_waiting: u64,
 }
 
 impl Engine {
@@ -73,6 +76,7 @@ impl Engine {
             stats: index.stats(now),
             deliveries_by_receive_count: index.deliveries_by_receive_count,
             deliveries_receive_count_sum: index.deliveries_receive_count_sum,
+            long_polls_waiting: index.waiters.waiting() as u64,
         }
     }
 

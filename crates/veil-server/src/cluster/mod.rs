@@ -338,6 +338,7 @@ impl Member<'_, '_> {
                 settings.listeners.admin.limits.clone(),
                 settings.admin_guard(),
                 &telemetry,
+                None,
             );
             admin.engine_opened(&engine);
             let sampler = admin.series.spawn_sampler(engine.clone());
