@@ -1,4 +1,4 @@
-//! Per-message delivery history (issue 12): for every stored message that has been delivered, its last
+//! Per-message delivery history (docs/semantics.md §9): for every stored message that has been delivered, its last
 //! [`limits::DELIVERY_HISTORY_ENTRIES_MAX`] deliveries — when, through which protocol, to which client, the
 //! visibility granted and how each ended — so that an operator can answer "why was this message delivered
 //! five times?".

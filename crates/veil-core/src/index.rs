@@ -59,7 +59,7 @@ pub(crate) struct QueueIndex {
     /// Sum of the receive counts the counted deliveries gave (a histogram's sum).
     pub deliveries_receive_count_sum: u64,
     /// Delivery histories of delivered messages (sparse, like `redrives`) and, in memory only, of recently
-    /// deleted ones (issue 12).
+    /// deleted ones (docs/semantics.md §9).
     pub history: Histories,
 }
 

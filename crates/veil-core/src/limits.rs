@@ -40,7 +40,7 @@ pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;
 pub const DELIVERY_RECEIVE_COUNT_BUCKETS: [u32; 4] = [1, 2, 5, 10];
 /// Most messages one browse returns.
 pub const BROWSE_MESSAGES_MAX: usize = 1_000;
-/// Deliveries a message's history keeps, most recent last; older ones are forgotten (issue 12).
+/// Deliveries a message's history keeps, most recent last; older ones are forgotten (docs/semantics.md §9).
 pub const DELIVERY_HISTORY_ENTRIES_MAX: usize = 8;
 /// Histories of recently deleted messages each queue keeps in memory (not durable), so that a question asked
 /// right after a delete still answers "deleted". At most ~1.5 KiB each.

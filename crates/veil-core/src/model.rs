@@ -130,7 +130,7 @@ pub struct QueueConfig {
     /// stored access policies), keyed by a protocol prefix.
     #[serde(default)]
     pub protocol_settings: BTreeMap<String, String>,
-    /// Record each delivered message's last deliveries (issue 12; `Engine::history`). On by default; off, the
+    /// Record each delivered message's last deliveries (docs/semantics.md §9; `Engine::history`). On by default; off, the
     /// queue records and writes no history. Stored with the queue (a new field of the record: storage
     /// format 6, since postcard has no field defaults).
     pub delivery_history: bool,
@@ -388,7 +388,7 @@ pub struct ReceiveOptions {
     /// changed, with the same messages and receipts (SQS's `ReceiveRequestAttemptId`). Ignored by standard
     /// queues.
     pub attempt_id: Option<String>,
-    /// Who receives, for the delivery history (issue 12); `None` when the caller does not say.
+    /// Who receives, for the delivery history (docs/semantics.md §9); `None` when the caller does not say.
     pub consumer: Option<crate::history::Consumer>,
 }
 

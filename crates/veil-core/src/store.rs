@@ -101,7 +101,7 @@ pub enum StoreOp {
     DeleteMoveTask {
         number: u64,
     },
-    /// Writes a message's delivery history whole (bounded, last write wins; issue 12). Deleted with the
+    /// Writes a message's delivery history whole (bounded, last write wins; docs/semantics.md §9). Deleted with the
     /// message; moved messages get theirs written anew under their new (queue, seq), after the move.
     /// Appended last: the log encodes variants by index.
     PutHistory {

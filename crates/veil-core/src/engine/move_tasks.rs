@@ -14,7 +14,8 @@
 
 use uuid::Uuid;
 
-use super::{fresh_arrival, Arrival, Engine, Locked, State};
+use super::moves::{fresh_arrival, Arrival};
+use super::{Engine, Locked, State};
 use crate::clock::Millis;
 use crate::error::{EngineError, EngineResult};
 use crate::history::DeliveryEnding;
@@ -381,8 +382,36 @@ impl Engine {
         }
         let mut locked = self.brought_up_to(state, plan.source, now, ops);
         let moved_before = locked.state.move_tasks.tasks[position].record.moved;
+        let (targets, failure) = Self::move_planned(&mut locked, position, &plan);
+        let done = failure.is_none() && !Self::anything_left(&mut locked, position);
+        // The source's own promotions, net of what moved out.
+        locked.index().waiters.wake();
+        for target in targets {
+            let index = locked
+                .state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above");
+            // The moved messages that became deliverable there wake as many of its waiters.
+            index.waiters.wake();
+            locked.ops.push(StoreOp::PutCounters {
+                queue: target,
+                counters: index.counters,
+            });
+        }
+        Self::end_step(&mut locked, position, moved_before, failure, done);
+        locked.ops
+    }
+
+    /// Moves the plan's candidates that are still as planned, while the task's allowance lasts. Returns the
+    /// queues they went to, and the reason the task fails if one candidate makes it stop.
+    fn move_planned(
+        locked: &mut Locked<'_>,
+        position: usize,
+        plan: &Plan,
+    ) -> (Vec<QueueId>, Option<MoveTaskFailure>) {
+        let now = locked.now;
         let mut targets: Vec<QueueId> = Vec::new();
-        let mut failure = None;
         for (i, &(seq, generation)) in plan.candidates.iter().enumerate() {
             if locked.state.move_tasks.tasks[position].allowance() == 0 {
                 break;
@@ -400,34 +429,28 @@ impl Engine {
                 .map(|origins| origins.get(i).and_then(Option::as_ref));
             match Self::move_target(locked.state, position, origin) {
                 Target::Skip => continue,
-                Target::Fail(reason) => {
-                    failure = Some(reason);
-                    break;
-                }
+                Target::Fail(reason) => return (targets, Some(reason)),
                 Target::Queue(target) => {
-                    Self::move_one(&mut locked, position, (seq, current), target);
+                    Self::move_one(locked, position, (seq, current), target);
                     if !targets.contains(&target) {
                         targets.push(target);
                     }
                 }
             }
         }
-        let done = failure.is_none() && !Self::anything_left(&mut locked, position);
-        // The source's own promotions, net of what moved out.
-        locked.index().waiters.wake();
-        for target in targets {
-            let index = locked
-                .state
-                .queues
-                .get_mut(&target)
-                .expect("resolved above");
-            // The moved messages that became deliverable there wake as many of its waiters.
-            index.waiters.wake();
-            locked.ops.push(StoreOp::PutCounters {
-                queue: target,
-                counters: index.counters,
-            });
-        }
+        (targets, None)
+    }
+
+    /// Records how the step left the task (its progress, completed or failed) and the source's counters;
+    /// a task that ended makes room under the per-source cap on finished tasks kept.
+    fn end_step(
+        locked: &mut Locked<'_>,
+        position: usize,
+        moved_before: u64,
+        failure: Option<MoveTaskFailure>,
+        done: bool,
+    ) {
+        let source = locked.id;
         let task = &mut locked.state.move_tasks.tasks[position];
         let moved = task.record.moved != moved_before;
         match failure {
@@ -442,7 +465,7 @@ impl Engine {
         if moved {
             let counters = locked.index().counters;
             locked.ops.push(StoreOp::PutCounters {
-                queue: plan.source,
+                queue: source,
                 counters,
             });
         }
@@ -451,9 +474,8 @@ impl Engine {
             .status
             .is_running()
         {
-            locked.state.move_tasks.trim(plan.source, &mut locked.ops);
+            locked.state.move_tasks.trim(source, &mut locked.ops);
         }
-        locked.ops
     }
 
     /// Where the candidate goes: the task's destination, else the queue its payload says it was

@@ -1,0 +1,432 @@
+//! Messages moving between queues: dead-letter moves (a queue's redrive policy or a message's own, on receive
+//! or on release; docs/semantics.md §3) and a consumer's re-queue (KubeMQ), each atomic under the one lock.
+
+use super::{Engine, Locked, State};
+use crate::clock::Millis;
+use crate::error::EngineResult;
+use crate::history::{DeliveryEnding, DeliveryHistory};
+use crate::index::QueueIndex;
+use crate::model::*;
+use crate::store::StoreOp;
+
+/// Most dead-letter moves one receive performs before it returns; the next receive continues.
+pub(super) const DEAD_LETTER_MOVES_PER_RECEIVE_MAX: usize = 1_000;
+
+impl Engine {
+    /// Moves the messages released with their receives used up under an `OnRelease` rule (KubeMQ), so that a
+    /// consumer of the dead-letter queue sees them at once. One whose target is gone stays visible; the next
+    /// receive applies the rule again.
+    pub(super) fn release_dead_letters(&self, locked: &mut Locked<'_>) {
+        let released = locked.index().take_released();
+        if released.is_empty() {
+            return; // the common case, twice per operation: no look-up beyond the index
+        }
+        let (id, now) = (locked.id, locked.now);
+        let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
+        let index = locked.index();
+        let mut moves = Vec::new();
+        for seq in released {
+            let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
+                continue; // deleted, or received again, since it was released
+            };
+            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+                let group = index.group_of(seq).map(str::to_owned);
+                let history = index.history.take(seq);
+                index.remove(seq);
+                moves.push(DeadLetter {
+                    seq,
+                    state: current,
+                    route,
+                    history,
+                    group,
+                });
+            }
+        }
+        if moves.is_empty() {
+            return;
+        }
+        self.dead_letter(locked.state, id, moves, now, &mut locked.ops);
+        let counters = locked.index().counters;
+        locked.ops.push(StoreOp::PutCounters {
+            queue: id,
+            counters,
+        });
+    }
+
+    /// The target and threshold of a queue's redrive policy, if its dead-letter queue exists and is another.
+    pub(super) fn queue_dead_letter(state: &State, id: QueueId) -> Option<(QueueId, u32)> {
+        let policy = state.queues[&id].record.config.redrive_policy.as_ref()?;
+        let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
+        (target != id).then_some((target, policy.max_receive_count))
+    }
+
+    /// Where a message that is about to be delivered goes instead, if it has been received too often. The
+    /// message's own policy, when it has one, takes precedence over the queue's.
+    pub(super) fn dead_letter_route(
+        index: &QueueIndex,
+        seq: Seq,
+        current: MessageState,
+        queue_dead_letter: Option<(QueueId, u32)>,
+    ) -> Option<DeadLetterRoute> {
+        if let Some(policy) = index.redrive(seq) {
+            return (current.receive_count >= policy.max_receive_count).then(|| {
+                match &policy.dead_letter_queue {
+                    Some(key) => DeadLetterRoute::MessagePolicy(key.clone()),
+                    None => DeadLetterRoute::Drop,
+                }
+            });
+        }
+        let (target, max_receive_count) = queue_dead_letter?;
+        (current.receive_count >= max_receive_count).then_some(DeadLetterRoute::QueuePolicy(target))
+    }
+
+    /// Applies the dead-letter moves and drops of one receive, already taken out of the source's index, in
+    /// the same critical section. A queue-policy move keeps the message's receive count and send time
+    /// (docs/semantics.md §3; expiry counted from the send by the dead-letter queue's retention); a
+    /// message-policy move arrives as a fresh message (KubeMQ: count reset, policy cleared, expiry kept).
+    pub(super) fn dead_letter(
+        &self,
+        state: &mut State,
+        source: QueueId,
+        moves: Vec<DeadLetter>,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) {
+        if moves.is_empty() {
+            return;
+        }
+        let source_key = state.queues[&source].record.key.clone();
+        // Each target once, with whether any arrival there needs its wake-up timer rearmed.
+        let mut woken: Vec<(QueueId, bool)> = Vec::new();
+        for DeadLetter {
+            seq,
+            state: moved,
+            route,
+            history,
+            group,
+        } in moves
+        {
+            let Some((target, arrived)) =
+                self.dead_letter_target(state, (source, seq), route, moved, now, ops)
+            else {
+                continue;
+            };
+            let history = history.map(|history| {
+                let to = state.queues[&target].record.key.clone();
+                crate::history::ended_by_move(history, DeliveryEnding::DeadLettered { to }, now)
+            });
+            let index = state.queues.get_mut(&source).expect("source is locked");
+            index.counters.dead_letter_moves += 1;
+            let arrival = Arrival {
+                from: (source, seq),
+                target,
+                state: arrived,
+                moved_from: MovedFrom {
+                    queue: source_key.clone(),
+                    reason: MoveReason::DeadLetter,
+                },
+                redrive: None,
+                group,
+                history,
+            };
+            let earliest = Self::arrive(state, arrival, now, ops);
+            match woken.iter_mut().find(|(t, _)| *t == target) {
+                Some((_, rearm)) => *rearm |= earliest,
+                None => woken.push((target, earliest)),
+            }
+        }
+        Self::wake_targets(state, woken);
+    }
+
+    /// Wakes the waiters of each queue that dead letters arrived in, rearming its timer where an arrival is
+    /// its earliest deadline.
+    fn wake_targets(state: &mut State, woken: Vec<(QueueId, bool)>) {
+        for (target, rearm) in woken {
+            let waiters = &mut state
+                .queues
+                .get_mut(&target)
+                .expect("resolved above")
+                .waiters;
+            if rearm {
+                waiters.rearm();
+            }
+            waiters.wake();
+        }
+    }
+
+    /// The queue a dead letter moves to and its state on arrival, by its route; `None` for a message whose
+    /// own rule names no queue, which is dropped here (counted, deleted from the store).
+    fn dead_letter_target(
+        &self,
+        state: &mut State,
+        (source, seq): (QueueId, Seq),
+        route: DeadLetterRoute,
+        moved: MessageState,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> Option<(QueueId, MessageState)> {
+        match route {
+            DeadLetterRoute::Drop => {
+                let index = state.queues.get_mut(&source).expect("source is locked");
+                index.counters.dead_letter_drops += 1;
+                ops.push(StoreOp::DeleteMessage { queue: source, seq });
+                None
+            }
+            DeadLetterRoute::QueuePolicy(target) => {
+                let retention_ms = state.queues[&target].record.config.retention_ms;
+                let expires_at = retention_ms.map_or(NEVER, |ms| moved.sent_at.saturating_add(ms));
+                let arrived = MessageState {
+                    visible_at: now,
+                    expires_at,
+                    dead_letter_on_release: false,
+                    ..moved
+                };
+                Some((target, arrived))
+            }
+            DeadLetterRoute::MessagePolicy(key) => {
+                let target = self.dead_letter_queue(state, source, key, now, ops);
+                Some((target, fresh_arrival(moved, now)))
+            }
+        }
+    }
+
+    /// Puts a message already taken out of its source index into `target` under a new seq, and queues the
+    /// store move. Returns the wake-up hint of the insert.
+    pub(super) fn arrive(
+        state: &mut State,
+        arrival: Arrival,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> bool {
+        let target = state
+            .queues
+            .get_mut(&arrival.target)
+            .expect("move target resolved under the same lock");
+        let to_seq = target.alloc_seq(ops);
+        // A FIFO target orders the message in its group (the empty group if it came from a queue without).
+        let fifo_group = target
+            .fifo
+            .is_some()
+            .then(|| arrival.group.unwrap_or_default());
+        let wake = target.insert(to_seq, arrival.state, fifo_group.as_deref(), now);
+        if let Some(policy) = &arrival.redrive {
+            target.set_redrive(to_seq, policy.clone());
+        }
+        ops.push(StoreOp::MoveMessage {
+            from: arrival.from,
+            to: (arrival.target, to_seq),
+            state: arrival.state,
+            moved_from: arrival.moved_from,
+            redrive: arrival.redrive,
+            fifo_group,
+        });
+        // After the move, which deleted the history at `from` in the store.
+        if let Some(history) = arrival
+            .history
+            .filter(|_| target.record.config.delivery_history)
+        {
+            ops.push(StoreOp::PutHistory {
+                queue: arrival.target,
+                seq: to_seq,
+                history: history.clone(),
+            });
+            target.history.arrived(to_seq, history);
+        }
+        wake
+    }
+
+    /// Moves a message the caller holds (its current receipt) to `target` in one atomic, durable step, as a
+    /// fresh visible message there: same id, body, attributes and own redrive rule; receive count reset; its
+    /// expiry kept. Counted as a delete at the source and a send at the target. KubeMQ's re-queue.
+    pub async fn move_message(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        target: &QueueKey,
+    ) -> EngineResult<()> {
+        let mut results = self.move_messages(key, &[receipt], target).await?;
+        results.pop().expect("one result per receipt")
+    }
+
+    /// [`Engine::move_message`] for several held messages of one queue: one lock and one commit for the lot.
+    /// The outer error is the queues' (either missing) or the store's; each receipt has its own result.
+    pub async fn move_messages(
+        &self,
+        key: &QueueKey,
+        receipts: &[&str],
+        target: &QueueKey,
+    ) -> EngineResult<Vec<EngineResult<()>>> {
+        let now = self.clock.now();
+        let (results, commit) = self.on_queue(key, now, |locked| {
+            let target_id = locked.state.queue_id(target)?;
+            let mut wake = false;
+            let results: Vec<EngineResult<()>> = receipts
+                .iter()
+                .map(|receipt| {
+                    wake |= self.move_held(locked, key, receipt, target_id)?;
+                    Ok(())
+                })
+                .collect();
+            if results.iter().any(Result::is_ok) {
+                let id = locked.id;
+                let source_counters = locked.index().counters;
+                let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+                if wake {
+                    target_index.waiters.rearm();
+                }
+                target_index.waiters.wake();
+                let target_counters = target_index.counters;
+                locked.ops.push(StoreOp::PutCounters {
+                    queue: id,
+                    counters: source_counters,
+                });
+                locked.ops.push(StoreOp::PutCounters {
+                    queue: target_id,
+                    counters: target_counters,
+                });
+            }
+            Ok(results)
+        })?;
+        Self::durable(commit).await?;
+        results
+    }
+
+    /// One message of a [`Engine::move_messages`] batch, under the lock: taken out of the locked queue and
+    /// arrived at `target_id`, both counted. Returns the wake-up hint of the arrival.
+    fn move_held(
+        &self,
+        locked: &mut Locked<'_>,
+        key: &QueueKey,
+        receipt: &str,
+        target_id: QueueId,
+    ) -> EngineResult<bool> {
+        let (id, now, index) = (locked.id, locked.now, locked.index());
+        let Held {
+            seq,
+            state: moved,
+            redrive,
+            group,
+            history,
+        } = self.take_held(index, receipt)?;
+        index.counters.deletes += 1;
+        let history = history.map(|history| {
+            let to = locked.state.queues[&target_id].record.key.clone();
+            crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
+        });
+        let arrival = Arrival {
+            from: (id, seq),
+            target: target_id,
+            state: fresh_arrival(moved, now),
+            moved_from: MovedFrom {
+                queue: key.clone(),
+                reason: MoveReason::Requeue,
+            },
+            redrive,
+            group,
+            history,
+        };
+        let wake = Self::arrive(locked.state, arrival, now, &mut locked.ops);
+        let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+        target_index.counters.sends += 1;
+        Ok(wake)
+    }
+
+    /// Takes a held message out of the index if `receipt` is its current one, with what travels with it.
+    fn take_held(&self, index: &mut QueueIndex, receipt: &str) -> EngineResult<Held> {
+        let receipt = self.decode_receipt(index.id(), receipt)?;
+        Self::current(index, &receipt)?;
+        let redrive = index.redrive(receipt.seq).cloned();
+        // Read before the removal, which takes the message out of its group.
+        let group = index.group_of(receipt.seq).map(str::to_owned);
+        let history = index.history.take(receipt.seq);
+        let state = index
+            .remove(receipt.seq)
+            .expect("current() found the message");
+        Ok(Held {
+            seq: receipt.seq,
+            state,
+            redrive,
+            group,
+            history,
+        })
+    }
+
+    /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
+    /// queue's settings (less its own dead-letter, tags and metadata), as KubeMQ creates channels on use.
+    fn dead_letter_queue(
+        &self,
+        state: &mut State,
+        source: QueueId,
+        key: QueueKey,
+        now: Millis,
+        ops: &mut Vec<StoreOp>,
+    ) -> QueueId {
+        if let Some(&id) = state.by_key.get(&key) {
+            return id;
+        }
+        let config = QueueConfig {
+            redrive_policy: None,
+            tags: Default::default(),
+            metadata: Default::default(),
+            protocol_settings: Default::default(),
+            ..state.queues[&source].record.config.clone()
+        };
+        Self::insert_queue(state, key, config, now, ops)
+    }
+}
+
+/// Where a message received too often goes.
+pub(super) enum DeadLetterRoute {
+    /// The queue's redrive policy names this queue.
+    QueuePolicy(QueueId),
+    /// The message's own policy names this queue (it may have to be created).
+    MessagePolicy(QueueKey),
+    /// The message's own policy names no queue.
+    Drop,
+}
+
+/// A message on its way into another queue (a dead-letter move or a re-queue).
+pub(super) struct Arrival {
+    pub(super) from: (QueueId, Seq),
+    pub(super) target: QueueId,
+    pub(super) state: MessageState,
+    /// Recorded in the payload: where the message came from, and why.
+    pub(super) moved_from: MovedFrom,
+    /// The message's own rule, kept by a re-queue.
+    pub(super) redrive: Option<MessageRedrivePolicy>,
+    /// Its group in the FIFO queue it leaves, kept in a FIFO target.
+    pub(super) group: Option<String>,
+    /// Its delivery history, last delivery already ended by the move; kept if the target records history.
+    pub(super) history: Option<DeliveryHistory>,
+}
+
+/// A moved message's state when it arrives as a fresh one: visible now, never received, its expiry kept.
+pub(super) fn fresh_arrival(moved: MessageState, now: Millis) -> MessageState {
+    MessageState {
+        visible_at: now,
+        first_received_at: 0,
+        receive_count: 0,
+        dead_letter_on_release: false,
+        ..moved
+    }
+}
+
+/// A message received too often, taken out of its queue, on its way to where its rule sends it.
+pub(super) struct DeadLetter {
+    pub(super) seq: Seq,
+    pub(super) state: MessageState,
+    pub(super) route: DeadLetterRoute,
+    /// Travels with the message (same id) and is written anew in the target.
+    pub(super) history: Option<DeliveryHistory>,
+    /// Its group in a FIFO source: a dead-letter move keeps the group (docs/semantics.md §4).
+    pub(super) group: Option<String>,
+}
+
+/// A held message taken out of its queue to move elsewhere: its state, own rule and FIFO group.
+struct Held {
+    seq: Seq,
+    state: MessageState,
+    redrive: Option<MessageRedrivePolicy>,
+    group: Option<String>,
+    history: Option<DeliveryHistory>,
+}
