@@ -502,3 +502,48 @@ async fn a_bit_flipped_on_any_read_of_the_redb_file_at_start_up_is_an_error_or_c
         "refused {refused}, unchanged {unchanged}"
     );
 }
+
+/// The server's path after a failed disk (docs/reliability.md "Storage faults"): the store fail-stops on a
+/// random EIO or ENOSPC, is closed, and is reopened on the same disk, sometimes after a crash as well.
+#[tokio::test]
+async fn a_store_reopened_after_random_write_and_sync_errors_keeps_every_acknowledged_change() {
+    for seed in crash_point_seeds() {
+        let disk = SimDisk::new(seed);
+        let mut acknowledged = BTreeSet::new();
+        let mut submitted = 0;
+        for round in 0..4u64 {
+            let store = open_after_crashes(&disk, seed);
+            let found = changes(&store);
+            assert!(
+                acknowledged.is_subset(&found),
+                "seed {seed} round {round}: lost {:?}",
+                acknowledged.difference(&found).collect::<Vec<_>>()
+            );
+            assert!(
+                found.iter().all(|c| *c < submitted),
+                "seed {seed}: a change never submitted"
+            );
+            acknowledged = found;
+            let effect = if (seed + round) % 2 == 0 {
+                Effect::Eio
+            } else {
+                Effect::Enospc
+            };
+            disk.inject(SimFault::random(IoOp::Write, 20_000, effect));
+            disk.inject(SimFault::random(IoOp::Sync, 20_000, Effect::Eio));
+            while !*store.failed().borrow() && submitted < 10_000 {
+                let n = submitted;
+                submitted += 1;
+                if submit(&store, n).await.is_ok() {
+                    acknowledged.insert(n);
+                }
+            }
+            store.close();
+            disk.heal();
+            if (seed + round) % 3 == 0 {
+                disk.crash();
+            }
+            drop(store);
+        }
+    }
+}
