@@ -23,7 +23,7 @@ fn tiny_segments() -> StoreOptions {
 }
 
 fn open(disk: &SimDisk) -> Result<RedbStore, StoreError> {
-    RedbStore::open_on(Arc::new(disk.clone()), &data_dir(), tiny_segments())
+    RedbStore::open_on(Arc::new(disk.process()), &data_dir(), tiny_segments())
 }
 
 /// One change the test can find again: a deduplication entry named by its number.
@@ -137,6 +137,22 @@ fn a_handle_opened_before_a_crash_fails_after_it() {
     disk.crash();
     assert!(f.write_at(b"late", 0).is_err());
     assert!(f.sync_data().is_err());
+}
+
+#[test]
+fn every_call_through_a_process_handle_fails_after_a_crash_so_a_dead_store_cannot_touch_the_disk() {
+    let disk = SimDisk::new(4);
+    let before: Arc<dyn StorageIo> = Arc::new(disk.process());
+    before.prepare_dir(&data_dir()).expect("dir");
+    disk.crash();
+    assert!(before.create_new(&file("late")).is_err());
+    assert!(before.list_dir(&data_dir()).is_err());
+    assert!(before.sync_dir(&data_dir()).is_err());
+    let after: Arc<dyn StorageIo> = Arc::new(disk.process());
+    after
+        .create_new(&file("new"))
+        .expect("a handle taken after the crash works");
+    assert_eq!(disk.names(&data_dir()), vec!["new".to_owned()]);
 }
 
 #[test]
