@@ -5,8 +5,9 @@
 //! - [`SimDisk::crash`] is a power loss: each file falls back to its durable content plus what the seeded
 //!   [`CrashPlan`] keeps of its unsynced writes (nothing, an in-order prefix whose last write is torn at any
 //!   byte, or any subset); each directory keeps its durable names plus a seeded prefix of its unsynced
-//!   creations, renames and removals. Handles opened before the crash fail from then on, so the store that was
-//!   running cannot touch the disk the next one recovers from.
+//!   creations, renames and removals. Files opened before the crash fail from then on, and so does every call
+//!   through a [`SimDisk::process`] handle taken before it, so the store that was running cannot touch the disk
+//!   the next one recovers from.
 //! - [`SimFault`]s make the Nth (or a random) write, sync or read fail with EIO or ENOSPC, or a read return one
 //!   flipped bit. A failed write may leave a prefix of its bytes; a failed sync may drop the dirty data, as
 //!   Linux does after an fsync error.
@@ -236,6 +237,8 @@ pub struct SimDisk {
     /// One lock for the whole disk: the store's writer, checkpointer and readers call in from their threads,
     /// and a crash must see every file at one instant.
     disk: Arc<Mutex<Disk>>,
+    /// Set on a handle from [`SimDisk::process`]: its calls fail once the disk has crashed since.
+    process_epoch: Option<u64>,
 }
 
 fn lock(disk: &Mutex<Disk>) -> MutexGuard<'_, Disk> {
@@ -430,6 +433,28 @@ impl SimDisk {
                 crash_plan: CrashPlan::Seeded,
                 stats: SimStats::default(),
             })),
+            process_epoch: None,
+        }
+    }
+
+    /// A handle for one run of the store, from now to the next crash: after a crash every call through it fails,
+    /// not only those on files it had open, so that a store that was running when the power went cannot create,
+    /// rename or remove a file on the disk its successor recovers from. Open the store on this; keep `self` to
+    /// crash and inspect the disk.
+    pub fn process(&self) -> SimDisk {
+        let epoch = self.lock().epoch;
+        SimDisk {
+            disk: self.disk.clone(),
+            process_epoch: Some(epoch),
+        }
+    }
+
+    /// The disk, if this handle's process outlived no crash.
+    fn alive(&self) -> io::Result<MutexGuard<'_, Disk>> {
+        let disk = self.lock();
+        match self.process_epoch {
+            Some(epoch) if epoch != disk.epoch => Err(crashed()),
+            _ => Ok(disk),
         }
     }
 
@@ -655,7 +680,7 @@ impl StorageFile for SimFile {
 
 impl StorageIo for SimDisk {
     fn prepare_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         for ancestor in dir.ancestors() {
             disk.dirs.entry(ancestor.to_path_buf()).or_default();
         }
@@ -663,14 +688,14 @@ impl StorageIo for SimDisk {
     }
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         directory_change(&mut disk, path)?;
         let inode = disk.link_new(path)?;
         Ok(self.handle(&disk, inode, path))
     }
 
     fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         let inode = match disk.lookup(path) {
             Ok(inode) => inode,
             Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
@@ -683,7 +708,7 @@ impl StorageIo for SimDisk {
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         let inode = disk.lookup(path)?;
         let mut out = vec![0; disk.inode(inode)?.live.len()];
         read_into(&mut disk, inode, &mut out, 0, path)?;
@@ -691,13 +716,13 @@ impl StorageIo for SimDisk {
     }
 
     fn file_len(&self, path: &Path) -> io::Result<u64> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         let inode = disk.lookup(path)?;
         Ok(disk.inode(inode)?.live.len() as u64)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         let ((from_dir, from_name), (to_dir, to_name)) = (split(from)?, split(to)?);
         if from_dir != to_dir {
             return Err(io::Error::other(
@@ -714,7 +739,7 @@ impl StorageIo for SimDisk {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         disk.lookup(path)?;
         directory_change(&mut disk, path)?;
         let (dir, name) = split(path)?;
@@ -726,13 +751,13 @@ impl StorageIo for SimDisk {
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let disk = self.lock();
+        let disk = self.alive()?;
         let entries = disk.dirs.get(dir).ok_or_else(|| not_found(dir))?;
         Ok(entries.live.keys().cloned().collect())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut disk = self.lock();
+        let mut disk = self.alive()?;
         disk.stats.syncs += 1;
         if let Some(effect) = disk.fault(IoOp::Sync, dir) {
             return Err(errno(effect));

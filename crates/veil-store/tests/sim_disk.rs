@@ -23,7 +23,7 @@ fn tiny_segments() -> StoreOptions {
 }
 
 fn open(disk: &SimDisk) -> Result<RedbStore, StoreError> {
-    RedbStore::open_on(Arc::new(disk.clone()), &data_dir(), tiny_segments())
+    RedbStore::open_on(Arc::new(disk.process()), &data_dir(), tiny_segments())
 }
 
 /// One change the test can find again: a deduplication entry named by its number.
@@ -137,6 +137,22 @@ fn a_handle_opened_before_a_crash_fails_after_it() {
     disk.crash();
     assert!(f.write_at(b"late", 0).is_err());
     assert!(f.sync_data().is_err());
+}
+
+#[test]
+fn every_call_through_a_process_handle_fails_after_a_crash_so_a_dead_store_cannot_touch_the_disk() {
+    let disk = SimDisk::new(4);
+    let before: Arc<dyn StorageIo> = Arc::new(disk.process());
+    before.prepare_dir(&data_dir()).expect("dir");
+    disk.crash();
+    assert!(before.create_new(&file("late")).is_err());
+    assert!(before.list_dir(&data_dir()).is_err());
+    assert!(before.sync_dir(&data_dir()).is_err());
+    let after: Arc<dyn StorageIo> = Arc::new(disk.process());
+    after
+        .create_new(&file("new"))
+        .expect("a handle taken after the crash works");
+    assert_eq!(disk.names(&data_dir()), vec!["new".to_owned()]);
 }
 
 #[test]
@@ -501,4 +517,49 @@ async fn a_bit_flipped_on_any_read_of_the_redb_file_at_start_up_is_an_error_or_c
         refused > 0 && unchanged > 0,
         "refused {refused}, unchanged {unchanged}"
     );
+}
+
+/// The server's path after a failed disk (docs/reliability.md "Storage faults"): the store fail-stops on a
+/// random EIO or ENOSPC, is closed, and is reopened on the same disk, sometimes after a crash as well.
+#[tokio::test]
+async fn a_store_reopened_after_random_write_and_sync_errors_keeps_every_acknowledged_change() {
+    for seed in crash_point_seeds() {
+        let disk = SimDisk::new(seed);
+        let mut acknowledged = BTreeSet::new();
+        let mut submitted = 0;
+        for round in 0..4u64 {
+            let store = open_after_crashes(&disk, seed);
+            let found = changes(&store);
+            assert!(
+                acknowledged.is_subset(&found),
+                "seed {seed} round {round}: lost {:?}",
+                acknowledged.difference(&found).collect::<Vec<_>>()
+            );
+            assert!(
+                found.iter().all(|c| *c < submitted),
+                "seed {seed}: a change never submitted"
+            );
+            acknowledged = found;
+            let effect = if (seed + round) % 2 == 0 {
+                Effect::Eio
+            } else {
+                Effect::Enospc
+            };
+            disk.inject(SimFault::random(IoOp::Write, 20_000, effect));
+            disk.inject(SimFault::random(IoOp::Sync, 20_000, Effect::Eio));
+            while !*store.failed().borrow() && submitted < 10_000 {
+                let n = submitted;
+                submitted += 1;
+                if submit(&store, n).await.is_ok() {
+                    acknowledged.insert(n);
+                }
+            }
+            store.close();
+            disk.heal();
+            if (seed + round) % 3 == 0 {
+                disk.crash();
+            }
+            drop(store);
+        }
+    }
 }
