@@ -17,8 +17,8 @@ const LAST_SHOWABLE_S: i64 = 253_402_300_799;
 const RFC1123: &[BorrowedFormatItem<'_>] = format_description!(
     "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
 );
-/// The part of RFC 1123 after the weekday. The weekday itself is not read, so a wrong one is not refused.
-/// Fields may have one digit or two, as before the `time` crate parsed them.
+/// The part of RFC 1123 after the weekday, which is not read (a wrong one is not refused). The day and clock
+/// fields take one digit or two (`1 Aug 2011 7:05:01`), as Veil has always accepted.
 const RFC1123_AFTER_WEEKDAY: &[BorrowedFormatItem<'_>] = format_description!(
     "[day padding:none] [month repr:short] [year] [hour padding:none]:[minute padding:none]:[second padding:none] GMT"
 );

@@ -1,5 +1,5 @@
 //! The queue actions: create, delete, look up and list queues, read and change their attributes, purge them
-//! and list a dead-letter queue's sources. Queue settings travel as SQS attribute strings; `attributes.rs`
+//! and list a dead-letter queue's sources. Queue settings travel as SQS attribute strings; `attributes/`
 //! parses and renders them, this file applies them through the engine.
 
 use std::collections::BTreeMap;

@@ -669,7 +669,7 @@ async fn queue_attributes_show_counts_settings_and_epoch_seconds() {
         attributes["QueueArn"],
         "arn:aws:sqs:us-east-1:000000000000:q"
     );
-    // SSE-SQS is on for a new queue, as AWS creates them (attributes.rs).
+    // SSE-SQS is on for a new queue, as AWS creates them (attributes/render.rs).
     assert_eq!(attributes["SqsManagedSseEnabled"], "true");
     let reply = h
         .json(
