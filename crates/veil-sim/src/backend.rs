@@ -41,6 +41,10 @@ pub trait Backend {
     fn restarts_when_failed(&self) -> bool {
         false
     }
+    /// Reads may return a flipped bit: a start-up that finds corrupt data has detected one, and is retried.
+    fn reads_flip(&self) -> bool {
+        false
+    }
     /// What the simulated disk did, when there is one.
     fn disk_stats(&self) -> Option<DiskStats> {
         None

@@ -59,6 +59,8 @@ pub const WAL_SEED_SALT: u64 = 0x5741_4C5F_5345_4544;
 /// Share of seeds whose disk flips a bit in some reads, and how often it then does (per million reads).
 pub const WAL_FLIP_SEEDS_SHARE: f64 = 0.25;
 pub const WAL_FLIPS_PER_MILLION: u32 = 2_000;
+/// With `--log-flips`, reads of the log flip this often: the log is read only at recovery, once a segment.
+pub const WAL_LOG_FLIPS_PER_MILLION: u32 = 200_000;
 /// Share of injected write faults that strike the log (the rest strike the redb file under a checkpoint).
 pub const WAL_LOG_FAULT_SHARE: f64 = 0.75;
 /// A crash of `kept` = k loses the power within the next k × this many writes (or syncs).

@@ -281,7 +281,16 @@ impl Sim<'_> {
     }
 
     pub(super) fn reopen(&mut self) -> Result<(), Violation> {
-        match open(self.store.as_ref(), &self.clock) {
+        let mut opened = open(self.store.as_ref(), &self.clock);
+        // A flipped bit the loaders read (and refused as corrupt) was in the read, not on the disk.
+        for _ in 0..RECOVERY_ATTEMPTS_MAX {
+            if opened.is_ok() || !self.store.reads_flip() {
+                break;
+            }
+            self.stats.flips_detected += 1;
+            opened = open(self.store.as_ref(), &self.clock);
+        }
+        match opened {
             Ok(engine) => {
                 self.engine = Arc::new(engine);
                 Ok(())

@@ -82,6 +82,8 @@ pub struct RunStats {
     /// Times the store's durable part was compared with the model (every step over the fault store; after
     /// every recovery over the simulated disk).
     pub durability_checks: u64,
+    /// Engine start-ups that refused what they read as corrupt under read bit flips (then retried).
+    pub flips_detected: u64,
     /// What the simulated disk did (`--store wal`).
     pub disk: DiskStats,
 }
@@ -104,6 +106,7 @@ impl RunStats {
         self.drained += other.drained;
         self.recounts += other.recounts;
         self.durability_checks += other.durability_checks;
+        self.flips_detected += other.flips_detected;
         self.disk.add(&other.disk);
     }
 }
@@ -120,6 +123,8 @@ pub struct RunResult {
 pub struct Options {
     pub store: StoreMode,
     pub trace: bool,
+    /// `StoreMode::Wal`: reads of the log flip bits too (`WalStore::new`).
+    pub log_flips: bool,
 }
 
 impl Default for Options {
@@ -127,6 +132,7 @@ impl Default for Options {
         Self {
             store: StoreMode::Honest,
             trace: false,
+            log_flips: false,
         }
     }
 }
@@ -226,7 +232,7 @@ impl<'a> Sim<'a> {
     fn new(scenario: &'a Scenario, options: Options) -> Result<Self, String> {
         let clock = ManualClock::new(CLOCK_START_MS);
         let store: Box<dyn Backend> = match options.store {
-            StoreMode::Wal => Box::new(WalStore::new(scenario.seed)?),
+            StoreMode::Wal => Box::new(WalStore::new(scenario.seed, options.log_flips)?),
             mode => Box::new(Arc::new(FaultStore::new(mode))),
         };
         let engine = driver::open(store.as_ref(), &clock)

@@ -1,0 +1,79 @@
+//! `--store wal`: the engine over the real log, checkpointer and recovery on a simulated disk
+//! (docs/reliability.md, "Deterministic simulation"). CI runs 200 seeds of it through the binary
+//! (scripts/test); these check that a slice really exercises what the mode is for, that a seed replays, and
+//! keep the store bug it found.
+
+use veil_sim::{generate, report, run, run_seeds, Options, StoreMode};
+
+const STEPS: usize = veil_sim::limits::STEPS_DEFAULT;
+
+fn wal() -> Options {
+    Options {
+        store: StoreMode::Wal,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_wal_slice_crashes_fails_checkpoints_and_recovers_across_segments() {
+    veil_sim::quiet_panics();
+    let summary = run_seeds(0, 8, STEPS, 2, wal());
+    drop(std::panic::take_hook());
+    if let Some((seed, violation)) = summary.failures.into_iter().next() {
+        panic!("{}", report(seed, STEPS, violation, wal()));
+    }
+    let s = summary.stats;
+    let d = s.disk;
+    assert!(
+        s.crashes > 0 && d.recoveries > 0 && d.recoveries_interrupted > 0,
+        "{s:?}"
+    );
+    assert!(d.recoveries_across_segments > 0 && d.checkpoints > 0 && d.segments > d.recoveries);
+    assert!(d.eio > 0 && d.enospc > 0 && s.errors > 0 && s.acknowledged > 0);
+    // Durability is judged after recoveries, against what the recovered store holds.
+    assert!(s.durability_checks >= d.recoveries, "{s:?}");
+    assert_eq!(
+        d.idle_timeouts, 0,
+        "the checkpointer was not waited for: a seed may not replay"
+    );
+}
+
+#[test]
+fn a_wal_seed_replays_the_same_run() {
+    let traced = Options {
+        trace: true,
+        ..wal()
+    };
+    for seed in [10, 33] {
+        let scenario = generate(seed, STEPS);
+        let first = run(&scenario, traced);
+        let second = run(&scenario, traced);
+        assert_eq!(
+            first.trace, second.trace,
+            "seed {seed} ran differently twice"
+        );
+        assert_eq!(
+            format!("{:?}", first.stats),
+            format!("{:?}", second.stats),
+            "seed {seed}"
+        );
+    }
+}
+
+/// Found by `--store wal --log-flips`: a bit flipped while recovery reads the newest log segment (the disk's
+/// bytes are right, the read was not) fails that record's checksum, and recovery takes it for a torn tail:
+/// it drops the record and every acknowledged record after it, checkpoints the rest and removes the
+/// segment, so acknowledged changes are lost for good. Here an acknowledged receive's visibility is lost
+/// and the message is delivered again inside its window. veil-store must tell a damaged record followed by
+/// acknowledged ones from a torn tail (e.g. read the segment again, or refuse to start) before this passes.
+#[test]
+#[ignore = "veil-store bug: a flipped bit read from the newest log segment drops acknowledged records as a torn tail"]
+fn seed_33_with_log_flips_recovery_keeps_acknowledged_records_after_a_flipped_read() {
+    let options = Options {
+        log_flips: true,
+        ..wal()
+    };
+    if let Some(violation) = run(&generate(33, STEPS), options).violation {
+        panic!("{}", report(33, STEPS, violation, options));
+    }
+}
