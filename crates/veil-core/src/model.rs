@@ -2,6 +2,7 @@
 //! and the statistics an operator reads. Protocol front-ends translate their wire shapes into these.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -108,8 +109,13 @@ impl Default for FifoConfig {
     }
 }
 
-/// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults.
+/// A queue's settings. Every field is enforced by the engine; the protocols choose the defaults. What only
+/// one protocol interprets (SQS's tags, Azure's metadata, access policies) is kept in `protocol_settings`.
+///
+/// Stored as [`StoredQueueConfig`], the record shape of storage format 6, so that data written before the
+/// protocol-only fields moved into `protocol_settings` reads back unchanged (and the other way round).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredQueueConfig", into = "StoredQueueConfig")]
 pub struct QueueConfig {
     pub visibility_timeout_ms: Millis,
     pub delay_ms: Millis,
@@ -121,14 +127,9 @@ pub struct QueueConfig {
     /// At this many Hidden messages a receive fails with `OverLimit` (a FIFO queue's returns nothing instead).
     pub inflight_max: u32,
     /// `Some` for a FIFO queue: strict order within each message group, and deduplicated sends.
-    #[serde(default)]
     pub fifo: Option<FifoConfig>,
-    pub tags: BTreeMap<String, String>,
-    /// Azure-style queue metadata.
-    pub metadata: BTreeMap<String, String>,
     /// Durable settings a front-end keeps for a queue that the engine does not interpret (e.g. Azure's
-    /// stored access policies), keyed by a protocol prefix.
-    #[serde(default)]
+    /// stored access policies and metadata, SQS's policy and tags), keyed by a protocol prefix.
     pub protocol_settings: BTreeMap<String, String>,
     /// Record each delivered message's last deliveries (docs/semantics.md §9; `Engine::history`). On by default; off, the
     /// queue records and writes no history. Stored with the queue (a new field of the record: storage
@@ -147,10 +148,103 @@ impl Default for QueueConfig {
             redrive_policy: None,
             inflight_max: limits::INFLIGHT_MESSAGES_DEFAULT,
             fifo: None,
-            tags: BTreeMap::new(),
-            metadata: BTreeMap::new(),
             protocol_settings: BTreeMap::new(),
             delivery_history: true,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// The protocol settings under `prefix`, keyed by what follows it (a front-end's map kept in
+    /// `protocol_settings`, such as SQS's tags under [`SQS_TAG_SETTING_PREFIX`]).
+    pub fn settings_under(&self, prefix: &str) -> BTreeMap<String, String> {
+        self.protocol_settings
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, value)| (key[prefix.len()..].to_owned(), value.clone()))
+            .collect()
+    }
+
+    /// Replaces the protocol settings under `prefix` with `map`, each key prefixed.
+    pub fn set_settings_under(&mut self, prefix: &str, map: BTreeMap<String, String>) {
+        self.protocol_settings
+            .retain(|key, _| !key.starts_with(prefix));
+        self.protocol_settings.extend(
+            map.into_iter()
+                .map(|(key, value)| (format!("{prefix}{key}"), value)),
+        );
+    }
+}
+
+/// Where SQS's queue tags are kept in `protocol_settings` (one entry per tag: this prefix, then the tag's key).
+/// Named here, not in veil-sqs, because [`StoredQueueConfig`] stores them in a field of their own.
+pub const SQS_TAG_SETTING_PREFIX: &str = "sqs.tag.";
+/// Where Azure's queue metadata is kept in `protocol_settings` (one entry per name), for the same reason.
+pub const AZURE_METADATA_SETTING_PREFIX: &str = "azure.metadata.";
+
+/// [`QueueConfig`] as storage format 6 encodes it (postcard, fields in this order, no field defaults): the
+/// shape of every stored queue record (redb, the write-ahead log, PostgreSQL). Tags and metadata have fields
+/// of their own here; in memory they are protocol settings. Change this shape only with a new storage format.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredQueueConfig {
+    pub visibility_timeout_ms: Millis,
+    pub delay_ms: Millis,
+    pub retention_ms: Option<Millis>,
+    pub message_size_bytes_max: u32,
+    pub receive_wait_ms: Millis,
+    pub redrive_policy: Option<RedrivePolicy>,
+    pub inflight_max: u32,
+    #[serde(default)]
+    pub fifo: Option<FifoConfig>,
+    /// The protocol settings under [`SQS_TAG_SETTING_PREFIX`].
+    pub tags: BTreeMap<String, String>,
+    /// The protocol settings under [`AZURE_METADATA_SETTING_PREFIX`].
+    pub metadata: BTreeMap<String, String>,
+    /// The other protocol settings.
+    #[serde(default)]
+    pub protocol_settings: BTreeMap<String, String>,
+    pub delivery_history: bool,
+}
+
+impl From<StoredQueueConfig> for QueueConfig {
+    fn from(stored: StoredQueueConfig) -> Self {
+        let mut config = Self {
+            visibility_timeout_ms: stored.visibility_timeout_ms,
+            delay_ms: stored.delay_ms,
+            retention_ms: stored.retention_ms,
+            message_size_bytes_max: stored.message_size_bytes_max,
+            receive_wait_ms: stored.receive_wait_ms,
+            redrive_policy: stored.redrive_policy,
+            inflight_max: stored.inflight_max,
+            fifo: stored.fifo,
+            protocol_settings: stored.protocol_settings,
+            delivery_history: stored.delivery_history,
+        };
+        config.set_settings_under(SQS_TAG_SETTING_PREFIX, stored.tags);
+        config.set_settings_under(AZURE_METADATA_SETTING_PREFIX, stored.metadata);
+        config
+    }
+}
+
+impl From<QueueConfig> for StoredQueueConfig {
+    fn from(mut config: QueueConfig) -> Self {
+        let tags = config.settings_under(SQS_TAG_SETTING_PREFIX);
+        let metadata = config.settings_under(AZURE_METADATA_SETTING_PREFIX);
+        config.set_settings_under(SQS_TAG_SETTING_PREFIX, BTreeMap::new());
+        config.set_settings_under(AZURE_METADATA_SETTING_PREFIX, BTreeMap::new());
+        Self {
+            visibility_timeout_ms: config.visibility_timeout_ms,
+            delay_ms: config.delay_ms,
+            retention_ms: config.retention_ms,
+            message_size_bytes_max: config.message_size_bytes_max,
+            receive_wait_ms: config.receive_wait_ms,
+            redrive_policy: config.redrive_policy,
+            inflight_max: config.inflight_max,
+            fifo: config.fifo,
+            tags,
+            metadata,
+            protocol_settings: config.protocol_settings,
+            delivery_history: config.delivery_history,
         }
     }
 }
@@ -489,4 +583,59 @@ pub enum CreateOutcome {
     Created(QueueInfo),
     /// The queue existed; the caller compares settings and decides whether that is an error.
     Existing(QueueInfo),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_under_a_prefix_are_only_the_keys_that_start_with_it() {
+        let mut config = QueueConfig::default();
+        config
+            .protocol_settings
+            .insert("sqs.tagline".into(), "not a tag".into());
+        config
+            .protocol_settings
+            .insert("sqs.Policy".into(), "{}".into());
+        config.set_settings_under(
+            SQS_TAG_SETTING_PREFIX,
+            BTreeMap::from([("a".into(), "1".into()), ("b.c".into(), "2".into())]),
+        );
+        assert_eq!(
+            config.settings_under(SQS_TAG_SETTING_PREFIX),
+            BTreeMap::from([("a".into(), "1".into()), ("b.c".into(), "2".into())])
+        );
+        config.set_settings_under(
+            SQS_TAG_SETTING_PREFIX,
+            BTreeMap::from([("d".into(), "3".into())]),
+        );
+        assert_eq!(
+            config.protocol_settings.len(),
+            3,
+            "the old tags replaced, the rest kept"
+        );
+        assert_eq!(config.protocol_settings["sqs.tag.d"], "3");
+    }
+
+    #[test]
+    fn the_stored_shape_keeps_tags_and_metadata_apart_from_the_other_settings() {
+        let mut config = QueueConfig::default();
+        config.set_settings_under(
+            SQS_TAG_SETTING_PREFIX,
+            BTreeMap::from([("t".into(), "1".into())]),
+        );
+        config.set_settings_under(
+            AZURE_METADATA_SETTING_PREFIX,
+            BTreeMap::from([("m".into(), "2".into())]),
+        );
+        config
+            .protocol_settings
+            .insert("azure.acl".into(), "<x/>".into());
+        let stored = StoredQueueConfig::from(config.clone());
+        assert_eq!(stored.tags, BTreeMap::from([("t".into(), "1".into())]));
+        assert_eq!(stored.metadata, BTreeMap::from([("m".into(), "2".into())]));
+        assert_eq!(stored.protocol_settings.len(), 1);
+        assert_eq!(QueueConfig::from(stored), config);
+    }
 }

@@ -155,8 +155,8 @@ impl QueueDetail {
                 expired: counters.expiries,
                 dead_lettered: counters.dead_letter_moves + counters.dead_letter_drops,
             },
-            tags: config.tags.clone(),
-            metadata: config.metadata.clone(),
+            tags: config.settings_under(veil_core::SQS_TAG_SETTING_PREFIX),
+            metadata: config.settings_under(veil_core::AZURE_METADATA_SETTING_PREFIX),
             created_at_ms: info.created_at,
             modified_at_ms: info.modified_at,
         }

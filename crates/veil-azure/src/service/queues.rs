@@ -3,7 +3,9 @@
 //! policy the caller sets makes the engine write into its poison queue, so it needs the caller's right to put
 //! messages there (docs/security.md, "Azure Queue Storage").
 
-use veil_core::{CreateOutcome, EngineError, QueueConfig, QueueKey, RedrivePolicy};
+use veil_core::{
+    CreateOutcome, EngineError, QueueConfig, QueueKey, RedrivePolicy, AZURE_METADATA_SETTING_PREFIX,
+};
 
 use super::{Ctx, Service};
 use crate::api::{Metadata, OperationKind, Output, QueueItem, QueueList, SignedIdentifier};
@@ -30,10 +32,15 @@ enum PolicyChange {
 
 /// Gives `config` the request's metadata and the poison policy it implies.
 fn apply_metadata(config: &mut QueueConfig, metadata: Metadata, change: PolicyChange) {
-    config.metadata = metadata;
+    config.set_settings_under(AZURE_METADATA_SETTING_PREFIX, metadata);
     if let PolicyChange::Default(policy) | PolicyChange::Set(policy) = change {
         config.redrive_policy = policy;
     }
+}
+
+/// A queue's metadata, kept in its protocol settings.
+fn metadata_of(config: &QueueConfig) -> Metadata {
+    config.settings_under(AZURE_METADATA_SETTING_PREFIX)
 }
 
 fn reserved(metadata: &Metadata, name: &str) -> Option<String> {
@@ -84,7 +91,7 @@ impl Service {
             .take(page)
             .map(|info| QueueItem {
                 name: info.key.name.clone(),
-                metadata: include_metadata.then(|| info.config.metadata.clone()),
+                metadata: include_metadata.then(|| metadata_of(&info.config)),
             })
             .collect();
         let next_marker = matching
@@ -122,7 +129,7 @@ impl Service {
                 self.create_poison_queue(poison).await?;
                 Ok(Output::Empty { status: 201 })
             }
-            CreateOutcome::Existing(info) if info.config.metadata == metadata => {
+            CreateOutcome::Existing(info) if metadata_of(&info.config) == metadata => {
                 Ok(Output::Empty { status: 204 })
             }
             CreateOutcome::Existing(_) => Err(AzureError::new(ErrorCode::QueueAlreadyExists)),
@@ -140,7 +147,7 @@ impl Service {
         let info = self.engine.queue_info(&ctx.key(queue))?;
         let stats = info.stats;
         Ok(Output::Metadata {
-            metadata: info.config.metadata,
+            metadata: metadata_of(&info.config),
             approximate_count: stats.visible + stats.hidden + stats.delayed,
         })
     }
@@ -153,7 +160,7 @@ impl Service {
     ) -> AzureResult<Output> {
         let key = ctx.key(queue);
         let previous = self.engine.queue_info(&key)?.config;
-        let change = self.policy_change(&key, &metadata, Some(&previous.metadata))?;
+        let change = self.policy_change(&key, &metadata, Some(&metadata_of(&previous)))?;
         let poison = self.poison_queue_to_create(ctx, &change, previous.redrive_policy.as_ref())?;
         self.engine
             .update_queue_config(&key, |config| {

@@ -352,7 +352,7 @@ impl Engine {
     }
 
     /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
-    /// queue's settings (less its own dead-letter, tags and metadata), as KubeMQ creates channels on use.
+    /// queue's settings (less its own dead-letter and protocol settings: tags, metadata), as KubeMQ creates channels on use.
     fn dead_letter_queue(
         &self,
         state: &mut State,
@@ -366,8 +366,6 @@ impl Engine {
         }
         let config = QueueConfig {
             redrive_policy: None,
-            tags: Default::default(),
-            metadata: Default::default(),
             protocol_settings: Default::default(),
             ..state.queues[&source].record.config.clone()
         };

@@ -41,7 +41,7 @@ impl Service {
             attributes::apply(&mut config, setting);
         }
         attributes::check_fifo_settings(&config)?;
-        config.tags = input.tags;
+        tags::set_tags(&mut config, input.tags);
         config
             .protocol_settings
             .insert(veil_core::CREATED_BY_SETTING.into(), "sqs".into());

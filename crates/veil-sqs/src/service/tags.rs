@@ -1,9 +1,10 @@
-//! The tag actions: TagQueue, UntagQueue and ListQueueTags. Tags are kept in the queue's config, so they are
-//! durable with it; CreateQueue shares this file's checks for the tags it is given.
+//! The tag actions: TagQueue, UntagQueue and ListQueueTags. Tags are kept in the queue's protocol settings
+//! (under `veil_core::SQS_TAG_SETTING_PREFIX`), so they are durable with it; CreateQueue shares this file's
+//! checks for the tags it is given.
 
 use std::collections::BTreeMap;
 
-use veil_core::EngineError;
+use veil_core::{EngineError, QueueConfig, SQS_TAG_SETTING_PREFIX};
 
 use super::{engine_error, RequestContext, Service};
 use crate::api::{Output, QueueTarget, TagQueueInput, UntagQueueInput};
@@ -31,12 +32,12 @@ impl Service {
         // InvalidArgument maps back to InvalidParameterValue with this text (`engine_error`).
         self.engine
             .update_queue_config(&key, move |config| {
-                let mut merged = config.tags.clone();
+                let mut merged = tags_of(config);
                 merged.extend(tags);
                 if merged.len() > limits::TAGS_PER_QUEUE_MAX {
                     return Err(EngineError::InvalidArgument(too_many));
                 }
-                config.tags = merged;
+                set_tags(config, merged);
                 Ok(())
             })
             .await
@@ -54,9 +55,11 @@ impl Service {
         let tag_keys = input.tag_keys;
         self.engine
             .update_queue_config(&key, move |config| {
+                let mut tags = tags_of(config);
                 for tag_key in &tag_keys {
-                    config.tags.remove(tag_key);
+                    tags.remove(tag_key);
                 }
+                set_tags(config, tags);
                 Ok(())
             })
             .await
@@ -71,8 +74,18 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, target)?;
         let info = self.engine.queue_info(&key).map_err(engine_error)?;
-        Ok(Output::Tags(info.config.tags))
+        Ok(Output::Tags(tags_of(&info.config)))
     }
+}
+
+/// A queue's tags.
+pub(super) fn tags_of(config: &QueueConfig) -> BTreeMap<String, String> {
+    config.settings_under(SQS_TAG_SETTING_PREFIX)
+}
+
+/// Replaces a queue's tags.
+pub(super) fn set_tags(config: &mut QueueConfig, tags: BTreeMap<String, String>) {
+    config.set_settings_under(SQS_TAG_SETTING_PREFIX, tags);
 }
 
 /// CreateQueue's tags: each valid and at most 50 (`validate::tags`).
