@@ -5,11 +5,13 @@
 //! It also holds what every listener runs (docs/security.md "TLS", "Limits against abuse"): [`conn::accept`]
 //! (connection limit, TLS handshake under a timeout), [`tls`] (certificates reloaded on SIGHUP), [`serve()`]
 //! (the HTTP serve loop with its limits and graceful stop), the per-connection rate limit ([`rate`]) and the
-//! per-listener admission limit ([`admission`]).
+//! per-listener admission limit ([`admission`]), and the request [`pipeline`] every front-end — HTTP or gRPC —
+//! runs its requests through.
 
 pub mod admission;
 pub mod conn;
 pub mod limits;
+pub mod pipeline;
 pub mod rate;
 pub mod serve;
 pub mod tls;
@@ -17,6 +19,7 @@ pub mod tls;
 pub use admission::{admit, Admission, AdmissionRefused, Admitted};
 pub use conn::{accept, Conn, ConnectionInfo};
 pub use limits::{Limits, Rate};
+pub use pipeline::{Pipeline, Trip, Who};
 pub use serve::{serve, Listener, Throttled};
 pub use tls::{CertFiles, ReloadingCert, TlsError};
 

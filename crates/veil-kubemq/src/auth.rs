@@ -3,8 +3,9 @@
 //! **Authentication** reads the gRPC metadata `authorization` (the token itself, no `Bearer` prefix). It is
 //! one of Veil's static tokens (`auth_tokens`, `[[kubemq.tokens]]`), or a JWT that KubeMQ's `jwtConfig` would
 //! accept: signed with the configured key (HS256/384/512 with a shared secret, RS*/ES* with a public key PEM),
-//! its `exp` and `nbf` checked without leeway, neither required. A missing token is refused with KubeMQ's
-//! `Authorization token is not supplied`, a bad one with `Error 421: authentication verification failed, …`,
+//! its `exp` and `nbf` checked without leeway, neither required, against the engine's clock (the injected
+//! one every front-end judges token lifetimes on, as Azure's Entra tokens are). A missing token is refused
+//! with KubeMQ's `Authorization token is not supplied`, a bad one with `Error 421: authentication verification failed, …`,
 //! both as gRPC `UNAUTHENTICATED`; Ping needs no token, as in KubeMQ.
 //!
 //! **Authorization** is KubeMQ's policy: a list of rules `{"ClientID": regex, "Channel": regex, "Queues": true,
@@ -23,7 +24,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use regex::Regex;
 use serde::Deserialize;
 use veil_core::access::{Access, GrantSpec};
-use veil_core::{Permission, DEFAULT_NAMESPACE};
+use veil_core::{Millis, Permission, DEFAULT_NAMESPACE};
 
 /// KubeMQ's refusal of an unauthorized request (`ErrNoAccessResource`).
 pub const ACCESS_DENIED: &str = "Error 412: access denied to resource";
@@ -192,11 +193,26 @@ impl std::fmt::Debug for JwtVerifier {
     }
 }
 
-/// The claims Veil reads; `exp` and `nbf` are checked by `jsonwebtoken` itself.
+/// The claims Veil reads. `exp` and `nbf` are read as `jsonwebtoken` reads them (a number, a fraction
+/// rounded; anything else is as if absent) and judged on the caller's clock, not the system's.
 #[derive(Deserialize)]
 struct Claims {
     #[serde(rename = "ClientID", default)]
     client_id: Option<String>,
+    #[serde(default)]
+    exp: Option<serde_json::Value>,
+    #[serde(default)]
+    nbf: Option<serde_json::Value>,
+}
+
+/// A time claim as `jsonwebtoken` reads it: a non-negative integer, or a finite fraction rounded.
+fn numeric_date(claim: Option<&serde_json::Value>) -> Option<u64> {
+    let claim = claim?;
+    claim.as_u64().or_else(|| {
+        let value = claim.as_f64()?;
+        // In range for u64, so the cast below cannot saturate.
+        (value.is_finite() && value >= 0.0 && value < u64::MAX as f64).then(|| value.round() as u64)
+    })
 }
 
 impl JwtVerifier {
@@ -230,18 +246,28 @@ impl JwtVerifier {
         let mut validation = Validation::new(algorithm);
         // KubeMQ's StandardClaims check exp and nbf when present, require none, and allow no leeway.
         validation.required_spec_claims = HashSet::new();
-        validation.leeway = 0;
-        validation.validate_exp = true;
-        validation.validate_nbf = true;
+        // Lifetimes are judged in `verify`, on the engine's clock.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.validate_aud = false;
         Ok(JwtVerifier { key, validation })
     }
 
     /// The token's bound client id (its `ClientID` claim), or why it is refused, in the words of the JWT
-    /// library KubeMQ uses.
-    fn verify(&self, token: &str) -> Result<Option<String>, String> {
+    /// library KubeMQ uses. `now` is the engine's time: expired when `exp` is before it (in whole seconds, no
+    /// leeway), not yet valid when `nbf` is after it.
+    fn verify(&self, token: &str, now: Millis) -> Result<Option<String>, String> {
         match jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation) {
-            Ok(data) => Ok(data.claims.client_id.filter(|id| !id.is_empty())),
+            Ok(data) => {
+                let now_s = now / 1_000;
+                if numeric_date(data.claims.exp.as_ref()).is_some_and(|exp| exp < now_s) {
+                    return Err("token is expired".into());
+                }
+                if numeric_date(data.claims.nbf.as_ref()).is_some_and(|nbf| nbf > now_s) {
+                    return Err("token is not valid yet".into());
+                }
+                Ok(data.claims.client_id.filter(|id| !id.is_empty()))
+            }
             Err(error) => Err(match error.kind() {
                 ErrorKind::ExpiredSignature => "token is expired".into(),
                 ErrorKind::ImmatureSignature => "token is not valid yet".into(),
@@ -303,8 +329,9 @@ impl AuthConfig {
         !self.static_tokens.is_empty() || self.jwt.is_some()
     }
 
-    /// The caller a request's `authorization` metadata proves, or KubeMQ's refusal text.
-    pub fn authenticate(&self, presented: Option<&str>) -> Result<Caller, String> {
+    /// The caller a request's `authorization` metadata proves at `now` (the engine's clock), or KubeMQ's
+    /// refusal text.
+    pub fn authenticate(&self, presented: Option<&str>, now: Millis) -> Result<Caller, String> {
         if !self.requires_token() {
             return Ok(Caller::ruled_by(self.policy.clone(), None));
         }
@@ -325,7 +352,7 @@ impl AuthConfig {
             });
         }
         match &self.jwt {
-            Some(jwt) => match jwt.verify(token) {
+            Some(jwt) => match jwt.verify(token, now) {
                 Ok(client_id) => Ok(Caller::ruled_by(self.policy.clone(), client_id)),
                 Err(reason) => Err(format!("{VERIFICATION_FAILED}{reason}")),
             },
@@ -427,11 +454,13 @@ mod tests {
         .unwrap()
     }
 
+    /// The engine's time the tests judge tokens at: far from the system clock's, so a check on the wrong
+    /// clock fails.
+    const NOW_S: i64 = 2_000_000_000;
+    const NOW_MS: Millis = NOW_S as Millis * 1_000;
+
     fn now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64
+        NOW_S
     }
 
     const WRITE_ORDERS: &str =
@@ -441,7 +470,7 @@ mod tests {
     fn a_write_rule_allows_send_and_admin_on_matching_channels_only() {
         let config = hs_config(WRITE_ORDERS);
         let caller = config
-            .authenticate(Some(&token(serde_json::json!({}), b"secret")))
+            .authenticate(Some(&token(serde_json::json!({}), b"secret")), NOW_MS)
             .unwrap();
         assert!(caller.allows("writer", "orders.eu", Permission::Send));
         assert!(caller.allows("writer", "orders.eu", Permission::Admin));
@@ -486,28 +515,31 @@ mod tests {
     #[test]
     fn missing_expired_immature_and_forged_tokens_are_refused_with_kubemq_texts() {
         let config = hs_config(WRITE_ORDERS);
-        assert_eq!(config.authenticate(None).unwrap_err(), TOKEN_NOT_SUPPLIED);
+        assert_eq!(
+            config.authenticate(None, NOW_MS).unwrap_err(),
+            TOKEN_NOT_SUPPLIED
+        );
         let expired = token(serde_json::json!({"exp": now() - 10}), b"secret");
         assert_eq!(
-            config.authenticate(Some(&expired)).unwrap_err(),
+            config.authenticate(Some(&expired), NOW_MS).unwrap_err(),
             format!("{VERIFICATION_FAILED}token is expired")
         );
         let immature = token(serde_json::json!({"nbf": now() + 100}), b"secret");
         assert_eq!(
-            config.authenticate(Some(&immature)).unwrap_err(),
+            config.authenticate(Some(&immature), NOW_MS).unwrap_err(),
             format!("{VERIFICATION_FAILED}token is not valid yet")
         );
         let forged = token(serde_json::json!({}), b"other");
         assert_eq!(
-            config.authenticate(Some(&forged)).unwrap_err(),
+            config.authenticate(Some(&forged), NOW_MS).unwrap_err(),
             format!("{VERIFICATION_FAILED}signature is invalid")
         );
         assert!(config
-            .authenticate(Some("garbage"))
+            .authenticate(Some("garbage"), NOW_MS)
             .unwrap_err()
             .starts_with(VERIFICATION_FAILED));
         let valid = token(serde_json::json!({"exp": now() + 100}), b"secret");
-        assert!(config.authenticate(Some(&valid)).is_ok());
+        assert!(config.authenticate(Some(&valid), NOW_MS).is_ok());
     }
 
     #[test]
@@ -516,7 +548,7 @@ mod tests {
             r#"[{"ClientID":".*","Channel":".*","Queues":true,"Read":true,"Write":true}]"#,
         );
         let bound = token(serde_json::json!({"ClientID": "writer"}), b"secret");
-        let caller = config.authenticate(Some(&bound)).unwrap();
+        let caller = config.authenticate(Some(&bound), NOW_MS).unwrap();
         assert!(caller.allows("writer", "q", Permission::Send));
         assert!(!caller.allows("someone-else", "q", Permission::Send));
     }
@@ -534,9 +566,9 @@ mod tests {
         .unwrap();
         let mut config = hs_config(WRITE_ORDERS);
         config.static_tokens.push(limited);
-        let open = config.authenticate(Some("static")).unwrap();
+        let open = config.authenticate(Some("static"), NOW_MS).unwrap();
         assert!(open.allows("anyone", "invoices", Permission::Receive));
-        let limited = config.authenticate(Some("limited")).unwrap();
+        let limited = config.authenticate(Some("limited"), NOW_MS).unwrap();
         assert!(limited.allows("anyone", "orders-eu", Permission::Send));
         assert!(!limited.allows("anyone", "orders-eu", Permission::Receive));
         assert!(!limited.allows("anyone", "invoices", Permission::Send));
@@ -548,10 +580,10 @@ mod tests {
             policy: Some(Arc::new(Policy::from_json(WRITE_ORDERS).unwrap())),
             ..AuthConfig::default()
         };
-        let caller = config.authenticate(None).unwrap();
+        let caller = config.authenticate(None, NOW_MS).unwrap();
         assert!(caller.allows("writer", "orders.eu", Permission::Send));
         assert!(!caller.allows("writer", "orders.eu", Permission::Receive));
-        let open = AuthConfig::default().authenticate(None).unwrap();
+        let open = AuthConfig::default().authenticate(None, NOW_MS).unwrap();
         assert!(open.allows("x", "y", Permission::Admin));
     }
 }

@@ -115,14 +115,19 @@ fn admit(request: &Request<()>) -> Result<(), Status> {
 pub(crate) struct Verdict(pub(crate) Result<Caller, String>);
 
 /// tonic's interceptor signature fixes the error type to `Status`, however large. The interceptor does not
-/// know the RPC, so it only records the verdict (see [`Verdict`]).
+/// know the RPC, so it only records the verdict (see [`Verdict`]). `now` is the engine's clock, on which a
+/// JWT's lifetime is judged.
 #[allow(clippy::result_large_err)]
-fn authenticate(auth: &AuthConfig, mut request: Request<()>) -> Result<Request<()>, Status> {
+fn authenticate(
+    auth: &AuthConfig,
+    mut request: Request<()>,
+    now: veil_core::Millis,
+) -> Result<Request<()>, Status> {
     let presented = request
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    let verdict = Verdict(auth.authenticate(presented));
+    let verdict = Verdict(auth.authenticate(presented, now));
     request.extensions_mut().insert(verdict);
     Ok(request)
 }
@@ -138,6 +143,7 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let auth = Arc::new(config.auth);
     let limits = config.limits;
+    let clock = engine.clone();
     let service = service::KubemqService::with_admission(
         engine,
         config.settings,
@@ -147,7 +153,7 @@ pub async fn serve(
     );
     let interceptor = move |request: Request<()>| {
         admit(&request)?;
-        authenticate(&auth, request)
+        authenticate(&auth, request, clock.now())
     };
     let mut stopped = shutdown;
     tonic::transport::Server::builder()
@@ -195,7 +201,7 @@ mod tests {
                 .metadata_mut()
                 .insert("authorization", token.parse().expect("ascii"));
         }
-        let request = authenticate(auth, request).expect("the interceptor never refuses");
+        let request = authenticate(auth, request, 0).expect("the interceptor never refuses");
         let Verdict(verdict) = request.extensions().get::<Verdict>().cloned().expect("set");
         verdict.map(drop)
     }

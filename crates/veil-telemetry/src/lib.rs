@@ -43,26 +43,9 @@ pub const LATENCY_BUCKETS_S: [f64; 17] = [
     1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The protocol a request came in by: the `protocol` label and the audit log's `protocol` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    Sqs,
-    Azure,
-    Kubemq,
-    /// The admin endpoint (its API audits through the same log).
-    Admin,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sqs => "sqs",
-            Self::Azure => "azure",
-            Self::Kubemq => "kubemq",
-            Self::Admin => "admin",
-        }
-    }
-}
+/// The protocol a request came in by: the `protocol` label and the audit log's `protocol` field. It is the
+/// engine's own type (the delivery history names it too), so there is one list of protocols.
+pub use veil_core::Protocol;
 
 /// A request's result, the `code` label. Each protocol uses its own (ARCHITECTURE.md, veil-telemetry):
 ///

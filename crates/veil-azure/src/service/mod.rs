@@ -1,11 +1,14 @@
-//! The thin HTTP service: one axum handler for every request. It locates the account, authenticates (Shared
-//! Key or SAS, unless verification is off) before any parameter is read, names and decodes the operation
-//! with the codec, resolves the account's namespace (docs/semantics.md §7), calls the engine — which alone decides
-//! visibility — and encodes the answer with the headers every Azure response carries (and the CORS headers
-//! an account's rules give a browser). The handlers live by resource: [`queues`] (list, create, delete,
+//! The thin HTTP service: one axum handler for every request, which runs veil-http's request pipeline
+//! (ARCHITECTURE.md, "The request pipeline"). It locates the account, identifies the caller (Shared Key, SAS
+//! or bearer token, unless verification is off; [`auth`]) before any parameter is read, admits the request,
+//! names, authorizes and decodes the operation with the codec, resolves the account's namespace
+//! (docs/semantics.md §7), calls the engine — which alone decides visibility — audits, and encodes the answer
+//! with the headers every Azure response carries (and the CORS headers an account's rules give a browser).
+//! The handlers live by resource: [`queues`] (list, create, delete,
 //! metadata, ACL and the poison policy), [`messages`] (put, get, peek, update, delete, clear) and
 //! [`properties`] (service properties, stats, CORS).
 
+mod auth;
 mod messages;
 mod properties;
 mod queues;
@@ -17,7 +20,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -25,16 +27,17 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use veil_core::{Access, Engine, EngineError, Millis, Permission, QueueKey, DEFAULT_NAMESPACE};
-use veil_http::{header_str, into_response, HttpReply};
-use veil_telemetry::audit::{self, AuditEvent};
+use veil_core::{Access, Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
+use veil_http::pipeline::AUTHENTICATE;
+use veil_http::{header_str, into_response, HttpReply, Pipeline, Trip, Who};
+use veil_telemetry::audit;
 use veil_telemetry::{Code, Protocol, Telemetry};
 
-use crate::api::{Operation, OperationKind, SignedIdentifier};
-use crate::auth::{self, Credentials, Sas, SasGrant, SasScope, SignedRequest};
+use crate::api::{Operation, OperationKind};
+use crate::auth::SasGrant;
 use crate::codec::query::Query;
 use crate::codec::{self, HttpRequestParts, Location};
-use crate::entra::{self, EntraConfig, Principal};
+use crate::entra::{EntraConfig, Principal};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::limits;
 use crate::time::{iso8601, rfc1123};
@@ -98,7 +101,7 @@ impl Default for AzureConfig {
 pub fn dev_account() -> AzureAccount {
     AzureAccount {
         name: limits::DEV_ACCOUNT_NAME.to_string(),
-        key: auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap_or_default(),
+        key: crate::auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap_or_default(),
         namespace: None,
     }
 }
@@ -110,6 +113,8 @@ struct Service {
     properties: properties::PropertiesStore,
     /// Derives user delegation keys: the data directory's secret bound to the Entra trust in force.
     secret: Vec<u8>,
+    /// The request pipeline (veil-http's): where each request is audited and counted.
+    pipeline: Pipeline,
 }
 
 /// The Azure Queue Storage service: every method and path goes to one handler.
@@ -127,12 +132,14 @@ pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
     });
     // Keys verify only under the Entra mode and trust they were issued under.
     let secret = crate::delegation::bound_secret(&secret, &config.entra);
+    let pipeline = Pipeline::new(Protocol::Azure, config.telemetry.clone());
     let service = Arc::new(Service {
         engine,
         config,
         accounts,
         properties,
         secret,
+        pipeline,
     });
     Router::new().fallback(handle).with_state(service)
 }
@@ -183,82 +190,17 @@ impl Ctx {
             grant.authorize_elsewhere(kind)?;
         }
         if let Some(access) = &self.access {
-            check_access(access, kind, &self.namespace, Some(queue))?;
+            auth::check_access(access, kind, &self.namespace, Some(queue))?;
         }
         Ok(())
     }
 }
 
-/// What [`Service::authorize`] found a request may do, kept for its handlers.
-struct Authority {
-    access: Option<Access>,
-    principal: Option<Principal>,
-    sas: Option<SasGrant>,
-}
-
-/// Who a request was authenticated as.
-enum Authorized {
-    /// The account key, or verification off: the account's owner.
-    Owner,
-    /// A SAS signed with the account key: its own per-operation rules.
-    Sas(SasGrant),
-    /// A bearer token: its principal's roles.
-    Token(Principal, Access),
-    /// A user delegation SAS: its rules, and its delegating principal's roles.
-    DelegatedSas(SasGrant, Access),
-}
-
-/// The permission each operation needs (docs/security.md's table); `None` for a preflight (no credentials)
-/// and Get User Delegation Key (any verified token).
-fn permission(kind: OperationKind) -> Option<Permission> {
-    use OperationKind as K;
-    match kind {
-        K::PutMessage => Some(Permission::Send),
-        K::GetMessages => Some(Permission::Receive),
-        K::DeleteMessage | K::UpdateMessage => Some(Permission::Delete),
-        K::PeekMessages
-        | K::GetMetadata
-        | K::GetAcl
-        | K::ListQueues
-        | K::GetServiceProperties
-        | K::GetServiceStats => Some(Permission::Peek),
-        K::CreateQueue
-        | K::DeleteQueue
-        | K::SetMetadata
-        | K::SetAcl
-        | K::ClearMessages
-        | K::SetServiceProperties => Some(Permission::Admin),
-        K::Preflight | K::GetUserDelegationKey => None,
-    }
-}
-
-/// Checks a role-based access for `kind`: on the queue the path names, or — for an operation on the
-/// account — on any queue of its namespace (a listing then shows only what it sees).
-fn check_access(
-    access: &Access,
-    kind: OperationKind,
-    namespace: &str,
-    queue: Option<&str>,
-) -> AzureResult<()> {
-    let Some(needed) = permission(kind) else {
-        return Ok(());
-    };
-    let allowed = match queue {
-        Some(queue) => access.allows(&QueueKey::new(namespace, queue), needed),
-        None => access
-            .grants
-            .iter()
-            .any(|grant| grant.namespace.matches(namespace) && grant.permissions.contains(needed)),
-    };
-    if allowed {
-        Ok(())
-    } else {
-        Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))
-    }
-}
-
+/// One request through veil-http's pipeline (ARCHITECTURE.md, "The request pipeline"): [`Service::serve`]
+/// runs the steps; the answer gets the account's CORS headers and those every Azure answer carries, and is
+/// observed here, once, with Azure's code rule (the HTTP status, success or not).
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
-    let started = Instant::now();
+    let trip = service.pipeline.start();
     let request_id = uuid::Uuid::new_v4().to_string();
     let now = service.engine.now();
     // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
@@ -273,29 +215,38 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         .get::<veil_http::ConnectionInfo>()
         .is_some_and(|info| info.tls);
     let location = codec::locate(header_str(&parts.headers, "host"), parts.uri.path());
-    let mut kind = None;
-    let served = service.serve(&parts, body, &location, (now, peer, https), &mut kind);
-    let reply = match served.await {
-        Ok(reply) => reply,
-        Err(error) => {
-            tracing::debug!(%error, method = %parts.method, path = parts.uri.path(), "azure request failed");
-            codec::encode_error(&error, &request_id, &iso8601(now))
-        }
+    let request = Arrived {
+        parts: &parts,
+        location: &location,
+        now,
+        peer,
+        https,
     };
+    let (kind, served) = service.serve(&trip, request, body).await;
+    let reply = served.unwrap_or_else(|error| {
+        tracing::debug!(%error, method = %parts.method, path = parts.uri.path(), "azure request failed");
+        codec::encode_error(&error, &request_id, &iso8601(now))
+    });
     // A request whose account cannot be read gets no CORS headers.
     let reply = match &location {
         Ok(location) => service.with_cors(reply, &parts, location.primary_account()),
         Err(_) => reply,
     };
-    // Azure's code rule: the HTTP status, success or not. A request whose operation cannot be named (no
-    // account, an unknown `comp`) is `Unknown`.
-    service.config.telemetry.observe_request(
-        Protocol::Azure,
-        kind.map_or("Unknown", OperationKind::as_str),
-        Code::Status(reply.status),
-        started.elapsed(),
-    );
+    // A request whose operation cannot be named (no account, an unknown `comp`) is `Unknown`.
+    let operation = kind.map_or("Unknown", OperationKind::as_str);
+    trip.observe(operation, Code::Status(reply.status));
     into_response(with_common_headers(reply, &parts, &request_id, now))
+}
+
+/// What the handler knows of a request before its body is read.
+#[derive(Clone, Copy)]
+struct Arrived<'a> {
+    parts: &'a Parts,
+    location: &'a AzureResult<Location>,
+    /// The engine's time, which every SAS, token and key lifetime is judged on.
+    now: Millis,
+    peer: Option<IpAddr>,
+    https: bool,
 }
 
 /// The answer to a request over its connection's rate limit (docs/security.md "Limits against abuse"): 503
@@ -366,93 +317,145 @@ impl Service {
         reply
     }
 
+    /// The pipeline's steps for one request: read the body, name the operation, then
+    /// [`Self::serve_named`]. The operation is named from the method and path alone (no parameter), so it
+    /// may come before authentication for the metrics' label; a routing error still answers only after
+    /// authentication.
     async fn serve(
         &self,
-        parts: &Parts,
+        trip: &Trip<'_>,
+        request: Arrived<'_>,
         body: Body,
-        location: &AzureResult<Location>,
-        (now, peer, https): (Millis, Option<IpAddr>, bool),
-        named: &mut Option<OperationKind>,
+    ) -> (Option<OperationKind>, AzureResult<HttpReply>) {
+        let body = match axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX).await {
+            Ok(body) => body,
+            Err(_) => {
+                let error = AzureError::new(ErrorCode::RequestBodyTooLarge)
+                    .detail("MaxLimit", limits::MESSAGE_TEXT_BYTES_MAX);
+                return (None, Err(error));
+            }
+        };
+        let location = match request.location {
+            Ok(location) => location,
+            Err(error) => return (None, Err(error.clone())),
+        };
+        let query = Query::parse(request.parts.uri.query());
+        let routed = codec::route(request.parts.method.as_str(), location, &query);
+        let kind = routed.as_ref().ok().copied();
+        let named = (location, &query, routed);
+        (kind, self.serve_named(trip, request, named, &body).await)
+    }
+
+    /// **identify**, **admit**, **authorize**, decode, then [`Self::run`] the operation.
+    async fn serve_named(
+        &self,
+        trip: &Trip<'_>,
+        request: Arrived<'_>,
+        (location, query, routed): (&Location, &Query, AzureResult<OperationKind>),
+        body: &Bytes,
     ) -> AzureResult<HttpReply> {
-        let body = axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX)
-            .await
-            .map_err(|_| {
-                AzureError::new(ErrorCode::RequestBodyTooLarge)
-                    .detail("MaxLimit", limits::MESSAGE_TEXT_BYTES_MAX)
-            })?;
-        let host = header_str(&parts.headers, "host");
-        let location = location.as_ref().map_err(AzureError::clone)?;
-        let query = Query::parse(parts.uri.query());
-        // Naming the operation reads the method and path alone (no parameter), so it may come before
-        // authentication for the metrics' label; a routing error still answers only after authentication.
-        let routed = codec::route(parts.method.as_str(), location, &query);
-        *named = routed.as_ref().ok().copied();
-        let authorized = self
-            .authenticate(parts, location, &query, (now, peer, https))
-            .inspect_err(|error| {
-                let client = peer.map(|ip| ip.to_string()).unwrap_or_default();
-                audit::record(&AuditEvent {
-                    action: "Authenticate",
-                    protocol: Protocol::Azure,
-                    namespace: "",
-                    queue: location.queue().unwrap_or(""),
-                    identity: location.primary_account(),
-                    client: &client,
-                    outcome: error.code.as_str(),
-                });
-            })?;
+        let parts = request.parts;
+        let authorized = self.identify(trip, &request, location, query)?;
         // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
         // authenticate never holds one (docs/security.md "Limits against abuse"). Held until the answer.
-        let _admitted = veil_http::admit(&parts.extensions)
+        let _admitted = trip
+            .admit_http(&parts.extensions)
             .await
             .map_err(|veil_http::AdmissionRefused| AzureError::new(ErrorCode::ServerBusy))?;
         let kind = routed?;
         let namespace = self.namespace(location.primary_account());
-        let Authority {
-            access,
-            principal,
-            sas,
-        } = self.authorize(authorized, kind, &namespace, location)?;
-        let operation = self.decode(kind, parts, location, &query, &body)?;
-        let identity = access.as_ref().map_or_else(
-            || location.primary_account().to_string(),
-            |a| a.identity.clone(),
-        );
-        let ctx = Ctx {
+        let authority = self.authorize(authorized, kind, &namespace, location)?;
+        let operation = self.decode(kind, parts, location, query, body)?;
+        let ctx = self.context(&request, location, namespace, authority);
+        let output = self.run(trip, &ctx, kind, operation).await?;
+        Ok(codec::encode_output(&output))
+    }
+
+    /// **identify**: who the request's credential proves; a refusal is audited.
+    fn identify(
+        &self,
+        trip: &Trip<'_>,
+        request: &Arrived<'_>,
+        location: &Location,
+        query: &Query,
+    ) -> AzureResult<auth::Authorized> {
+        let env = (request.now, request.peer, request.https);
+        self.authenticate(request.parts, location, query, env)
+            .inspect_err(|error| {
+                let client = request.peer.map(|ip| ip.to_string()).unwrap_or_default();
+                let who = Who {
+                    queue: location.queue().unwrap_or(""),
+                    identity: location.primary_account(),
+                    client: &client,
+                    ..Who::default()
+                };
+                trip.audit(AUTHENTICATE, who, error.code.as_str());
+            })
+    }
+
+    /// What the handlers know about an authorized request besides its operation.
+    fn context(
+        &self,
+        request: &Arrived<'_>,
+        location: &Location,
+        namespace: String,
+        authority: auth::Authority,
+    ) -> Ctx {
+        let parts = request.parts;
+        Ctx {
             account: location.primary_account().to_string(),
             named_account: location.account.clone(),
             namespace,
-            host: host.unwrap_or("127.0.0.1").to_string(),
-            now,
+            host: header_str(&parts.headers, "host")
+                .unwrap_or("127.0.0.1")
+                .to_string(),
+            now: request.now,
             peer: parts
                 .extensions
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|info| info.0),
-            access,
-            sas,
-            principal,
-            https,
+            access: authority.access,
+            sas: authority.sas,
+            principal: authority.principal,
+            https: request.https,
             version: header_str(&parts.headers, "x-ms-version")
                 .unwrap_or(limits::SERVICE_VERSION_DEFAULT)
                 .to_string(),
-        };
+        }
+    }
+
+    /// **dispatch** and **audit** of one decoded operation. Azure has no long poll, so nothing parks and the
+    /// slot is held to the answer.
+    async fn run(
+        &self,
+        trip: &Trip<'_>,
+        ctx: &Ctx,
+        kind: OperationKind,
+        operation: Operation,
+    ) -> AzureResult<crate::api::Output> {
         let audited = audited_queue(&operation);
-        let result = self.execute(&ctx, operation).await;
+        let result = self.execute(ctx, operation).await;
         if let Some(queue) = audited {
-            let client = peer.map(|ip| ip.to_string()).unwrap_or_default();
-            audit::record(&AuditEvent {
-                action: kind.as_str(),
-                protocol: Protocol::Azure,
+            let identity = ctx
+                .access
+                .as_ref()
+                .map_or(ctx.account.as_str(), |a| a.identity.as_str());
+            let client = ctx
+                .peer
+                .map(|addr| addr.ip().to_string())
+                .unwrap_or_default();
+            let who = Who {
                 namespace: &ctx.namespace,
                 queue: &queue,
-                identity: &identity,
+                identity,
                 client: &client,
-                outcome: result
-                    .as_ref()
-                    .map_or_else(|e| e.code.as_str(), |_| audit::OK),
-            });
+            };
+            let outcome = result
+                .as_ref()
+                .map_or_else(|e| e.code.as_str(), |_| audit::OK);
+            trip.audit(kind.as_str(), who, outcome);
         }
-        Ok(codec::encode_output(&result?))
+        result
     }
 
     fn decode(
@@ -470,206 +473,6 @@ impl Service {
         codec::decode_operation(kind, &request_parts, location, query)
     }
 
-    /// Checks what an authenticated request may do once its operation is named: a SAS by its own rules, a
-    /// token or a user delegation SAS by its principal's roles (docs/security.md). Answers the access that
-    /// limits a listing, the token's principal and the SAS, which handlers consult for a second queue.
-    fn authorize(
-        &self,
-        authorized: Authorized,
-        kind: OperationKind,
-        namespace: &str,
-        location: &Location,
-    ) -> AzureResult<Authority> {
-        if kind == OperationKind::GetUserDelegationKey
-            && !matches!(authorized, Authorized::Token(..))
-        {
-            return Err(AzureError::authentication(
-                "Only authentication scheme Bearer is supported for Get User Delegation Key.",
-            ));
-        }
-        let (access, principal, sas) = match authorized {
-            Authorized::Owner => (None, None, None),
-            Authorized::Sas(grant) => {
-                grant.authorize(kind)?;
-                (None, None, Some(grant))
-            }
-            Authorized::Token(principal, access) => {
-                check_access(&access, kind, namespace, location.queue())?;
-                (Some(access), Some(principal), None)
-            }
-            Authorized::DelegatedSas(grant, access) => {
-                grant.authorize(kind)?;
-                check_access(&access, kind, namespace, location.queue())?;
-                (Some(access), None, Some(grant))
-            }
-        };
-        Ok(Authority {
-            access,
-            principal,
-            sas,
-        })
-    }
-
-    /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. A SAS
-    /// or a token is checked against the operation once it is named ([`Self::authorize`]); preflight
-    /// (`OPTIONS`) and verification off need nothing.
-    fn authenticate(
-        &self,
-        parts: &Parts,
-        location: &Location,
-        query: &Query,
-        (now, peer, https): (Millis, Option<IpAddr>, bool),
-    ) -> AzureResult<Authorized> {
-        if parts.method.as_str().eq_ignore_ascii_case("OPTIONS") || !self.config.verify_auth {
-            return Ok(Authorized::Owner);
-        }
-        let account = location.primary_account();
-        match auth::credentials(&parts.headers, query)? {
-            Credentials::SharedKey {
-                scheme,
-                account: signer,
-                signature,
-            } => {
-                if signer != account {
-                    return Err(AzureError::authentication(format!(
-                        "The account {signer} of the Authorization header is not the account {account} of the request."
-                    )));
-                }
-                let signed = SignedRequest {
-                    method: parts.method.as_str(),
-                    path: parts.uri.path(),
-                    query: parts.uri.query(),
-                    headers: &parts.headers,
-                };
-                let key = self.key(account)?;
-                auth::verify_shared_key(&signed, account, key, &signature, scheme)?;
-                Ok(Authorized::Owner)
-            }
-            Credentials::Sas(sas) => self.verify_sas(&sas, location, (now, peer, https)),
-            Credentials::Bearer(token) => self.verify_bearer(parts, &token, account, now, https),
-            Credentials::Anonymous => Err(AzureError::new(ErrorCode::NoAuthenticationInformation)),
-        }
-    }
-
-    /// A bearer token: needs `x-ms-version` 2017-11-09 or later, then a token that verifies (401
-    /// InvalidAuthenticationInfo with `WWW-Authenticate` otherwise, as Azure answers).
-    fn verify_bearer(
-        &self,
-        parts: &Parts,
-        token: &str,
-        account: &str,
-        now: Millis,
-        _https: bool,
-    ) -> AzureResult<Authorized> {
-        let version = header_str(&parts.headers, "x-ms-version").unwrap_or("");
-        if version < limits::BEARER_VERSION_MIN {
-            return Err(AzureError::authentication(
-                "Authentication scheme Bearer is not supported in this version.",
-            ));
-        }
-        let principal = entra::verify_token(&self.config.entra, token, account, now).map_err(|refused| {
-            let tenant = self
-                .config
-                .entra
-                .tenant
-                .as_deref()
-                .unwrap_or(limits::ENTRA_TENANT_DEFAULT);
-            AzureError::new(ErrorCode::InvalidAuthenticationInfo)
-                .detail("AuthenticationErrorDetail", refused.0)
-                .header(
-                    "www-authenticate",
-                    format!(
-                        "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={}",
-                        limits::STORAGE_RESOURCE_ID
-                    ),
-                )
-        })?;
-        let access = entra::access(
-            &self.config.entra,
-            &principal,
-            account,
-            &self.namespace(account),
-        );
-        Ok(Authorized::Token(principal, access))
-    }
-
-    fn verify_sas(
-        &self,
-        sas: &Sas,
-        location: &Location,
-        (now, peer, https): (Millis, Option<IpAddr>, bool),
-    ) -> AzureResult<Authorized> {
-        let account = location.primary_account();
-        if let Some(signed_key) = &sas.key {
-            if sas.identifier.is_some() || sas.is_account_sas() {
-                return Err(AzureError::authentication(
-                    "Signature fields not well formed: a user delegation SAS is a queue SAS without si.",
-                ));
-            }
-            if sas.delegated_user_oid.is_some() {
-                return Err(AzureError::authentication(
-                    "Veil does not support a user delegation SAS for a delegated user (sduoid).",
-                ));
-            }
-            let key = crate::delegation::verify_key(&self.secret, account, signed_key, now)?;
-            let scope = SasScope {
-                account,
-                queue: location.queue(),
-                now,
-                peer,
-                policy: None,
-                https,
-            };
-            let grant = auth::verify_sas(sas, &key, &scope)?;
-            // The SAS can do no more than the principal who delegated it.
-            let delegator = Principal {
-                oid: signed_key.oid.clone(),
-                tid: signed_key.tid.clone(),
-                app_id: None,
-                token_roles: Vec::new(),
-                dev: self.config.entra.mode == entra::EntraMode::Dev,
-            };
-            let access = entra::access(
-                &self.config.entra,
-                &delegator,
-                account,
-                &self.namespace(account),
-            );
-            return Ok(Authorized::DelegatedSas(grant, access));
-        }
-        let policy = match (&sas.identifier, location.queue()) {
-            (Some(id), Some(queue)) => Some(self.stored_policy(account, queue, id)?),
-            (Some(_), None) => {
-                return Err(AzureError::authentication(
-                    "A stored access policy applies to its queue only.",
-                ))
-            }
-            (None, _) => None,
-        };
-        let scope = SasScope {
-            account,
-            queue: location.queue(),
-            now,
-            peer,
-            policy: policy.as_ref(),
-            https,
-        };
-        auth::verify_sas(sas, self.key(account)?, &scope).map(Authorized::Sas)
-    }
-
-    fn stored_policy(&self, account: &str, queue: &str, id: &str) -> AzureResult<SignedIdentifier> {
-        let key = QueueKey::new(self.namespace(account), queue);
-        let identifiers = self.acl(&key).map_err(|_| {
-            AzureError::authentication("The stored access policy's queue does not exist.")
-        })?;
-        identifiers
-            .into_iter()
-            .find(|identifier| identifier.id == id)
-            .ok_or_else(|| {
-                AzureError::authentication(format!("The stored access policy {id} does not exist."))
-            })
-    }
-
     fn namespace(&self, account: &str) -> String {
         if let Some(ns) = self.accounts.get(account).and_then(|a| a.namespace.clone()) {
             return ns;
@@ -679,17 +482,6 @@ impl Service {
         } else {
             format!("azure:{account}")
         }
-    }
-
-    fn key(&self, account: &str) -> AzureResult<&[u8]> {
-        self.accounts
-            .get(account)
-            .map(|a| a.key.as_slice())
-            .ok_or_else(|| {
-                AzureError::authentication(format!(
-                    "The account {account} is not configured in Veil."
-                ))
-            })
     }
 
     /// Get User Delegation Key for the bearer token's principal (the only credential [`Self::authorize`]

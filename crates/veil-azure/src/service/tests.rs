@@ -9,10 +9,12 @@ use axum::Router;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 use veil_core::memory_store::MemoryStore;
-use veil_core::{Engine, ManualClock, ReceiptKey};
+use veil_core::{Engine, ManualClock, Permission, ReceiptKey};
 
 use super::*;
+use crate::auth::{self, SignedRequest};
 use crate::codec::xml::{self, Element};
+use crate::entra;
 use veil_telemetry::{Code, Protocol};
 
 const START_MS: u64 = 1_700_000_000_000;

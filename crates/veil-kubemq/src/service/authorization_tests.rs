@@ -42,7 +42,7 @@ fn as_caller<T>(message: T, policy: &str) -> Request<T> {
     let mut request = Request::new(message);
     request
         .extensions_mut()
-        .insert(crate::Verdict(auth.authenticate(None)));
+        .insert(crate::Verdict(auth.authenticate(None, 0)));
     request
 }
 

@@ -3,6 +3,7 @@
 
 use veil_core::{EngineError, Permission, DEFAULT_NAMESPACE};
 
+use super::rpc::{Answer, Call, Served};
 use super::{key, Inner};
 use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
@@ -62,7 +63,30 @@ pub(super) fn deleted_channel(request: &pb::Request) -> Option<&str> {
 }
 
 impl Inner {
-    pub(super) async fn send_request(
+    /// The `SendRequest` RPC: a channel query, answered in-band; a `delete-channel` is audited.
+    pub(super) async fn send_request(&self, call: Call<pb::Request>) -> Answer<pb::Response> {
+        let client = call.client();
+        let deleted = deleted_channel(&call.message).map(str::to_string);
+        let client_id = call.message.client_id.clone();
+        let response = self
+            .answer_request(call.message, &call.caller, &client)
+            .await;
+        let failed = !response.error.is_empty();
+        if let Some(channel) = deleted {
+            self.audit("DeleteChannel", &channel, &client_id, &client, failed);
+        }
+        Served::new(response, failed)
+    }
+
+    /// The `QueuesInfo` RPC.
+    pub(super) async fn queues_info(
+        &self,
+        call: Call<pb::QueuesInfoRequest>,
+    ) -> Answer<pb::QueuesInfoResponse> {
+        Served::new(self.visible_queues_info(call.message, &call.caller), false)
+    }
+
+    async fn answer_request(
         &self,
         request: pb::Request,
         caller: &Caller,
@@ -132,7 +156,7 @@ impl Inner {
 
     /// QueuesInfo lists only the channels the caller may touch. Its request names no ClientID, so the policy
     /// is asked for the token's bound client id, or the empty one.
-    pub(super) fn queues_info(
+    fn visible_queues_info(
         &self,
         request: pb::QueuesInfoRequest,
         caller: &Caller,

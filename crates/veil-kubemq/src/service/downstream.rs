@@ -133,13 +133,13 @@ pub(super) async fn serve(
             gets.spawn(get);
             continue;
         }
-        let started = std::time::Instant::now();
+        let trip = inner.pipeline.start();
         let operation = downstream_operation(request.request_type_data);
         let response = inner
             .request(&mut *state.lock().await, request, (&caller, peer))
             .await;
         // Counted per request of the stream (a settlement answers only when it fails).
-        inner.observe(operation, response.is_some(), started);
+        inner.observe(&trip, operation, response.is_some());
         let Some(response) = response else { continue };
         if tx.send(Box::new(response)).await.is_err() {
             break;
@@ -173,7 +173,7 @@ async fn spawned_get(
     ),
     tx: Replies,
 ) {
-    let started = std::time::Instant::now();
+    let trip = inner.pipeline.start();
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
     let who = (request.client_id.as_str(), request.channel.as_str());
     let operation = "QueuesDownstream.Get";
@@ -189,7 +189,7 @@ async fn spawned_get(
         Err(error) => Err(error),
     };
     let response = response.unwrap_or_else(|error| downstream_error(&request, error));
-    inner.observe("QueuesDownstream.Get", response.is_error, started);
+    inner.observe(&trip, "QueuesDownstream.Get", response.is_error);
     // The client may be gone; its messages were then released by the stream's end.
     let _ = tx.send(Box::new(response)).await;
 }

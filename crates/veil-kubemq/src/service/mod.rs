@@ -1,20 +1,22 @@
-//! The tonic service. The [`Kubemq`] impl below only dispatches: each RPC's handler lives in the file of its
-//! resource (`send`, `pull`, `downstream`, `stream`, `channels`), and every handler decodes through
-//! [`crate::convert`], calls the engine and answers in-band (`IsError` / `Error`) as KubeMQ does. What they
-//! share is here: [`Inner`], the request context (engine, settings, shutdown signal, subscriber counts), and
-//! the few engine steps every handler uses (create on first use, receive, ack, nack, re-queue).
+//! The tonic service. The `Kubemq` impl ([`rpc`]) only runs veil-http's request pipeline and dispatches: each
+//! RPC's handler lives in the file of its resource (`send`, `pull`, `downstream`, `stream`, `channels`), and
+//! every handler decodes through [`crate::convert`], calls the engine and answers in-band (`IsError` /
+//! `Error`) as KubeMQ does. What they share is here: [`Inner`], the request context (engine, settings,
+//! shutdown signal, subscriber counts), and the few engine steps every handler uses (create on first use,
+//! receive, ack, nack, re-queue).
 //!
 //! Downstream transactions and legacy stream messages hold the engine's receipts; the engine's visibility
 //! deadline is the server-side visibility timeout, so a consumer that hangs loses its messages to the next
 //! poll, and a closed stream releases them at once (visibility 0).
 //!
 //! Authentication runs in `lib.rs`'s interceptor, which leaves its verdict in the request's extensions; each
-//! handler but Ping refuses an unauthenticated request ([`KubemqService::caller`]) and checks the channel
+//! RPC but Ping refuses an unauthenticated request (`rpc.rs`'s identify step) and each handler checks the channel
 //! each request names against the caller's rights ([`Inner::authorize`], docs/security.md "KubeMQ").
 
 mod channels;
 mod downstream;
 mod pull;
+mod rpc;
 mod send;
 mod stream;
 mod subscribers;
@@ -22,7 +24,6 @@ mod subscribers;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures_core::Stream;
 use tokio::sync::{mpsc, watch};
@@ -33,16 +34,15 @@ use veil_core::{
     Consumer, CreateOutcome, Engine, Message, Millis, Permission, QueueConfig, QueueKey,
     ReceiptRule, ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
-use veil_http::{Admission, Admitted};
+use veil_http::{Admission, Pipeline, Trip, Who};
 
-use veil_telemetry::audit::{self, AuditEvent};
+use veil_telemetry::audit;
 use veil_telemetry::{Code, Protocol, Telemetry};
 
-use crate::auth::{Caller, ACCESS_DENIED};
+use crate::auth::Caller;
 use crate::convert::{self, KubemqError, Settings};
 use crate::limits;
 use crate::pb;
-use crate::pb::kubemq_server::Kubemq;
 use subscribers::{Subscribers, Subscription};
 
 type Reply<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -51,9 +51,8 @@ type Reply<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 /// stream's task only.
 const STREAM_BUFFER: usize = 64;
 
-/// The text of an RPC refused by the admission limit.
-pub(crate) const SERVER_BUSY: &str =
-    "the server is busy: too many requests in flight; retry with back-off";
+#[cfg(test)]
+use rpc::SERVER_BUSY;
 
 pub struct KubemqService {
     inner: Arc<Inner>,
@@ -71,8 +70,9 @@ struct Inner {
     /// Receives waiting on each channel (QueuesInfo's `Subscribers`); its lock is held only to count a
     /// receive in or out, never across an await.
     subscribers: Subscribers,
-    /// Where each RPC, and each request of a stream, is counted (`veil_requests_total{protocol="kubemq"}`).
-    telemetry: Telemetry,
+    /// The request pipeline (veil-http's): where each RPC, and each request of a stream, is audited and
+    /// counted (`veil_requests_total{protocol="kubemq"}`).
+    pipeline: Pipeline,
     /// The listener's admission limit (veil-http's, shared by its unary RPCs): a slot is held for the RPC's
     /// life, given back when a pull parks; streams are bounded by connections and the request rate instead.
     admission: Admission,
@@ -111,68 +111,10 @@ impl KubemqService {
                 started_at_s,
                 started: std::time::Instant::now(),
                 subscribers: Subscribers::default(),
-                telemetry,
+                pipeline: Pipeline::new(Protocol::Kubemq, telemetry),
                 admission,
             }),
         }
-    }
-
-    /// The caller authentication found for `request`, or its refusal: gRPC `UNAUTHENTICATED` with KubeMQ's
-    /// text, audited and counted under `operation`. A request that met no interceptor (a test calling the
-    /// service directly) is unrestricted.
-    #[allow(clippy::result_large_err)] // tonic's Status
-    fn caller<T>(&self, request: &Request<T>, operation: &'static str) -> Result<Caller, Status> {
-        match request.extensions().get::<crate::Verdict>() {
-            None => Ok(Caller::default()),
-            Some(crate::Verdict(Ok(caller))) => Ok(caller.clone()),
-            Some(crate::Verdict(Err(reason))) => {
-                let started = Instant::now();
-                audit::record(&AuditEvent {
-                    action: "Authenticate",
-                    protocol: Protocol::Kubemq,
-                    namespace: "",
-                    queue: "",
-                    identity: "",
-                    client: &peer_of(request),
-                    outcome: "Unauthenticated",
-                });
-                let code = Code::Error("Unauthenticated");
-                self.inner.telemetry.observe_request(
-                    Protocol::Kubemq,
-                    operation,
-                    code,
-                    started.elapsed(),
-                );
-                Err(Status::unauthenticated(reason.clone()))
-            }
-        }
-    }
-
-    /// A slot of the listener's admission limit for a unary RPC, held until the RPC answers; beyond the limit
-    /// (after the admission wait) the RPC fails at once with gRPC `RESOURCE_EXHAUSTED`, counted under
-    /// `operation` — the status KubeMQ's SDKs treat as retryable, as for the per-connection request rate.
-    #[allow(clippy::result_large_err)] // tonic's Status
-    async fn admit(&self, operation: &'static str, started: Instant) -> Result<Admitted, Status> {
-        match self.inner.admission.enter().await {
-            Some(admitted) => Ok(admitted),
-            None => {
-                let code = Code::Error("ResourceExhausted");
-                self.inner.telemetry.observe_request(
-                    Protocol::Kubemq,
-                    operation,
-                    code,
-                    started.elapsed(),
-                );
-                Err(Status::resource_exhausted(SERVER_BUSY))
-            }
-        }
-    }
-
-    /// A unary RPC refused by the policy: KubeMQ returns its error as the RPC's error, which gRPC carries as
-    /// `UNKNOWN` with KubeMQ's text (docs/security.md "KubeMQ").
-    fn refused(&self, operation: &'static str, started: Instant) -> Status {
-        self.inner.observe(operation, true, started);
-        Status::unknown(ACCESS_DENIED)
     }
 }
 
@@ -237,28 +179,26 @@ fn consumer(peer: Option<SocketAddr>, client_id: &str) -> Consumer {
 impl Inner {
     /// Counts one RPC, or one request of a stream, with KubeMQ's code rule: `OK`, or `Error` for an error
     /// answered in-band (`IsError` / `Error` set, gRPC status OK).
-    fn observe(&self, operation: &'static str, failed: bool, started: Instant) {
+    fn observe(&self, trip: &Trip<'_>, operation: &'static str, failed: bool) {
         let code = if failed {
             Code::Error("Error")
         } else {
             Code::Ok
         };
-        self.telemetry
-            .observe_request(Protocol::Kubemq, operation, code, started.elapsed());
+        trip.observe(operation, code);
     }
 
     /// Writes the audit line of a destructive operation on `channel` (AckAllQueueMessages, delete-channel).
     /// KubeMQ's in-band errors are texts, not codes, so a failure's outcome is `Error`, as in the metrics.
     fn audit(&self, action: &str, channel: &str, client_id: &str, peer: &str, failed: bool) {
-        audit::record(&AuditEvent {
-            action,
-            protocol: Protocol::Kubemq,
+        let who = Who {
             namespace: DEFAULT_NAMESPACE,
             queue: channel,
             identity: client_id,
             client: peer,
-            outcome: if failed { "Error" } else { audit::OK },
-        });
+        };
+        self.pipeline
+            .audit(action, who, if failed { "Error" } else { audit::OK });
     }
 
     /// Whether the request's `client_id` may have `permission` on `channel`; a refusal is audited under
@@ -274,15 +214,13 @@ impl Inner {
         if caller.allows(client_id, channel, permission) {
             return Ok(());
         }
-        audit::record(&AuditEvent {
-            action: operation,
-            protocol: Protocol::Kubemq,
+        let who = Who {
             namespace: DEFAULT_NAMESPACE,
             queue: channel,
             identity: &format!("kubemq:{client_id}"),
             client: peer,
-            outcome: "AccessDenied",
-        });
+        };
+        self.pipeline.audit(operation, who, "AccessDenied");
         Err(KubemqError::AccessDenied)
     }
 
@@ -593,226 +531,6 @@ mod admission_tests;
 
 #[cfg(test)]
 mod authorization_tests;
-
-#[tonic::async_trait]
-impl Kubemq for KubemqService {
-    async fn ping(&self, _request: Request<pb::Empty>) -> Result<Response<pb::PingResult>, Status> {
-        let started = Instant::now();
-        let result = channels::ping(&self.inner);
-        self.inner.observe("Ping", false, started);
-        Ok(Response::new(result))
-    }
-
-    async fn send_request(
-        &self,
-        request: Request<pb::Request>,
-    ) -> Result<Response<pb::Response>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "SendRequest")?;
-        let _admitted = self.admit("SendRequest", started).await?;
-        let peer = peer_of(&request);
-        let request = request.into_inner();
-        let deleted = channels::deleted_channel(&request).map(str::to_string);
-        let client_id = request.client_id.clone();
-        let response = self.inner.send_request(request, &caller, &peer).await;
-        if let Some(channel) = deleted {
-            let failed = !response.error.is_empty();
-            self.inner
-                .audit("DeleteChannel", &channel, &client_id, &peer, failed);
-        }
-        self.inner
-            .observe("SendRequest", !response.error.is_empty(), started);
-        Ok(Response::new(response))
-    }
-
-    async fn queues_info(
-        &self,
-        request: Request<pb::QueuesInfoRequest>,
-    ) -> Result<Response<pb::QueuesInfoResponse>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "QueuesInfo")?;
-        let _admitted = self.admit("QueuesInfo", started).await?;
-        let response = self.inner.queues_info(request.into_inner(), &caller);
-        self.inner.observe("QueuesInfo", false, started);
-        Ok(Response::new(response))
-    }
-
-    async fn send_queue_message(
-        &self,
-        request: Request<pb::QueueMessage>,
-    ) -> Result<Response<pb::SendQueueMessageResult>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "SendQueueMessage")?;
-        let _admitted = self.admit("SendQueueMessage", started).await?;
-        let peer = peer_of(&request);
-        let message = request.into_inner();
-        let operation = "SendQueueMessage";
-        // A bad name is answered in-band before the policy or the audit log sees it.
-        if let Err(error) = convert::validate_names(&message) {
-            self.inner.observe(operation, true, started);
-            let result = convert::send_error(&error, &message.message_id, &message.channel);
-            return Ok(Response::new(result));
-        }
-        if self
-            .inner
-            .may_send(&caller, operation, &message, &peer)
-            .is_err()
-        {
-            return Err(self.refused(operation, started));
-        }
-        let result = self.inner.send_one(message).await;
-        self.inner
-            .observe("SendQueueMessage", result.is_error, started);
-        Ok(Response::new(result))
-    }
-
-    async fn send_queue_messages_batch(
-        &self,
-        request: Request<pb::QueueMessagesBatchRequest>,
-    ) -> Result<Response<pb::QueueMessagesBatchResponse>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "SendQueueMessagesBatch")?;
-        let _admitted = self.admit("SendQueueMessagesBatch", started).await?;
-        let peer = peer_of(&request);
-        let batch = request.into_inner();
-        // KubeMQ authorizes every message of a batch first; one refusal fails the whole call. A message with a
-        // bad name is not asked about: it fails on its own, in-band, when the batch is validated.
-        let operation = "SendQueueMessagesBatch";
-        for message in &batch.messages {
-            let named = convert::validate_names(message).is_ok();
-            if named
-                && self
-                    .inner
-                    .may_send(&caller, operation, message, &peer)
-                    .is_err()
-            {
-                return Err(self.refused(operation, started));
-            }
-        }
-        let response = self.inner.send_batch(batch).await;
-        self.inner
-            .observe("SendQueueMessagesBatch", response.have_errors, started);
-        Ok(Response::new(response))
-    }
-
-    async fn receive_queue_messages(
-        &self,
-        request: Request<pb::ReceiveQueueMessagesRequest>,
-    ) -> Result<Response<pb::ReceiveQueueMessagesResponse>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "ReceiveQueueMessages")?;
-        let admitted = self.admit("ReceiveQueueMessages", started).await?;
-        let peer = crate::peer_addr(&request);
-        let request = request.into_inner();
-        let permission = if request.is_peak {
-            Permission::Peek
-        } else {
-            Permission::Receive
-        };
-        let who = (request.client_id.as_str(), request.channel.as_str());
-        let operation = "ReceiveQueueMessages";
-        let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
-        if let Err(error) = convert::validate_channel(&request.channel) {
-            self.inner.observe(operation, true, started);
-            return Ok(Response::new(pull::refusal(&request, &error)));
-        }
-        if self
-            .inner
-            .authorize(&caller, operation, who, permission, &client)
-            .is_err()
-        {
-            return Err(self.refused(operation, started));
-        }
-        // A pull that waits gives its slot back while the engine parks it, as an SQS long poll does.
-        let on_park: veil_core::park::OnPark = Arc::new(move || admitted.release());
-        let pull = self.inner.receive_queue_messages(request, peer);
-        let response = veil_core::park::with_on_park(on_park, pull).await;
-        self.inner
-            .observe("ReceiveQueueMessages", response.is_error, started);
-        Ok(Response::new(response))
-    }
-
-    async fn ack_all_queue_messages(
-        &self,
-        request: Request<pb::AckAllQueueMessagesRequest>,
-    ) -> Result<Response<pb::AckAllQueueMessagesResponse>, Status> {
-        let started = Instant::now();
-        let caller = self.caller(&request, "AckAllQueueMessages")?;
-        let _admitted = self.admit("AckAllQueueMessages", started).await?;
-        let peer = peer_of(&request);
-        let request = request.into_inner();
-        let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
-        let operation = "AckAllQueueMessages";
-        if let Err(error) = convert::validate_channel(&channel) {
-            self.inner.observe(operation, true, started);
-            return Ok(Response::new(pull::ack_all_refusal(&request, &error)));
-        }
-        if self
-            .inner
-            .authorize(
-                &caller,
-                operation,
-                (&client_id, &channel),
-                Permission::Admin,
-                &peer,
-            )
-            .is_err()
-        {
-            return Err(self.refused(operation, started));
-        }
-        let response = self.inner.ack_all(request).await;
-        self.inner.audit(
-            "AckAllQueueMessages",
-            &channel,
-            &client_id,
-            &peer,
-            response.is_error,
-        );
-        self.inner
-            .observe("AckAllQueueMessages", response.is_error, started);
-        Ok(Response::new(response))
-    }
-
-    type StreamQueueMessageStream = Reply<pb::StreamQueueMessagesResponse>;
-
-    async fn stream_queue_message(
-        &self,
-        request: Request<Streaming<pb::StreamQueueMessagesRequest>>,
-    ) -> Result<Response<Self::StreamQueueMessageStream>, Status> {
-        let caller = self.caller(&request, "StreamQueueMessage")?;
-        Ok(spawn_stream(&self.inner, request, caller, stream::serve))
-    }
-
-    type QueuesDownstreamStream = Reply<pb::QueuesDownstreamResponse>;
-
-    async fn queues_downstream(
-        &self,
-        request: Request<Streaming<pb::QueuesDownstreamRequest>>,
-    ) -> Result<Response<Self::QueuesDownstreamStream>, Status> {
-        let caller = self.caller(&request, "QueuesDownstream")?;
-        Ok(spawn_stream(
-            &self.inner,
-            request,
-            caller,
-            downstream::serve,
-        ))
-    }
-
-    type QueuesUpstreamStream = Reply<pb::QueuesUpstreamResponse>;
-
-    async fn queues_upstream(
-        &self,
-        request: Request<Streaming<pb::QueuesUpstreamRequest>>,
-    ) -> Result<Response<Self::QueuesUpstreamStream>, Status> {
-        let caller = self.caller(&request, "QueuesUpstream")?;
-        Ok(spawn_stream(
-            &self.inner,
-            request,
-            caller,
-            send::serve_upstream,
-        ))
-    }
-}
 
 /// The caller's address for the audit log, "" when tonic does not know it (a test calling the service).
 fn peer_of<T>(request: &Request<T>) -> String {

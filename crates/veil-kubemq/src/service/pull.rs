@@ -7,11 +7,12 @@
 
 use std::net::SocketAddr;
 
-use veil_core::Consumer;
+use veil_core::{Consumer, Permission};
 
 use crate::convert::{self, KubemqError};
 use crate::pb;
 
+use super::rpc::{Answer, Call, Denied, Served};
 use super::{consumer, Collect, Held, Inner};
 
 /// What a pull or peek found: the messages and the expired ones it removed on the way.
@@ -21,7 +22,67 @@ struct Pulled {
 }
 
 impl Inner {
+    /// The `ReceiveQueueMessages` RPC: a bad channel name is answered in-band before the policy sees it; a
+    /// pull that waits gives its admission slot back while the engine parks it, as an SQS long poll does.
     pub(super) async fn receive_queue_messages(
+        &self,
+        call: Call<pb::ReceiveQueueMessagesRequest>,
+    ) -> Answer<pb::ReceiveQueueMessagesResponse> {
+        let client = call.client();
+        let request = call.message;
+        let permission = if request.is_peak {
+            Permission::Peek
+        } else {
+            Permission::Receive
+        };
+        if let Err(error) = convert::validate_channel(&request.channel) {
+            return Served::new(refusal(&request, &error), true);
+        }
+        let who = (request.client_id.as_str(), request.channel.as_str());
+        let operation = "ReceiveQueueMessages";
+        if self
+            .authorize(&call.caller, operation, who, permission, &client)
+            .is_err()
+        {
+            return Err(Denied);
+        }
+        let pull = self.pull_response(request, call.peer);
+        let response = veil_http::pipeline::dispatch_parking(&call.admitted, pull).await;
+        let failed = response.is_error;
+        Served::new(response, failed)
+    }
+
+    /// The `AckAllQueueMessages` RPC (a purge, audited), needing `admin` on the channel.
+    pub(super) async fn ack_all_queue_messages(
+        &self,
+        call: Call<pb::AckAllQueueMessagesRequest>,
+    ) -> Answer<pb::AckAllQueueMessagesResponse> {
+        let client = call.client();
+        let request = call.message;
+        let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
+        if let Err(error) = convert::validate_channel(&channel) {
+            return Served::new(ack_all_refusal(&request, &error), true);
+        }
+        let who = (client_id.as_str(), channel.as_str());
+        if self
+            .authorize(
+                &call.caller,
+                "AckAllQueueMessages",
+                who,
+                Permission::Admin,
+                &client,
+            )
+            .is_err()
+        {
+            return Err(Denied);
+        }
+        let response = self.ack_all(request).await;
+        let failed = response.is_error;
+        self.audit("AckAllQueueMessages", &channel, &client_id, &client, failed);
+        Served::new(response, failed)
+    }
+
+    async fn pull_response(
         &self,
         request: pb::ReceiveQueueMessagesRequest,
         peer: Option<SocketAddr>,
@@ -119,7 +180,7 @@ impl Inner {
         })
     }
 
-    pub(super) async fn ack_all(
+    async fn ack_all(
         &self,
         request: pb::AckAllQueueMessagesRequest,
     ) -> pb::AckAllQueueMessagesResponse {
@@ -141,7 +202,7 @@ impl Inner {
 }
 
 /// A pull or peek answered with an in-band error.
-pub(super) fn refusal(
+fn refusal(
     request: &pb::ReceiveQueueMessagesRequest,
     error: &KubemqError,
 ) -> pb::ReceiveQueueMessagesResponse {
@@ -155,7 +216,7 @@ pub(super) fn refusal(
 }
 
 /// An AckAllQueueMessages answered with an in-band error.
-pub(super) fn ack_all_refusal(
+fn ack_all_refusal(
     request: &pb::AckAllQueueMessagesRequest,
     error: &KubemqError,
 ) -> pb::AckAllQueueMessagesResponse {

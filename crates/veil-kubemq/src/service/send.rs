@@ -10,13 +10,59 @@ use tonic::Streaming;
 
 use veil_core::{MoveReason, MovedFrom};
 
+use super::rpc::{Answer, Call, Denied, Served};
 use super::{next_or_shutdown, Inner};
 use crate::auth::Caller;
 use crate::convert::{self, KubemqError};
 use crate::pb;
 
 impl Inner {
-    pub(super) async fn send_one(&self, message: pb::QueueMessage) -> pb::SendQueueMessageResult {
+    /// The `SendQueueMessage` RPC. A bad name is answered in-band before the policy or the audit log sees it.
+    pub(super) async fn send_queue_message(
+        &self,
+        call: Call<pb::QueueMessage>,
+    ) -> Answer<pb::SendQueueMessageResult> {
+        let client = call.client();
+        let message = call.message;
+        if let Err(error) = convert::validate_names(&message) {
+            let result = convert::send_error(&error, &message.message_id, &message.channel);
+            return Served::new(result, true);
+        }
+        if self
+            .may_send(&call.caller, "SendQueueMessage", &message, &client)
+            .is_err()
+        {
+            return Err(Denied);
+        }
+        let result = self.send_one(message).await;
+        let failed = result.is_error;
+        Served::new(result, failed)
+    }
+
+    /// The `SendQueueMessagesBatch` RPC. KubeMQ authorizes every message of a batch first; one refusal fails
+    /// the whole call. A message with a bad name is not asked about: it fails on its own, in-band, when the
+    /// batch is validated.
+    pub(super) async fn send_queue_messages_batch(
+        &self,
+        call: Call<pb::QueueMessagesBatchRequest>,
+    ) -> Answer<pb::QueueMessagesBatchResponse> {
+        let client = call.client();
+        for message in &call.message.messages {
+            let named = convert::validate_names(message).is_ok();
+            if named
+                && self
+                    .may_send(&call.caller, "SendQueueMessagesBatch", message, &client)
+                    .is_err()
+            {
+                return Err(Denied);
+            }
+        }
+        let response = self.send_batch(call.message).await;
+        let failed = response.have_errors;
+        Served::new(response, failed)
+    }
+
+    async fn send_one(&self, message: pb::QueueMessage) -> pb::SendQueueMessageResult {
         let (client_message_id, channel) = (message.message_id.clone(), message.channel.clone());
         match self.try_send(message, None).await {
             Ok(result) => result,
@@ -45,7 +91,7 @@ impl Inner {
         Ok(convert::send_result(sent, &client_message_id, &channel))
     }
 
-    pub(super) async fn send_batch(
+    async fn send_batch(
         &self,
         batch: pb::QueueMessagesBatchRequest,
     ) -> pb::QueueMessagesBatchResponse {
@@ -147,7 +193,7 @@ pub(super) async fn serve_upstream(
     let mut shutdown = inner.shutdown.clone();
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
-        let started = std::time::Instant::now();
+        let trip = inner.pipeline.start();
         // Names first, so that a bad one is its own in-band error before the policy sees it.
         let allowed = |message: &pb::QueueMessage| {
             convert::validate_names(message)?;
@@ -160,7 +206,7 @@ pub(super) async fn serve_upstream(
         };
         // Counted per request of the stream, not per stream.
         let failed = response.results.iter().any(|r| r.is_error);
-        inner.observe("QueuesUpstream", failed, started);
+        inner.observe(&trip, "QueuesUpstream", failed);
         if tx.send(Box::new(response)).await.is_err() {
             break;
         }

@@ -41,14 +41,14 @@ pub(super) async fn serve(
     let mut shutdown = inner.shutdown.clone();
     let mut active: Option<Held> = None;
     while let Some(request) = next_or_shutdown(&mut inbound, &mut shutdown).await {
-        let started = std::time::Instant::now();
+        let trip = inner.pipeline.start();
         let response = match inner.may_stream(&active, &request, &caller, peer) {
             Ok(()) => inner.stream_request(&mut active, &request, peer).await,
             Err(error) => Err(error),
         };
         let response = response.unwrap_or_else(|error| stream_error(&request, error));
         // Counted per request of the stream, not per stream.
-        inner.observe("StreamQueueMessage", response.is_error, started);
+        inner.observe(&trip, "StreamQueueMessage", response.is_error);
         if tx.send(Box::new(response)).await.is_err() {
             break;
         }

@@ -169,7 +169,7 @@ async fn a_send_the_policy_refuses_is_an_rpc_error_audited_with_the_client_id() 
     let mut request = Request::new(message("orders"));
     request
         .extensions_mut()
-        .insert(crate::Verdict(auth.authenticate(None)));
+        .insert(crate::Verdict(auth.authenticate(None, 0)));
     let status = service
         .send_queue_message(request)
         .await

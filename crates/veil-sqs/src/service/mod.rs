@@ -1,7 +1,9 @@
-//! The thin HTTP service: one axum handler for every request. It reads the body, authenticates the caller,
-//! decodes with the codec, works out the namespace (`namespace.rs`; ARCHITECTURE.md, veil-sqs), dispatches the action to its handler — which
-//! calls the engine, the only place that decides visibility (ARCHITECTURE.md) — and encodes the answer in the
-//! protocol the request used. Each request gets a fresh uuid as its request id.
+//! The thin HTTP service: one axum handler for every request, which runs veil-http's request pipeline
+//! (ARCHITECTURE.md, "The request pipeline"). It reads the body, identifies the caller, decodes with the
+//! codec, admits the request, works out the namespace (`namespace.rs`; ARCHITECTURE.md, veil-sqs), authorizes
+//! and dispatches the action to its handler — which calls the engine, the only place that decides visibility
+//! (ARCHITECTURE.md) — audits it, and encodes the answer in the protocol the request used. Each request gets a
+//! fresh uuid as its request id.
 //!
 //! This file holds what every action shares: routing, the request context, the mapping of `EngineError` to
 //! `SqsError` and the dispatch. Authentication and authorization live in [`auth`] (docs/security.md, "SQS");
@@ -19,7 +21,6 @@ mod tags;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::HeaderMap;
@@ -35,8 +36,9 @@ use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::limits;
 use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
 use crate::validate;
-use veil_http::{header_str, into_response};
-use veil_telemetry::audit::{self, AuditEvent};
+use veil_http::pipeline::AUTHENTICATE;
+use veil_http::{header_str, into_response, Pipeline, Trip, Who};
+use veil_telemetry::audit;
 use veil_telemetry::{Code, Protocol, Telemetry};
 
 /// The SQS front-end's settings.
@@ -117,21 +119,13 @@ struct Service {
     names: NamespaceMap,
     /// `config.auth.credentials` by access key.
     credentials: auth::CredentialMap,
+    /// The request pipeline (veil-http's): where each request is audited and counted.
+    pipeline: Pipeline,
 }
 
 /// The SQS service: every method and path goes to one handler.
 pub fn router(engine: Arc<Engine>, config: SqsConfig) -> Router {
-    let names = NamespaceMap {
-        default_account: config.account_id.clone(),
-        default_region: config.default_region.clone(),
-    };
-    let credentials = auth::credential_map(&config.auth);
-    let service = Arc::new(Service {
-        engine,
-        config,
-        names,
-        credentials,
-    });
+    let service = Arc::new(Service::new(engine, config));
     Router::new()
         .fallback(handle)
         .with_state(service)
@@ -159,125 +153,70 @@ struct RequestContext {
     principal_arn: String,
 }
 
+/// One request through veil-http's pipeline (ARCHITECTURE.md, "The request pipeline"): [`Service::prepare`]
+/// reads, identifies, decodes and admits it; here its action is authorized, dispatched (giving the slot back
+/// while a long poll parks) and audited, and the answer is encoded in the protocol the request used and
+/// observed, once.
+///
+/// The dispatch is awaited here, not in a nested `async fn`: each async layer keeps its own copy of what is
+/// passed to it by value, and a waiting long poll's future is paid for by every waiting connection
+/// (`the_future_of_a_waiting_request_stays_small`).
 async fn handle(State(service): State<Arc<Service>>, request: Request) -> Response {
-    let started = Instant::now();
+    let trip = service.pipeline.start();
     let request_id = uuid::Uuid::new_v4().to_string();
-    // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|info| info.0.ip().to_string())
-        .unwrap_or_default();
     let (parts, body) = request.into_parts();
-    let target = header_str(&parts.headers, "x-amz-target");
-    let protocol = codec::protocol_of(target);
-    let body = match axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX).await {
-        Ok(body) => body,
-        Err(error) => {
-            let error = SqsError::new(
-                ErrorCode::InvalidParameterValue,
-                format!("The request body could not be read: {error}"),
-            );
-            service.observe(
-                operation_of(target, parts.uri.query(), &[]),
-                Err(&error),
-                started,
-            );
-            return into_response(codec::encode_error(protocol, &error, &request_id));
-        }
-    };
-    let caller = match service.authenticate(&parts, &body) {
-        Ok(caller) => caller,
-        Err(error) => {
-            let operation = operation_of(target, parts.uri.query(), &body);
-            audit::record(&AuditEvent {
-                action: "Authenticate",
-                protocol: Protocol::Sqs,
-                namespace: "",
-                queue: "",
-                identity: "",
-                client: &peer,
-                outcome: error.code.aws_code(),
-            });
-            service.observe(operation, Err(&error), started);
-            return into_response(codec::encode_error(protocol, &error, &request_id));
-        }
-    };
-    let (protocol, decoded) = codec::decode(&HttpRequestParts {
-        method: parts.method.as_str(),
-        query: parts.uri.query(),
-        target,
-        body: &body,
-    });
-    // Present when the server is served with connect info; a router used without it (tests) has none.
-    let address = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|info| info.0);
-    let context = service.context(caller, &parts.headers, parts.uri.path(), address);
-    // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
-    // authenticate never holds one (docs/security.md "Limits against abuse").
-    let admitted = match veil_http::admit(&parts.extensions).await {
-        Ok(admitted) => admitted,
-        Err(veil_http::AdmissionRefused) => {
-            let error = SqsError::new(ErrorCode::RequestThrottled, crate::error::REQUEST_THROTTLED);
-            let operation = operation_of(target, parts.uri.query(), &body);
-            service.observe(operation, Err(&error), started);
-            return into_response(codec::encode_error(protocol, &error, &request_id));
-        }
-    };
-    let reply = match decoded {
-        Ok(request) => {
-            // The head and body are slices of hyper's read buffer: dropped here, before a long poll parks,
-            // that buffer stays the connection's only one (hyper reuses it for its next read instead of
-            // allocating another 8 KiB while the poll waits; docs/reliability.md "What a waiting connection costs").
-            drop((parts, body));
-            let action = request.action.name();
-            let audited = service.audited(&context, &request.action);
-            let result = match service.authorize(&context, &request.action) {
+    let protocol = codec::protocol_of(header_str(&parts.headers, "x-amz-target"));
+    let prepared = service.prepare(&trip, &parts, body).await;
+    // The head is a slice of hyper's read buffer: dropped here (the body already is), before a long poll
+    // parks, that buffer stays the connection's only one (hyper reuses it for its next read instead of
+    // allocating another 8 KiB while the poll waits; docs/reliability.md "What a waiting connection costs").
+    drop(parts);
+    let (operation, result) = match prepared {
+        // Only the action moves (into its handler); the rest stays where `prepare` left it.
+        Ok(Prepared {
+            ref context,
+            ref peer,
+            action,
+            ref admitted,
+        }) => {
+            let name = action.name();
+            let audited = service.audited(context, &action);
+            let result = match service.authorize(context, &action) {
                 Ok(()) => {
-                    // A long poll gives its admission slot back while the engine parks it.
-                    let parked = admitted.clone();
-                    let on_park: veil_core::park::OnPark = Arc::new(move || parked.release());
-                    let dispatch = service.dispatch(&context, request.action);
-                    veil_core::park::with_on_park(on_park, dispatch).await
+                    let dispatch = service.dispatch(context, action);
+                    trip.dispatch_parking(admitted, dispatch).await
                 }
                 Err(error) => Err(error),
             };
-            if let Some(key) = audited {
-                let outcome = match &result {
-                    Ok(_) => audit::OK,
-                    Err(error) => error.code.aws_code(),
-                };
-                audit::record(&AuditEvent {
-                    action: action.as_str(),
-                    protocol: Protocol::Sqs,
-                    namespace: key.as_ref().map_or("", |k| k.namespace.as_str()),
-                    queue: key.as_ref().map_or("", |k| k.name.as_str()),
-                    identity: &context.sender_id,
-                    client: &peer,
-                    outcome,
-                });
-            }
-            let reply = match &result {
-                Ok(output) => codec::encode_output(protocol, action, output, &request_id),
-                Err(error) => {
-                    tracing::debug!(action = action.as_str(), %error, "sqs request failed");
-                    codec::encode_error(protocol, error, &request_id)
-                }
-            };
-            service.observe(action.as_str(), result.as_ref().map(drop), started);
-            reply
+            service.audit(&trip, (name, audited), (context, peer), &result);
+            (name.as_str(), result.map(|output| (name, output)))
         }
-        Err(error) => {
-            tracing::debug!(%error, "sqs request rejected");
-            let operation = operation_of(target, parts.uri.query(), &body);
-            service.observe(operation, Err(&error), started);
-            codec::encode_error(protocol, &error, &request_id)
-        }
+        Err(refused) => refused,
     };
+    let reply = match &result {
+        Ok((action, output)) => codec::encode_output(protocol, *action, output, &request_id),
+        Err(error) => codec::encode_error(protocol, error, &request_id),
+    };
+    let code = result
+        .as_ref()
+        .map_or_else(|error| Code::Error(error.code.aws_code()), |_| Code::Ok);
+    trip.observe(operation, code);
     into_response(reply)
 }
+
+/// A request identified, decoded and admitted: what its dispatch needs.
+struct Prepared {
+    context: RequestContext,
+    /// The caller's address for the audit log, "" when unknown.
+    peer: String,
+    action: Action,
+    /// The request's admission slot, held until it is answered; a long poll gives it back while it parks.
+    admitted: veil_http::Admitted,
+}
+
+/// A request that ended before its action ran: the operation it is counted under (the one it names,
+/// [`operation_of`]) and the error to answer.
+type Refused = (&'static str, SqsResult<(ActionName, Output)>);
 
 /// The operation label of a request whose action was not decoded (its body unreadable, a parameter wrong):
 /// the action it names, if SQS has one by that name, else `Unknown` — a label never carries what the client
@@ -297,6 +236,18 @@ fn operation_of(target: Option<&str>, query: Option<&str>, body: &[u8]) -> &'sta
         }
     };
     named.map_or("Unknown", ActionName::as_str)
+}
+
+/// The request's body, up to [`limits::HTTP_BODY_BYTES_MAX`].
+async fn read_body(body: axum::body::Body) -> SqsResult<bytes::Bytes> {
+    axum::body::to_bytes(body, limits::HTTP_BODY_BYTES_MAX)
+        .await
+        .map_err(|error| {
+            SqsError::new(
+                ErrorCode::InvalidParameterValue,
+                format!("The request body could not be read: {error}"),
+            )
+        })
 }
 
 /// Maps the engine's errors that need no request detail.
@@ -378,15 +329,110 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
 }
 
 impl Service {
-    /// Counts one request of `operation` with its result in the SQS code rule: `OK` or the AWS error code.
-    fn observe(&self, operation: &'static str, result: Result<(), &SqsError>, started: Instant) {
-        let code = match result {
-            Ok(()) => Code::Ok,
-            Err(error) => Code::Error(error.code.aws_code()),
+    fn new(engine: Arc<Engine>, config: SqsConfig) -> Self {
+        let names = NamespaceMap {
+            default_account: config.account_id.clone(),
+            default_region: config.default_region.clone(),
         };
-        self.config
-            .telemetry
-            .observe_request(Protocol::Sqs, operation, code, started.elapsed());
+        let credentials = auth::credential_map(&config.auth);
+        let pipeline = Pipeline::new(Protocol::Sqs, config.telemetry.clone());
+        Self {
+            engine,
+            config,
+            names,
+            credentials,
+            pipeline,
+        }
+    }
+
+    /// The pipeline's steps before the action runs: read the body, **identify** the caller, decode,
+    /// **admit**. A request that ends here is answered with the error and counted under the operation it
+    /// names ([`operation_of`]).
+    async fn prepare(
+        &self,
+        trip: &Trip<'_>,
+        parts: &axum::http::request::Parts,
+        body: axum::body::Body,
+    ) -> Result<Prepared, Refused> {
+        // Present when the listener was made with `into_make_service_with_connect_info` (the binary's is).
+        let address = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0);
+        let peer = address.map(|a| a.ip().to_string()).unwrap_or_default();
+        let target = header_str(&parts.headers, "x-amz-target");
+        let body = match read_body(body).await {
+            Ok(body) => body,
+            Err(error) => return Err((operation_of(target, parts.uri.query(), &[]), Err(error))),
+        };
+        let refused = |error| (operation_of(target, parts.uri.query(), &body), Err(error));
+        let caller = self.identify(trip, parts, &body, &peer).map_err(refused)?;
+        let (_, decoded) = codec::decode(&HttpRequestParts {
+            method: parts.method.as_str(),
+            query: parts.uri.query(),
+            target,
+            body: &body,
+        });
+        let context = self.context(caller, &parts.headers, parts.uri.path(), address);
+        // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
+        // authenticate never holds one (docs/security.md "Limits against abuse").
+        let Ok(admitted) = trip.admit_http(&parts.extensions).await else {
+            let error = SqsError::new(ErrorCode::RequestThrottled, crate::error::REQUEST_THROTTLED);
+            return Err(refused(error));
+        };
+        let request = decoded.map_err(|error| {
+            tracing::debug!(%error, "sqs request rejected");
+            refused(error)
+        })?;
+        Ok(Prepared {
+            context,
+            peer,
+            action: request.action,
+            admitted,
+        })
+    }
+
+    /// **identify**: the caller the request's SigV4 signature proves ([`auth`]); a refusal is audited.
+    fn identify(
+        &self,
+        trip: &Trip<'_>,
+        parts: &axum::http::request::Parts,
+        body: &[u8],
+        peer: &str,
+    ) -> SqsResult<auth::Caller> {
+        self.authenticate(parts, body).inspect_err(|error| {
+            let who = Who {
+                client: peer,
+                ..Who::default()
+            };
+            trip.audit(AUTHENTICATE, who, error.code.aws_code());
+        })
+    }
+
+    /// **audit**: the record of an audited action ([`Self::audited`]) with its outcome; a failure is also
+    /// logged at debug level.
+    fn audit(
+        &self,
+        trip: &Trip<'_>,
+        (name, audited): (ActionName, Option<Option<QueueKey>>),
+        (context, peer): (&RequestContext, &str),
+        result: &SqsResult<Output>,
+    ) {
+        if let Some(key) = audited {
+            let who = Who {
+                namespace: key.as_ref().map_or("", |k| k.namespace.as_str()),
+                queue: key.as_ref().map_or("", |k| k.name.as_str()),
+                identity: &context.sender_id,
+                client: peer,
+            };
+            let outcome = result
+                .as_ref()
+                .map_or_else(|e| e.code.aws_code(), |_| audit::OK);
+            trip.audit(name.as_str(), who, outcome);
+        }
+        if let Err(error) = result {
+            tracing::debug!(action = name.as_str(), %error, "sqs request failed");
+        }
     }
 
     /// Whether `action` goes to the audit log (it deletes, purges, changes settings or permissions, or starts

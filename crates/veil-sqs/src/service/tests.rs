@@ -991,21 +991,13 @@ async fn trace_header_is_a_system_attribute_not_a_user_attribute() {
 
 /// What a waiting long poll keeps alive is the request's future (docs/reliability.md "Load and overload"):
 /// its size is paid by every waiting connection, so a large action's state must not inflate it. With the
-/// largest action's state inline it was 4.8 KiB; boxed, it is about 2.3 KiB (the bound leaves room for the
+/// largest action's state inline it was 4.8 KiB; boxed, it is about 2.1 KiB (the bound leaves room for the
 /// compiler's layout to move, not for an action's state to come back).
 #[test]
 fn the_future_of_a_waiting_request_stays_small() {
     let (engine, _clock) = test_support::engine();
     let config = super::SqsConfig::default();
-    let service = std::sync::Arc::new(super::Service {
-        engine,
-        names: super::NamespaceMap {
-            default_account: config.account_id.clone(),
-            default_region: config.default_region.clone(),
-        },
-        credentials: super::auth::credential_map(&config.auth),
-        config,
-    });
+    let service = std::sync::Arc::new(super::Service::new(engine, config));
     let request = test_support::json_request("ReceiveMessage", true)
         .body(Body::from("{}"))
         .unwrap();
