@@ -12,6 +12,7 @@ pub mod conn;
 pub mod limits;
 pub mod rate;
 pub mod serve;
+pub mod settings;
 pub mod tls;
 
 pub use admission::{admit, Admission, AdmissionRefused, Admitted};
