@@ -11,6 +11,7 @@ mod health;
 pub mod limits;
 mod metrics;
 mod series;
+pub mod settings;
 
 use std::sync::Arc;
 

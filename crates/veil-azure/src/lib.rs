@@ -17,6 +17,7 @@ pub mod error;
 pub mod limits;
 pub mod pop_receipt;
 pub mod service;
+pub mod settings;
 pub mod time;
 
 pub use error::{AzureError, ErrorCode};

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod pipeline;
 pub mod rate;
 pub mod serve;
+pub mod settings;
 pub mod tls;
 
 pub use admission::{admit, Admission, AdmissionRefused, Admitted};

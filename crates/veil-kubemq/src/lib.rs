@@ -12,6 +12,7 @@ mod codec;
 pub mod convert;
 pub mod limits;
 pub mod service;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -21,6 +21,7 @@ pub mod lease;
 pub mod limits;
 pub mod migrations;
 pub mod secret;
+pub mod settings;
 pub mod store;
 pub mod testing;
 

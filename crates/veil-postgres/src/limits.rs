@@ -14,3 +14,7 @@ pub const ANSWER_MARGIN_MS: u64 = 1_000;
 
 /// How long applying the migrations at start-up may take (they wait for another node applying them).
 pub const MIGRATION_TIMEOUT_MS: u64 = 60_000;
+
+/// The most read connections `pool_size` may ask for: each is one of the database's `max_connections`, held
+/// by every node that leads.
+pub const POOL_SIZE_MAX: usize = 64;

@@ -69,10 +69,10 @@ pub async fn serve_embedded(
 ) -> Result<(), ServeError> {
     // The admin endpoint comes up first, so that probes get an answer ("starting") while the store recovers.
     let admin = Admin::start(
-        bind(settings.admin_listen).await?,
+        bind(settings.admin.listen).await?,
         tls.admin.clone(),
         settings.listeners.admin.limits.clone(),
-        settings.admin_guard(),
+        settings.admin.guard(),
         telemetry,
         crate::test_clock(settings),
     );
@@ -80,8 +80,8 @@ pub async fn serve_embedded(
     let secret = opened.secret;
     let sockets = Sockets {
         sqs: bind(settings.sqs_listen).await?,
-        azure: bind(settings.azure_listen).await?,
-        kubemq: bind(settings.kubemq_listen).await?,
+        azure: bind(settings.azure.listen).await?,
+        kubemq: bind(settings.kubemq.listen).await?,
     };
     log_listening(settings);
     loop {

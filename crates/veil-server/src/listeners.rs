@@ -1,17 +1,16 @@
 //! TLS and limits of the four listeners (docs/security.md "TLS", "Limits against abuse"): their flags, their
 //! config-file keys, how they resolve (flags > environment > file > defaults; a listener's own certificate
-//! over the shared one, a listener's `[limits.<listener>]` over `[limits]`) and the certificates in force,
-//! which SIGHUP re-reads.
+//! over the shared one, a listener's `[limits.<listener>]` over `[limits]`, whose keys and checks
+//! veil_http::settings owns) and the certificates in force, which SIGHUP re-reads.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
-use veil_http::limits::MAX_HEADER_BYTES_MIN;
-use veil_http::{CertFiles, Limits, Rate, ReloadingCert, TlsError};
+use veil_http::settings::LimitsSection;
+use veil_http::{CertFiles, Limits, ReloadingCert, TlsError};
 
 use crate::config::ConfigError;
 
@@ -67,106 +66,6 @@ pub struct ListenerArgs {
     pub max_requests_in_flight: Option<usize>,
 }
 
-/// The `[limits]` table of the config file, and each `[limits.<listener>]` within it.
-#[derive(Deserialize, Debug, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsFile {
-    max_connections: Option<usize>,
-    max_header_bytes: Option<usize>,
-    max_headers: Option<usize>,
-    header_read_timeout_ms: Option<u64>,
-    body_read_timeout_ms: Option<u64>,
-    body_read_total_timeout_ms: Option<u64>,
-    tls_handshake_timeout_ms: Option<u64>,
-    request_rate: Option<f64>,
-    request_burst: Option<u32>,
-    max_requests_in_flight: Option<usize>,
-    admission_wait_ms: Option<u64>,
-    sqs: Option<Box<LimitsFile>>,
-    azure: Option<Box<LimitsFile>>,
-    kubemq: Option<Box<LimitsFile>>,
-    admin: Option<Box<LimitsFile>>,
-}
-
-impl LimitsFile {
-    /// `self`'s keys over `base`'s.
-    fn over(&self, base: &LimitsFile) -> LimitsFile {
-        LimitsFile {
-            max_connections: self.max_connections.or(base.max_connections),
-            max_header_bytes: self.max_header_bytes.or(base.max_header_bytes),
-            max_headers: self.max_headers.or(base.max_headers),
-            header_read_timeout_ms: self.header_read_timeout_ms.or(base.header_read_timeout_ms),
-            body_read_timeout_ms: self.body_read_timeout_ms.or(base.body_read_timeout_ms),
-            body_read_total_timeout_ms: self
-                .body_read_total_timeout_ms
-                .or(base.body_read_total_timeout_ms),
-            tls_handshake_timeout_ms: self
-                .tls_handshake_timeout_ms
-                .or(base.tls_handshake_timeout_ms),
-            request_rate: self.request_rate.or(base.request_rate),
-            request_burst: self.request_burst.or(base.request_burst),
-            max_requests_in_flight: self.max_requests_in_flight.or(base.max_requests_in_flight),
-            admission_wait_ms: self.admission_wait_ms.or(base.admission_wait_ms),
-            ..LimitsFile::default()
-        }
-    }
-
-    fn resolve(&self, listener: &str) -> Result<Limits, ConfigError> {
-        let defaults = Limits::default();
-        let ms = |value: Option<u64>, default: Duration| {
-            value.map(Duration::from_millis).unwrap_or(default)
-        };
-        let rate = self
-            .request_rate
-            .unwrap_or(veil_http::limits::REQUEST_RATE_PER_S_DEFAULT);
-        let burst = self
-            .request_burst
-            .unwrap_or(veil_http::limits::REQUEST_BURST_DEFAULT);
-        if !rate.is_finite() || rate < 0.0 || burst == 0 {
-            return Err(ConfigError::Invalid(format!(
-                "{listener} request_rate must be 0 (off) or positive and request_burst at least 1"
-            )));
-        }
-        let limits = Limits {
-            max_connections: self.max_connections.unwrap_or(defaults.max_connections),
-            max_header_bytes: self.max_header_bytes.unwrap_or(defaults.max_header_bytes),
-            max_headers: self.max_headers.unwrap_or(defaults.max_headers),
-            header_read_timeout: ms(self.header_read_timeout_ms, defaults.header_read_timeout),
-            body_read_timeout: ms(self.body_read_timeout_ms, defaults.body_read_timeout),
-            body_read_total_timeout: ms(
-                self.body_read_total_timeout_ms,
-                defaults.body_read_total_timeout,
-            ),
-            tls_handshake_timeout: ms(
-                self.tls_handshake_timeout_ms,
-                defaults.tls_handshake_timeout,
-            ),
-            rate: (rate > 0.0).then_some(Rate {
-                per_second: rate,
-                burst,
-            }),
-            max_requests_in_flight: self
-                .max_requests_in_flight
-                .unwrap_or(defaults.max_requests_in_flight),
-            admission_wait: ms(self.admission_wait_ms, defaults.admission_wait),
-        };
-        if limits.max_connections == 0
-            || limits.max_headers == 0
-            || limits.max_header_bytes < MAX_HEADER_BYTES_MIN
-            || limits.header_read_timeout.is_zero()
-            || limits.body_read_timeout.is_zero()
-            || limits.body_read_total_timeout.is_zero()
-            || limits.tls_handshake_timeout.is_zero()
-        {
-            return Err(ConfigError::Invalid(format!(
-                "{listener} limits: max_connections, max_headers and the timeouts must be positive, \
-                 max_header_bytes at least {MAX_HEADER_BYTES_MIN}"
-            )));
-        }
-        Ok(limits)
-    }
-}
-
 /// TLS keys of the config file, top level or in a listener's table.
 #[derive(Deserialize, Debug, Default, Clone)]
 pub struct TlsFile {
@@ -198,7 +97,7 @@ pub struct ListenerFile {
     pub azure: TlsFile,
     pub kubemq: TlsFile,
     pub admin: TlsFile,
-    pub limits: LimitsFile,
+    pub limits: LimitsSection,
 }
 
 impl ListenerSettings {
@@ -212,29 +111,23 @@ impl ListenerSettings {
             pair(name, cert.or(file.tls_cert), key.or(file.tls_key))
                 .map(|files| files.or_else(|| shared.clone()))
         };
-        let flags = LimitsFile {
+        let flags = LimitsSection {
             max_connections: args.max_connections,
             request_rate: args.request_rate,
             request_burst: args.request_burst,
             max_requests_in_flight: args.max_requests_in_flight,
-            ..LimitsFile::default()
+            ..LimitsSection::default()
         };
         // Flags apply to every listener, over the file's per-listener tables.
-        let limits = |name: &str, table: &Option<Box<LimitsFile>>| {
-            let listener = match table {
-                Some(table) => table.over(&file.limits),
-                None => file.limits.over(&LimitsFile::default()),
-            };
-            flags.over(&listener).resolve(name)
-        };
+        let limits = |name: &str| flags.over(&file.limits.for_listener(name)).resolve(name);
         Ok(Self {
             sqs: Listener {
                 tls: own("sqs", args.sqs_tls_cert, args.sqs_tls_key, file.sqs)?,
-                limits: limits("sqs", &file.limits.sqs)?,
+                limits: limits("sqs")?,
             },
             azure: Listener {
                 tls: own("azure", args.azure_tls_cert, args.azure_tls_key, file.azure)?,
-                limits: limits("azure", &file.limits.azure)?,
+                limits: limits("azure")?,
             },
             kubemq: Listener {
                 tls: own(
@@ -243,11 +136,11 @@ impl ListenerSettings {
                     args.kubemq_tls_key,
                     file.kubemq,
                 )?,
-                limits: limits("kubemq", &file.limits.kubemq)?,
+                limits: limits("kubemq")?,
             },
             admin: Listener {
                 tls: own("admin", args.admin_tls_cert, args.admin_tls_key, file.admin)?,
-                limits: limits("admin", &file.limits.admin)?,
+                limits: limits("admin")?,
             },
         })
     }
@@ -332,6 +225,10 @@ impl Certificates {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use veil_http::Rate;
+
     use super::*;
 
     #[test]

@@ -19,7 +19,10 @@ use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::Telemetry;
 
 use crate::cluster::settings::StoreSetting;
-use crate::config::{AdminGuard, AzureAuthMode, DurabilityMode, LogFormat, ServeArgs, Settings};
+use crate::config::{ConfigError, DurabilityMode, LogFormat, ServeArgs, Settings};
+use veil_admin::settings::AdminGuard;
+use veil_azure::settings::AuthMode as AzureAuthMode;
+use veil_sqs::settings::AuthMode as SqsAuthMode;
 
 /// mimalloc instead of glibc malloc: the store writer allocates and frees a 4 KiB page buffer per B-tree page
 /// it touches, and glibc's consolidation of those showed as ~20% of the writer's CPU in profiles
@@ -124,6 +127,9 @@ enum ServeError {
     },
     #[error("KubeMQ endpoint: {0}")]
     Kubemq(String),
+    /// A setting checked at start-up that no longer holds (a file it read changed since).
+    #[error("{0}")]
+    Config(#[from] ConfigError),
     #[error("TLS: {0}")]
     Tls(#[from] veil_http::TlsError),
     #[error("cluster: {0}")]
@@ -193,9 +199,9 @@ async fn serve_engine(
     let mover = spawn_move_task_driver(engine.clone());
     let sqs_app = veil_sqs::router(
         engine.clone(),
-        sqs_config(settings, telemetry, tls.sqs.is_some()),
+        sqs_config(settings, telemetry, tls.sqs.is_some())?,
     );
-    let azure_app = veil_azure::router(engine.clone(), azure_config(settings, telemetry, secret));
+    let azure_app = veil_azure::router(engine.clone(), azure_config(settings, telemetry, secret)?);
     let kubemq_config = kubemq_config(settings, telemetry, tls.kubemq.clone())?;
     let limits = &settings.listeners;
     let (_, _, kubemq_served) = tokio::join!(
@@ -438,51 +444,45 @@ fn admin_throttled(_headers: &axum::http::HeaderMap) -> axum::response::Response
         .into_response()
 }
 
-fn sqs_config(settings: &Settings, telemetry: &Telemetry, tls: bool) -> veil_sqs::SqsConfig {
-    veil_sqs::SqsConfig {
+fn sqs_config(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    tls: bool,
+) -> Result<veil_sqs::SqsConfig, ConfigError> {
+    Ok(veil_sqs::SqsConfig {
         url_scheme: if tls { "https" } else { "http" },
-        advertised_url: settings.sqs_advertised_url.clone(),
-        account_id: settings.sqs_account_id.clone(),
+        advertised_url: settings.sqs.advertised_origin()?,
+        account_id: settings.sqs.account_id.clone(),
         inflight_max_default: settings.inflight_max,
         telemetry: telemetry.clone(),
-        auth: veil_sqs::SqsAuth {
-            enabled: settings.sqs_auth == config::SqsAuthMode::On,
-            credentials: settings.sqs_credentials.clone(),
-        },
+        auth: settings.sqs.auth()?,
         ..veil_sqs::SqsConfig::default()
-    }
+    })
 }
 
+/// The Azure endpoint's configuration; its JWKS file was read by `Settings::validate`, so a failure here
+/// means it changed since.
 fn azure_config(
     settings: &Settings,
     telemetry: &Telemetry,
     secret: Vec<u8>,
-) -> veil_azure::AzureConfig {
-    veil_azure::AzureConfig {
-        accounts: settings
-            .azure_accounts
-            .iter()
-            .map(|account| veil_azure::AzureAccount {
-                name: account.name.clone(),
-                key: account.key.clone(),
-                namespace: account.namespace.clone(),
-            })
-            .collect(),
-        verify_auth: settings.azure_auth == AzureAuthMode::On,
-        poison_default: (settings.azure_max_dequeue_count > 0).then_some(
-            veil_azure::PoisonDefault {
-                max_dequeue_count: settings.azure_max_dequeue_count,
-            },
-        ),
+) -> Result<veil_azure::AzureConfig, ConfigError> {
+    let azure = &settings.azure;
+    Ok(veil_azure::AzureConfig {
+        accounts: azure.accounts()?,
+        verify_auth: azure.auth == AzureAuthMode::On,
+        poison_default: (azure.max_dequeue_count > 0).then_some(veil_azure::PoisonDefault {
+            max_dequeue_count: azure.max_dequeue_count,
+        }),
         inflight_max_default: settings.inflight_max,
         // Service properties live in the data directory; a cluster has none (they stay in memory there).
         data_dir: matches!(settings.store, StoreSetting::Embedded)
             .then(|| settings.data_dir.clone()),
         telemetry: telemetry.clone(),
-        entra: settings.azure_entra.clone(),
+        entra: azure.entra()?,
         // User delegation keys derive from the data directory's secret, so they survive restarts.
         delegation_secret: Some(secret),
-    }
+    })
 }
 
 /// The KubeMQ endpoint's configuration; its key and policy files were read once by `Settings::validate`, so
@@ -492,46 +492,42 @@ fn kubemq_config(
     telemetry: &Telemetry,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<veil_kubemq::KubemqConfig, ServeError> {
-    let auth = config::kubemq_auth(&settings.kubemq_auth_tokens, &settings.kubemq_auth)
-        .map_err(|error| ServeError::Kubemq(error.to_string()))?;
+    let kubemq = &settings.kubemq;
+    let invalid = |error| ServeError::Kubemq(ConfigError::from(error).to_string());
     Ok(veil_kubemq::KubemqConfig {
         tls,
         limits: settings.listeners.kubemq.limits.clone(),
-        settings: settings.kubemq_settings.clone(),
-        auth,
+        settings: kubemq.queue_settings().map_err(invalid)?,
+        auth: kubemq.auth().map_err(invalid)?,
         telemetry: telemetry.clone(),
     })
 }
 
 fn log_listening(settings: &Settings) {
     tracing::info!(
-        addr = %settings.kubemq_listen,
-        auth = !settings.kubemq_auth_tokens.is_empty()
-            || !settings.kubemq_auth.tokens.is_empty()
-            || settings.kubemq_auth.auth_jwt_signature_type.is_some(),
-        policy = settings.kubemq_auth.auth_policy.is_some()
-            || settings.kubemq_auth.auth_policy_file.is_some()
-            || !settings.kubemq_auth.rules.is_empty(),
+        addr = %settings.kubemq.listen,
+        auth = settings.kubemq.authenticates(),
+        policy = settings.kubemq.has_policy(),
         "KubeMQ queues endpoint (gRPC) listening"
     );
     tracing::info!(
         addr = %settings.sqs_listen,
-        auth = ?settings.sqs_auth,
-        credentials = settings.sqs_credentials.len(),
+        auth = ?settings.sqs.auth,
+        credentials = settings.sqs.credentials().map_or(0, |credentials| credentials.len()),
         "SQS endpoint listening"
     );
-    if settings.sqs_auth == config::SqsAuthMode::Off {
+    if settings.sqs.auth == SqsAuthMode::Off {
         tracing::warn!("SQS authentication is OFF: any request is accepted with every permission");
     }
     tracing::info!(
-        addr = %settings.azure_listen,
-        auth = ?settings.azure_auth,
+        addr = %settings.azure.listen,
+        auth = ?settings.azure.auth,
         "Azure Queue Storage endpoint listening"
     );
-    if settings.azure_auth == AzureAuthMode::Off {
+    if settings.azure.auth == AzureAuthMode::Off {
         tracing::warn!("Azure authentication is OFF: any request is accepted");
     }
-    if settings.azure_entra.mode == veil_azure::entra::EntraMode::Dev {
+    if settings.azure.entra.mode == Some(veil_azure::settings::EntraSetting::Dev) {
         tracing::warn!("Azure Entra ID tokens in DEV mode: any well-formed token is a Contributor");
     }
 }

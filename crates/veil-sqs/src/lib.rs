@@ -16,6 +16,7 @@ pub mod md5;
 pub mod namespace;
 pub mod policy;
 pub mod service;
+pub mod settings;
 pub mod sigv4;
 pub mod validate;
 

@@ -109,19 +109,19 @@ pub async fn open_all(
         ),
         (
             Protocol::Azure,
-            settings.azure_listen,
+            settings.azure.listen,
             unavailable.azure,
             &settings.listeners.azure,
         ),
         (
             Protocol::Kubemq,
-            settings.kubemq_listen,
+            settings.kubemq.listen,
             unavailable.kubemq,
             &settings.listeners.kubemq,
         ),
         (
             Protocol::Admin,
-            settings.admin_listen,
+            settings.admin.listen,
             unavailable.admin,
             &settings.listeners.admin,
         ),

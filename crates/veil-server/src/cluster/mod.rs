@@ -58,9 +58,9 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     tracing::info!(
         node = %node.postgres.node_id,
         sqs = %settings.sqs_listen,
-        azure = %settings.azure_listen,
-        kubemq = %settings.kubemq_listen,
-        admin = %settings.admin_listen,
+        azure = %settings.azure.listen,
+        kubemq = %settings.kubemq.listen,
+        admin = %settings.admin.listen,
         "cluster node listening; looking for the database and the leader"
     );
     let mut member = Member {
@@ -336,7 +336,7 @@ impl Member<'_, '_> {
                 internal.admin,
                 tls.admin.clone(),
                 settings.listeners.admin.limits.clone(),
-                settings.admin_guard(),
+                settings.admin.guard(),
                 &telemetry,
                 None,
             );

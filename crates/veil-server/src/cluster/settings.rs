@@ -1,15 +1,14 @@
 //! The settings of the PostgreSQL backend and of the cluster (docs/cluster.md): their flags, their
 //! config-file keys (`store`, `[postgres]`, `[cluster]`) and how they resolve (flags > environment > file >
-//! defaults).
+//! defaults). The connection settings and their checks are veil_postgres::settings'; this node's part in the
+//! cluster (name, lease, addresses) is the server's.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
-use veil_postgres::connect::{
-    CONNECT_TIMEOUT_MS_DEFAULT, POOL_SIZE_DEFAULT, SCHEMA_DEFAULT, STATEMENT_TIMEOUT_MS_DEFAULT,
-};
+use veil_postgres::settings::PostgresSettings as PgSettings;
 use veil_postgres::PgOptions;
 
 use crate::config::ConfigError;
@@ -19,9 +18,6 @@ use crate::config::ConfigError;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
 /// Below this a lease would be renewed more often than a loaded database answers reliably.
 pub const LEASE_TTL_MS_MIN: u64 = 500;
-/// How often a node retries the database after a failure, and polls the lease as a follower.
-pub const RETRY_INTERVAL_MS_DEFAULT: u64 = 500;
-pub const POOL_SIZE_MAX: usize = 64;
 
 /// Flags of `veil serve` for the store and the cluster.
 #[derive(Args, Debug, Default)]
@@ -60,19 +56,8 @@ pub struct ClusterArgs {
     pub pg_retry_interval_ms: Option<u64>,
 }
 
-/// `[postgres]` of the config file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-pub struct PostgresFile {
-    pool_size: Option<usize>,
-    connect_timeout_ms: Option<u64>,
-    statement_timeout_ms: Option<u64>,
-    schema: Option<String>,
-    retry_interval_ms: Option<u64>,
-}
-
 /// `[cluster]` of the config file.
-#[derive(Deserialize, Debug, Default)]
+#[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
     node_id: Option<String>,
@@ -93,12 +78,8 @@ pub enum StoreSetting {
 /// The PostgreSQL backend and this node's part in the cluster, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PostgresSettings {
-    pub url: String,
-    pub pool_size: usize,
-    pub connect_timeout_ms: u64,
-    pub statement_timeout_ms: u64,
-    pub schema: String,
-    pub retry_interval_ms: u64,
+    /// The connection: the `store` key and the `[postgres]` table.
+    pub pg: PgSettings,
     pub node_id: String,
     pub lease_ttl_ms: u64,
     pub bind: IpAddr,
@@ -107,13 +88,7 @@ pub struct PostgresSettings {
 
 impl PostgresSettings {
     pub fn options(&self) -> PgOptions {
-        PgOptions {
-            url: self.url.clone(),
-            pool_size: self.pool_size,
-            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
-            statement_timeout: Duration::from_millis(self.statement_timeout_ms),
-            schema: self.schema.clone(),
-        }
+        self.pg.options()
     }
 
     pub fn lease_ttl(&self) -> Duration {
@@ -121,7 +96,14 @@ impl PostgresSettings {
     }
 
     pub fn retry_interval(&self) -> Duration {
-        Duration::from_millis(self.retry_interval_ms)
+        self.pg.retry_interval()
+    }
+}
+
+/// A flag given wins over the file's value (or its default).
+fn set<T>(slot: &mut T, flag: Option<T>) {
+    if let Some(value) = flag {
+        *slot = value;
     }
 }
 
@@ -129,7 +111,7 @@ impl StoreSetting {
     pub fn resolve(
         args: ClusterArgs,
         store: Option<String>,
-        postgres: PostgresFile,
+        mut pg: PgSettings,
         cluster: ClusterFile,
     ) -> Result<Self, ConfigError> {
         let url = match args.store.or(store) {
@@ -142,32 +124,18 @@ impl StoreSetting {
                 "--store is neither `embedded` nor a PostgreSQL connection string: {error}"
             ))
         })?;
+        pg.url = url;
+        set(&mut pg.pool_size, args.pg_pool_size);
+        set(&mut pg.connect_timeout_ms, args.pg_connect_timeout_ms);
+        set(&mut pg.statement_timeout_ms, args.pg_statement_timeout_ms);
+        set(&mut pg.schema, args.pg_schema);
+        set(&mut pg.retry_interval_ms, args.pg_retry_interval_ms);
         let bind = args
             .cluster_bind
             .or(cluster.bind)
             .unwrap_or(IpAddr::from([127, 0, 0, 1]));
         let settings = PostgresSettings {
-            url,
-            pool_size: args
-                .pg_pool_size
-                .or(postgres.pool_size)
-                .unwrap_or(POOL_SIZE_DEFAULT),
-            connect_timeout_ms: args
-                .pg_connect_timeout_ms
-                .or(postgres.connect_timeout_ms)
-                .unwrap_or(CONNECT_TIMEOUT_MS_DEFAULT),
-            statement_timeout_ms: args
-                .pg_statement_timeout_ms
-                .or(postgres.statement_timeout_ms)
-                .unwrap_or(STATEMENT_TIMEOUT_MS_DEFAULT),
-            schema: args
-                .pg_schema
-                .or(postgres.schema)
-                .unwrap_or_else(|| SCHEMA_DEFAULT.to_owned()),
-            retry_interval_ms: args
-                .pg_retry_interval_ms
-                .or(postgres.retry_interval_ms)
-                .unwrap_or(RETRY_INTERVAL_MS_DEFAULT),
+            pg,
             node_id: args
                 .node_id
                 .or(cluster.node_id)
@@ -189,22 +157,14 @@ impl StoreSetting {
 
 impl PostgresSettings {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.pg.validate()?;
         let invalid = |message: String| Err(ConfigError::Invalid(message));
-        if self.pool_size == 0 || self.pool_size > POOL_SIZE_MAX {
-            return invalid(format!("pg pool size must be 1 to {POOL_SIZE_MAX}"));
-        }
-        if self.connect_timeout_ms == 0
-            || self.statement_timeout_ms == 0
-            || self.retry_interval_ms == 0
-        {
-            return invalid("pg timeouts and the retry interval must be positive".into());
-        }
         if self.lease_ttl_ms < LEASE_TTL_MS_MIN {
             return invalid(format!(
                 "the lease ttl must be at least {LEASE_TTL_MS_MIN} ms"
             ));
         }
-        if self.schema.is_empty() || self.node_id.is_empty() || self.advertise.is_empty() {
+        if self.pg.schema.is_empty() || self.node_id.is_empty() || self.advertise.is_empty() {
             return invalid(
                 "the pg schema, the node id and the advertised host must not be empty".into(),
             );
@@ -222,6 +182,9 @@ fn default_node_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    use veil_postgres::connect::CONNECT_TIMEOUT_MS_DEFAULT;
+    use veil_postgres::settings::RETRY_INTERVAL_MS_DEFAULT;
+
     use super::*;
     use crate::config::{ServeArgs, Settings};
 
@@ -263,13 +226,13 @@ mod tests {
         let StoreSetting::Postgres(postgres) = resolve(file, args).unwrap() else {
             panic!("expected PostgreSQL");
         };
-        assert_eq!(postgres.url, "postgres://veil@db:5432/veil");
+        assert_eq!(postgres.pg.url, "postgres://veil@db:5432/veil");
         assert_eq!(postgres.node_id, "from-flag");
-        assert_eq!(postgres.pool_size, 2);
-        assert_eq!(postgres.statement_timeout_ms, 900);
-        assert_eq!(postgres.connect_timeout_ms, CONNECT_TIMEOUT_MS_DEFAULT);
-        assert_eq!(postgres.retry_interval_ms, RETRY_INTERVAL_MS_DEFAULT);
-        assert_eq!(postgres.schema, "q");
+        assert_eq!(postgres.pg.pool_size, 2);
+        assert_eq!(postgres.pg.statement_timeout_ms, 900);
+        assert_eq!(postgres.pg.connect_timeout_ms, CONNECT_TIMEOUT_MS_DEFAULT);
+        assert_eq!(postgres.pg.retry_interval_ms, RETRY_INTERVAL_MS_DEFAULT);
+        assert_eq!(postgres.pg.schema, "q");
         assert_eq!(postgres.lease_ttl_ms, 2500);
         assert_eq!(
             postgres.advertise, "10.0.0.5",
