@@ -10,7 +10,7 @@ use veil_core::{
 };
 
 use super::{engine_error, visibility_past_expiry, Ctx, Service};
-use crate::api::{MessageTtl, Output, QueueMessage};
+use crate::api::{MessageTtl, Operation, Output, QueueMessage};
 use crate::error::{AzureError, AzureResult, ErrorCode};
 use crate::pop_receipt::{self, PopReceipt};
 
@@ -23,6 +23,56 @@ pub(super) struct Update<'a> {
 }
 
 impl Service {
+    /// Dispatches a message operation to its handler ([`Service::execute`] hands them over).
+    pub(super) async fn execute_message(
+        &self,
+        ctx: &Ctx,
+        operation: Operation,
+    ) -> AzureResult<Output> {
+        match operation {
+            Operation::PutMessage {
+                queue,
+                text,
+                visibility_s,
+                ttl,
+            } => self.put_message(ctx, &queue, text, visibility_s, ttl).await,
+            Operation::GetMessages {
+                queue,
+                count,
+                visibility_s,
+            } => self.get_messages(ctx, &queue, count, visibility_s).await,
+            Operation::PeekMessages { queue, count } => {
+                self.peek_messages(ctx, &queue, count).await
+            }
+            Operation::ClearMessages { queue } => self.clear_messages(ctx, &queue).await,
+            Operation::DeleteMessage {
+                queue,
+                message_id,
+                pop_receipt,
+            } => {
+                self.delete_message(ctx, &queue, &message_id, &pop_receipt)
+                    .await
+            }
+            Operation::UpdateMessage {
+                queue,
+                message_id,
+                pop_receipt,
+                visibility_s,
+                text,
+            } => {
+                let update = Update {
+                    message_id: &message_id,
+                    pop_receipt: &pop_receipt,
+                    visibility_s,
+                    text,
+                };
+                self.update_message(ctx, &queue, update).await
+            }
+            // `execute` hands over the message operations only.
+            _ => Err(AzureError::internal("not a message operation")),
+        }
+    }
+
     /// Put: `visibility_s` is the initial invisibility; the answer carries a pop receipt usable at once.
     pub(super) async fn put_message(
         &self,

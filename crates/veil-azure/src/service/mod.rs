@@ -545,44 +545,12 @@ impl Service {
             Operation::SetAcl { queue, identifiers } => {
                 self.set_acl(ctx, &queue, &identifiers).await
             }
-            Operation::PutMessage {
-                queue,
-                text,
-                visibility_s,
-                ttl,
-            } => self.put_message(ctx, &queue, text, visibility_s, ttl).await,
-            Operation::GetMessages {
-                queue,
-                count,
-                visibility_s,
-            } => self.get_messages(ctx, &queue, count, visibility_s).await,
-            Operation::PeekMessages { queue, count } => {
-                self.peek_messages(ctx, &queue, count).await
-            }
-            Operation::ClearMessages { queue } => self.clear_messages(ctx, &queue).await,
-            Operation::DeleteMessage {
-                queue,
-                message_id,
-                pop_receipt,
-            } => {
-                self.delete_message(ctx, &queue, &message_id, &pop_receipt)
-                    .await
-            }
-            Operation::UpdateMessage {
-                queue,
-                message_id,
-                pop_receipt,
-                visibility_s,
-                text,
-            } => {
-                let update = messages::Update {
-                    message_id: &message_id,
-                    pop_receipt: &pop_receipt,
-                    visibility_s,
-                    text,
-                };
-                self.update_message(ctx, &queue, update).await
-            }
+            message @ (Operation::PutMessage { .. }
+            | Operation::GetMessages { .. }
+            | Operation::PeekMessages { .. }
+            | Operation::ClearMessages { .. }
+            | Operation::DeleteMessage { .. }
+            | Operation::UpdateMessage { .. }) => self.execute_message(ctx, message).await,
         }
     }
 }
