@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/cluster-writer.sh — where PostgreSQL's CPU goes under Veil (issue 14, docs/benchmarks.md): starts its
+# bench/cluster-writer.sh — where PostgreSQL's CPU goes under Veil (docs/benchmarks.md): starts its
 # own PostgreSQL 15 and one Veil node on it (SQS on 127.0.0.1:9480-9483), runs the throughput workload for
 # 10 s, and prints each PostgreSQL process's CPU ticks over the run, busiest first: the first line is the
 # backend of PgStore's writer connection. Needs target/release/veil and veil-bench, root (runuser).

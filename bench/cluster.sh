@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/cluster.sh — the scale-out benchmarks of issue 14 (docs/benchmarks.md, "Scale-out over PostgreSQL").
+# bench/cluster.sh — the scale-out benchmarks (docs/benchmarks.md, "Scale-out over PostgreSQL").
 #
 # Starts its own PostgreSQL 15 (scripts/pg-test-server: a temp dir, a free port, stopped on exit), then runs veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many
 # consumers, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How long one /metrics scrape takes with many queues (issue 12: < 50 ms at 10,000 queues).
+"""How long one /metrics scrape takes with many queues (the target: < 50 ms at 10,000 queues, docs/benchmarks.md).
 
 Usage: .venv/bin/python bench/metrics-many-queues.py [QUEUES] [BIN]
 Starts a fresh veil on free ports, creates QUEUES queues through the admin API (one message in every tenth, one

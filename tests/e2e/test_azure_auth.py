@@ -2,9 +2,9 @@
 AuthenticationFailed; a request with no credentials is refused; account SAS and queue SAS work and their
 permissions (read/peek, add, update, process), resource types, times and queue binding are enforced; a
 queue SAS can take its permissions from a stored access policy; `--azure-auth off` accepts unsigned
-requests; accounts from the TOML config have their own keys and namespaces. Issue 24: a SAS may not give a
+requests; accounts from the TOML config have their own keys and namespaces. A SAS may not give a
 field (start, expiry, permissions) its stored access policy also gives (403 AuthenticationFailed), so moving
-the policy's expiry to the past revokes a SAS that carries its own. Issue 9: a forged SAS is refused
+the policy's expiry to the past revokes a SAS that carries its own. A forged SAS is refused
 before any parameter is read; an expired SAS and a bad signature are told apart by Azure's detail; a SAS's
 `sip` is enforced against the peer address (AuthorizationSourceIPMismatch); Shared Key Lite is verified."""
 

@@ -6,7 +6,7 @@ puts but cannot get, a Message Processor gets and deletes, a Contributor creates
 signature, audience or issuer, or expired, is 401 InvalidAuthenticationInfo with `WWW-Authenticate`. Dev mode
 accepts a self-made token. Get User Delegation Key needs a bearer token; a user delegation SAS signed with the
 key works from the SDK, within its permissions and its delegator's roles. A SAS with `spr=https` is refused
-over plain HTTP (AuthorizationProtocolMismatch) and accepted over https. Issue 24: a poison policy needs its
+over plain HTTP (AuthorizationProtocolMismatch) and accepted over https. A poison policy needs its
 setter's right to put messages on the poison queue (and to create it when missing), and keeps moving after that
 right is withdrawn; without configured `audiences` only Azure Storage's own are accepted; a user delegation key
 minted in dev mode does not verify after a restart in verify mode.

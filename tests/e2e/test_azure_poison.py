@@ -2,7 +2,7 @@
 deliver a message already dequeued the maximum number of times moves it to the poison queue instead (same
 id, text and insertion time). Set per queue with the reserved metadata `veilmaxdequeuecount` (and optionally
 `veilpoisonqueue`), or server-wide for queues created through Azure with `--azure-max-dequeue-count`.
-Issue 24: setting a policy needs the setter's right to put messages on the poison queue (an account SAS's `a`
+Setting a policy needs the setter's right to put messages on the poison queue (an account SAS's `a`
 on objects) and to create it when it is missing; refused, it is 403 AuthorizationPermissionMismatch (tokens:
 test_azure_entra.py)."""
 

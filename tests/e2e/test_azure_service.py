@@ -1,4 +1,4 @@
-"""Azure service properties and CORS against the real binary (issue 9): Set Service Properties refuses what
+"""Azure service properties and CORS against the real binary: Set Service Properties refuses what
 Azure refuses (retention outside 1-365 days, more than five CORS rules) with 400 InvalidXmlDocument and keeps
 the previous document; the properties survive a graceful restart and a kill -9 (they are written to the data
 dir before the 202); actual (non-preflight) responses carry the Access-Control headers of the matching CORS

@@ -1,4 +1,4 @@
-"""The web console (issue 12) driven in a real browser: Playwright on the system Chromium.
+"""The web console (README "Web console") driven in a real browser: Playwright on the system Chromium.
 
 The console is a page over the admin API, so these tests make state with the real clients (boto3, the Azure
 SDK, the admin API for KubeMQ's namespace) and check what the page shows and does: the live queue list, a peek

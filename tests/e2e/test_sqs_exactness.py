@@ -1,4 +1,4 @@
-"""SQS answers exactly as AWS answers (issue 9, part 2), with the real clients: boto3 (AWS JSON 1.0) and raw
+"""SQS answers exactly as AWS answers (docs/semantics.md), with the real clients: boto3 (AWS JSON 1.0) and raw
 Query requests. Every expected code and text is AWS's own, and each test says where it was recorded from AWS:
 LocalStack's AWS-validated snapshot tests (tests/aws/services/sqs/test_sqs.snapshot.json), moto's
 `aws_verified` tests, and errors that SDK users pasted from AWS into public issues. Where AWS's wording is not

@@ -49,7 +49,7 @@ pub enum TargetKind {
     AzuriteInmemory,
     /// A KubeMQ queues endpoint over gRPC (Veil's KubeMQ front-end by default).
     Kubemq,
-    /// A plain SQL queue in PostgreSQL (`FOR UPDATE SKIP LOCKED`), the raw database's ceiling (issue 14).
+    /// A plain SQL queue in PostgreSQL (`FOR UPDATE SKIP LOCKED`), the raw database's ceiling.
     #[value(name = "pg-skip-locked")]
     #[serde(rename = "pg-skip-locked")]
     PgSkipLocked,

@@ -1,4 +1,4 @@
-//! veil-bench: Veil's load generator and benchmark suite (issue 3). `run` drives one workload against one
+//! veil-bench: Veil's load generator and benchmark suite (docs/benchmarks.md). `run` drives one workload against one
 //! endpoint; `suite` starts Veil itself and runs every scenario against it and the peers; `report` turns the
 //! suite's JSON into docs/benchmarks.md tables and PNG charts; `smoke` is CI's few-second check that no message
 //! is lost or duplicated; `noop-server` serves the loopback ceiling on its own.
@@ -46,7 +46,7 @@ struct Cli {
 enum Command {
     /// Drive one workload against one running endpoint and account for every message.
     Run(RunArgs),
-    /// Start Veil (and the no-op server), run every scenario of issue 3 against it and the given peers, and
+    /// Start Veil (and the no-op server), run every scenario of docs/benchmarks.md against it and the given peers, and
     /// write the results as JSON.
     Suite(suite::SuiteArgs),
     /// Turn the suite's JSON into markdown tables and PNG charts.

@@ -1,4 +1,4 @@
-//! Batch operations (issue 11): a receive, delete, visibility change or move of several messages is applied
+//! Batch operations (docs/semantics.md §2): a receive, delete, visibility change or move of several messages is applied
 //! under one engine lock and reaches the store as one submission, while each entry keeps its own result.
 //! Submissions are counted by `CountingStore`; the lock is held exactly while the one submission is made
 //! (`Engine::on_queue`), so one submission per batch is one critical section per batch.

@@ -1,4 +1,4 @@
-//! Per-message delivery history (issue 12): each test is named after the rule it checks. Manual clock, no
+//! Per-message delivery history (docs/semantics.md §9): each test is named after the rule it checks. Manual clock, no
 //! sleeping; restarts reopen an engine over the same in-memory store.
 
 mod common;

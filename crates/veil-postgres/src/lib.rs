@@ -1,4 +1,4 @@
-//! Veil on PostgreSQL (issue 14; docs/decisions/0007-scale-out.md). Several stateless Veil nodes share one
+//! Veil on PostgreSQL (docs/cluster.md; docs/decisions/0007-scale-out.md). Several stateless Veil nodes share one
 //! database: one of them at a time holds the leader lease and runs the engine over [`PgStore`]; the others
 //! forward their clients' connections to it. This crate is everything that talks to PostgreSQL:
 //!

@@ -1,4 +1,4 @@
-//! veil-sim: deterministic simulation of Veil's engine (issue 15; docs/reliability.md, "Deterministic
+//! veil-sim: deterministic simulation of Veil's engine (docs/reliability.md, "Deterministic
 //! simulation"). A seed generates a scenario — queue settings and a list of client requests and faults — which
 //! runs against the real `veil_core::Engine` over a fault-injecting store (`store`) and a manual clock, with
 //! every request polled by the simulator itself: no runtime, no threads, no real time, so a seed replays the

@@ -1,4 +1,4 @@
-//! Delivery histories in the durable store (issue 12): written with the receive, replayed from the log after a
+//! Delivery histories in the durable store (docs/semantics.md §9): written with the receive, replayed from the log after a
 //! crash, checkpointed into redb, and deleted with their message.
 
 use std::sync::Arc;

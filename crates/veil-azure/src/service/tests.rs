@@ -905,7 +905,7 @@ async fn a_queue_sas_grants_only_its_permissions() {
     assert_eq!(peek.error_code(), "AuthorizationPermissionMismatch");
 }
 
-// ----- issue 9: authentication order, service properties, CORS, sip, Shared Key Lite -----
+// ----- authentication order, service properties, CORS, sip, Shared Key Lite -----
 
 fn dev_key() -> Vec<u8> {
     auth::decode_key(limits::DEV_ACCOUNT_KEY).unwrap()

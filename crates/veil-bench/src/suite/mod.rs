@@ -1,4 +1,4 @@
-//! `veil-bench suite`: the scenarios of issue 3 §2 against a Veil the suite starts itself (durable, and a
+//! `veil-bench suite`: the scenarios of docs/benchmarks.md against a Veil the suite starts itself (durable, and a
 //! labelled relaxed Veil beside it on request), the in-process no-op server, and the peers given with
 //! `--peer`. Every scenario runs `--runs` times; the results go to one JSON file (its layout is
 //! [`crate::results`]) that `veil-bench report` turns into tables and charts.
@@ -77,7 +77,7 @@ pub struct SuiteArgs {
     /// wake-up, scale, fifo.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Messages preloaded by the scale scenario (1,000,000; issue 3 also asks for 10,000,000).
+    /// Messages preloaded by the scale scenario (1,000,000 by default; docs/benchmarks.md also records 10,000,000).
     #[arg(long, default_value_t = 1_000_000)]
     scale_messages: u64,
     /// Of those, messages the scale scenario hides (receives with a one-hour visibility timeout).

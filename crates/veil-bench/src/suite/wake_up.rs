@@ -111,7 +111,7 @@ pub(super) async fn wake_up<T: Target>(
 
 // ----- the "many waiters" variant -----
 
-/// `veil-bench many-waiters`: the wake-up figure with N long polls waiting on the same queue (issue 15): each
+/// `veil-bench many-waiters`: the wake-up figure with N long polls waiting on the same queue (docs/benchmarks.md "Many waiters"): each
 /// waiter is a raw HTTP/1.1 keep-alive connection with a ReceiveMessage (WaitTimeSeconds=20) outstanding, so
 /// that 10,000 of them cost the client little. Reports per N the wake latency (the send's start → a waiter's
 /// receipt of the message), the server CPU per send and the server's RSS per waiting connection; with `--baseline-bin`, the

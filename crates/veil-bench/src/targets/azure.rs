@@ -1,6 +1,6 @@
 //! `AzureTarget`: the Azure Queue Storage REST protocol over veil-bench's own HTTP client (as `SqsTarget`,
 //! hyper 1 with a pooled keep-alive client rather than the Azure SDK, so the client is not the bottleneck),
-//! used for Veil's Azure front-end and for Azurite, the emulator an Azure user would test against (issue 11).
+//! used for Veil's Azure front-end and for Azurite, the emulator an Azure user would test against.
 //!
 //! Endpoints are path style (`http://127.0.0.1:10001/devstoreaccount1`, the account as the first path
 //! segment) and every request is signed with Shared Key for the well-known development account that both

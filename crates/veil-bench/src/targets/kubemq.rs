@@ -1,4 +1,4 @@
-//! `KubemqTarget`: the KubeMQ queues protocol over gRPC (issue 11), for Veil's KubeMQ front-end, with the
+//! `KubemqTarget`: the KubeMQ queues protocol over gRPC, for Veil's KubeMQ front-end, with the
 //! client tonic generates from the same proto file the server is built from (`veil_kubemq::pb`).
 //!
 //! Mapping:

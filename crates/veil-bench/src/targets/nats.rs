@@ -1,4 +1,4 @@
-//! The NATS JetStream peer: the durable work queue a user builds on NATS (issue 3 §3).
+//! The NATS JetStream peer: the durable work queue a user builds on NATS (docs/benchmarks.md).
 //!
 //! Mapping: a queue is a stream (`retention: WorkQueue`, file storage) on the subject `veil-bench.<queue>`
 //! with one durable pull consumer (explicit acks, `ack_wait` = the visibility timeout, no limit on

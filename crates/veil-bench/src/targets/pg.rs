@@ -1,5 +1,5 @@
 //! The `pg-skip-locked` peer: a plain SQL queue in PostgreSQL driven directly by the bench, the raw
-//! database's ceiling for this workload (issue 14): what a queue on the same PostgreSQL costs when there is
+//! database's ceiling for this workload (docs/benchmarks.md "Scale-out over PostgreSQL"): what a queue on the same PostgreSQL costs when there is
 //! no Veil in front of it, in the shape of pgmq, River and Oban.
 //!
 //! Mapping, one table per queue (`id bigserial primary key, body bytea, visible_at timestamptz,

@@ -1,4 +1,4 @@
-//! The RabbitMQ peer (issue 11): the broker a user reaches for when they want a durable work queue without
+//! The RabbitMQ peer (docs/benchmarks.md): the broker a user reaches for when they want a durable work queue without
 //! SQS, driven over AMQP 0.9.1 with semantics as close to Veil's receive / delete as a broker gets.
 //!
 //! Mapping, one durable quorum queue (`x-queue-type: quorum`) per queue:

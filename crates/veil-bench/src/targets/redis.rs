@@ -1,4 +1,4 @@
-//! The Redis streams peer: the queue a user builds on Redis when they want SQS-like semantics (issue 3 §3).
+//! The Redis streams peer: the queue a user builds on Redis when they want SQS-like semantics (docs/benchmarks.md).
 //!
 //! Mapping, one stream per queue with one consumer group:
 //! - send = `XADD key * b <body>` (a batch is a pipeline of up to 10 XADDs, one round trip);
