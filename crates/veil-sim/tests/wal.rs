@@ -100,3 +100,25 @@ fn seed_51112_a_flipped_redb_read_is_an_error_not_a_panic() {
         panic!("{}", report(51_112, STEPS, violation, wal()));
     }
 }
+
+/// Found by the long run without read flips (the checker's mistake): a change or update grants its window
+/// in the queue its receipt names. The model took the queue of the message's last window, and a long poll
+/// answered after a re-queue left that one in the message's old FIFO queue, where it then held the group's
+/// next message back.
+#[test]
+fn seed_55030_a_change_or_update_holds_the_message_in_the_queue_its_receipt_names() {
+    let options = Options {
+        no_read_flips: true,
+        ..wal()
+    };
+    let pinned = veil_sim::Pinned {
+        seed: 55_030,
+        steps: STEPS,
+        digest: "22c968c19426b7a2",
+        requests: 213,
+    };
+    let result = veil_sim::run_pinned(&pinned, options).unwrap_or_else(|why| panic!("{why}"));
+    if let Some(violation) = result.violation {
+        panic!("{}", report(55_030, STEPS, violation, options));
+    }
+}
