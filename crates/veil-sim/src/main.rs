@@ -42,6 +42,10 @@ struct Args {
     /// a torn tail and the acknowledged records from it on are dropped.
     #[arg(long)]
     log_flips: bool,
+    /// `--store wal`: no read bit flips (they find veil-store's unchecked redb reads, docs/reliability.md);
+    /// crashes, EIO and ENOSPC only.
+    #[arg(long)]
+    no_read_flips: bool,
     /// Print what pins `--seed` as a kept regression seed (its scenario digest and request count) and exit.
     #[arg(long, requires = "seed")]
     pin: bool,
@@ -56,6 +60,7 @@ fn main() {
             StoreArg::Wal => StoreMode::Wal,
         },
         log_flips: args.log_flips,
+        no_read_flips: args.no_read_flips,
         ..Options::default()
     };
     if let (Some(seed), true) = (args.seed, args.pin) {

@@ -194,7 +194,7 @@ impl WalStore {
     /// An empty disk for seed `seed`. `log_flips`: reads of the log may flip bits too, not only reads of the
     /// redb file (off by default: it finds the lost-records bug of docs/reliability.md, "Deterministic
     /// simulation", until veil-store tells a flipped log record from a torn tail).
-    pub fn new(seed: u64, log_flips: bool) -> Result<Self, String> {
+    pub fn new(seed: u64, log_flips: bool, read_flips: bool) -> Result<Self, String> {
         let disk = SimDisk::new(seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ WAL_SEED_SALT);
         let flips = rng.random_bool(WAL_FLIP_SEEDS_SHARE).then(|| {
@@ -204,6 +204,8 @@ impl WalStore {
                 ".redb"
             }
         });
+        // Drawn either way, so that `--no-read-flips` leaves every other draw of the seed as it was.
+        let flips = flips.filter(|_| read_flips);
         if let Some(files) = flips {
             disk.inject(flip_fault(files));
         }

@@ -49,13 +49,16 @@ pub(super) enum Request {
         /// Its SQS FIFO receive request attempt id.
         attempt_id: Option<String>,
     },
+    /// `queue`: where the receipt says the message is, which is where the window it grants holds it.
     Change {
         tag: u64,
+        queue: usize,
         receipt: String,
     },
     Update {
         client: u8,
         tag: u64,
+        queue: usize,
         old_receipt: String,
     },
     Delete {

@@ -77,18 +77,24 @@ impl Sim<'_> {
     }
 
     fn judge_changed(&mut self, flight: &InFlight, until: Millis) {
-        let Request::Change { tag, receipt } = &flight.request else {
+        let Request::Change {
+            tag,
+            queue,
+            receipt,
+        } = &flight.request
+        else {
             unreachable!("a change answers a change")
         };
         self.note(|| format!("-> m{tag} invisible until t+{}", until - CLOCK_START_MS));
         let ticks = (flight.tick, flight.tick);
-        self.grant(*tag, ticks, until, receipt.clone(), None);
+        self.grant(*tag, ticks, until, receipt.clone(), Some(*queue));
     }
 
     fn judge_updated(&mut self, flight: &InFlight, updated: Updated) {
         let Request::Update {
             client,
             tag,
+            queue,
             old_receipt,
         } = &flight.request
         else {
@@ -101,7 +107,13 @@ impl Sim<'_> {
         }
         self.note(|| format!("-> m{tag} updated, new receipt"));
         let ticks = (flight.tick, flight.tick);
-        self.grant(*tag, ticks, updated.visible_at, updated.receipt, None);
+        self.grant(
+            *tag,
+            ticks,
+            updated.visible_at,
+            updated.receipt,
+            Some(*queue),
+        );
     }
 
     fn judge_deleted(

@@ -125,6 +125,8 @@ pub struct Options {
     pub trace: bool,
     /// `StoreMode::Wal`: reads of the log flip bits too (`WalStore::new`).
     pub log_flips: bool,
+    /// `StoreMode::Wal`: no read bit flips at all (crashes and EIO/ENOSPC only).
+    pub no_read_flips: bool,
 }
 
 impl Default for Options {
@@ -133,6 +135,7 @@ impl Default for Options {
             store: StoreMode::Honest,
             trace: false,
             log_flips: false,
+            no_read_flips: false,
         }
     }
 }
@@ -232,7 +235,11 @@ impl<'a> Sim<'a> {
     fn new(scenario: &'a Scenario, options: Options) -> Result<Self, String> {
         let clock = ManualClock::new(CLOCK_START_MS);
         let store: Box<dyn Backend> = match options.store {
-            StoreMode::Wal => Box::new(WalStore::new(scenario.seed, options.log_flips)?),
+            StoreMode::Wal => Box::new(WalStore::new(
+                scenario.seed,
+                options.log_flips,
+                !options.no_read_flips,
+            )?),
             mode => Box::new(Arc::new(FaultStore::new(mode))),
         };
         let engine = driver::open(store.as_ref(), &clock)

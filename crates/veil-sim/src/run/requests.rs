@@ -129,6 +129,7 @@ impl Sim<'_> {
         self.start(
             Request::Change {
                 tag: held.tag,
+                queue: held.queue,
                 receipt: held.receipt,
             },
             future,
@@ -167,6 +168,7 @@ impl Sim<'_> {
             Request::Update {
                 client,
                 tag: held.tag,
+                queue: held.queue,
                 old_receipt,
             },
             future,
