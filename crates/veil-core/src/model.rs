@@ -275,10 +275,12 @@ pub struct Counters {
     pub dead_letter_drops: u64,
 }
 
-/// One user attribute of a message (SQS message attributes, KubeMQ tags).
+/// One user attribute of a message (SQS message attributes, KubeMQ tags), kept as opaque labelled data: the
+/// engine checks neither the label nor the value; SQS's typing rules live in veil-sqs
+/// (`validate/message_attributes.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttributeValue {
-    /// `String`, `Number`, `Binary`, optionally with a `.custom` suffix.
+    /// The sender's type label (SQS's `String`, `Number`, `Binary`, with an optional `.custom` suffix).
     pub data_type: String,
     pub value: AttributeData,
 }
@@ -376,6 +378,9 @@ pub struct DedupEntry {
 pub struct NewMessage {
     pub body: Bytes,
     pub attributes: Attributes,
+    /// The size the message counts against the queue's `message_size_bytes_max`, counted by the sending
+    /// protocol's rule (SQS's lives in veil-sqs); the engine only compares it with the limit.
+    pub size_bytes: usize,
     /// `None` uses the queue's delay.
     pub delay_ms: Option<Millis>,
     /// `None` uses the queue's retention.
@@ -399,9 +404,9 @@ pub fn body_md5(body: &[u8]) -> [u8; 16] {
     Md5::digest(body).into()
 }
 
-/// The size a message counts against a queue's size limit: its body plus each attribute's name, data type
-/// and value (the SQS rule; other protocols have no attributes or count the same way).
-pub fn message_size_bytes(body: &[u8], attributes: &Attributes) -> usize {
+/// The bytes of a message's data as the model keeps it: its body, and each attribute's name, type label and
+/// data. The count of front-ends whose protocol sets no rule of its own (KubeMQ, the admin API).
+pub fn stored_size_bytes(body: &[u8], attributes: &Attributes) -> usize {
     body.len()
         + attributes
             .iter()
@@ -416,13 +421,13 @@ pub fn message_size_bytes(body: &[u8], attributes: &Attributes) -> usize {
 }
 
 impl NewMessage {
-    pub fn size_bytes(&self) -> usize {
-        message_size_bytes(&self.body, &self.attributes)
-    }
-
+    /// A message of `body` alone, counted as its body's length; a caller that adds attributes sets
+    /// `size_bytes` by its protocol's rule.
     pub fn new(body: impl Into<Bytes>) -> Self {
+        let body: Bytes = body.into();
         Self {
-            body: body.into(),
+            size_bytes: body.len(),
+            body,
             attributes: Attributes::new(),
             delay_ms: None,
             ttl: None,

@@ -741,6 +741,39 @@ async fn an_oversized_message_is_refused_whole() {
     );
 }
 
+/// The engine compares the size its front-end counted (by the protocol's rule) with the limit, and counts
+/// nothing itself: a short body counted large is refused, a long one counted small is kept.
+#[tokio::test]
+async fn the_size_limit_is_judged_on_the_size_the_sender_counted() {
+    let h = Harness::new();
+    let q = h
+        .queue_with(
+            "q",
+            QueueConfig {
+                message_size_bytes_max: 4,
+                ..QueueConfig::default()
+            },
+        )
+        .await;
+    let counted_large = NewMessage {
+        size_bytes: 5,
+        ..NewMessage::new("ok")
+    };
+    assert!(matches!(
+        h.engine.send(&q, vec![counted_large]).await,
+        Err(EngineError::MessageTooLarge {
+            size_bytes: 5,
+            max_bytes: 4
+        })
+    ));
+    let counted_small = NewMessage {
+        size_bytes: 4,
+        ..NewMessage::new("a longer body")
+    };
+    h.engine.send(&q, vec![counted_small]).await.unwrap();
+    assert_eq!(h.stats(&q).visible, 1);
+}
+
 #[tokio::test]
 async fn a_delete_batch_reports_each_receipt_on_its_own() {
     let h = Harness::new();

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use veil_core::{
-    AttributeData, AttributeValue, Attributes, EngineError, Message, MessageRedrivePolicy, Millis,
-    NewMessage, QueueKey, SentMessage, Ttl, DEFAULT_NAMESPACE, NEVER,
+    stored_size_bytes, AttributeData, AttributeValue, Attributes, EngineError, Message,
+    MessageRedrivePolicy, Millis, NewMessage, QueueKey, SentMessage, Ttl, DEFAULT_NAMESPACE, NEVER,
 };
 
 use crate::limits;
@@ -315,6 +315,9 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         Ttl::After(delay_ms + Millis::from(policy.expiration_seconds as u32) * 1_000)
     };
     NewMessage {
+        // KubeMQ sets no rule of its own: a message counts as the data it stores, tags and reserved
+        // attributes included.
+        size_bytes: stored_size_bytes(&message.body, &attributes),
         body: message.body,
         attributes,
         delay_ms: Some(delay_ms),

@@ -260,6 +260,21 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     assert_eq!(new.sender_id, "client");
 }
 
+/// KubeMQ's message counts against the queue's size limit as the data it stores: the body, and each tag and
+/// reserved attribute's name, type label (`String`) and value.
+#[test]
+fn a_message_counts_its_body_tags_and_reserved_attributes_against_the_size_limit() {
+    let mut message = wire("q", b"body");
+    message.metadata = "meta".into();
+    message.tags.insert("kind".into(), "a".into());
+    let string = "String".len();
+    let expected = 4
+        + ("kind".len() + string + 1)
+        + (ATTR_METADATA.len() + string + 4)
+        + (ATTR_MESSAGE_ID.len() + string + "m-1".len());
+    assert_eq!(to_new_message(message).size_bytes, expected);
+}
+
 #[test]
 fn no_policy_is_stored_when_the_message_sets_none() {
     let mut message = wire("q", b"x");

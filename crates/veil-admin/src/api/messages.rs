@@ -119,7 +119,7 @@ fn new_message(message: NewMessage, size_limit: u32) -> Result<veil_core::NewMes
         }
     };
     let attributes = attributes(message.attributes)?;
-    let size = veil_core::message_size_bytes(&body, &attributes);
+    let size = veil_core::stored_size_bytes(&body, &attributes);
     if size > size_limit as usize {
         return Err(ApiError::InvalidArgument(format!(
             "the message is {size} bytes; this queue takes at most {size_limit}"
@@ -127,6 +127,7 @@ fn new_message(message: NewMessage, size_limit: u32) -> Result<veil_core::NewMes
     }
     let mut new = veil_core::NewMessage::new(body);
     new.attributes = attributes;
+    new.size_bytes = size;
     new.delay_ms = message.delay_s.map(|s| s.saturating_mul(1000));
     new.ttl = message.ttl_s.map(|s| Ttl::After(s.saturating_mul(1000)));
     new.sender_id = "admin".into();

@@ -282,9 +282,9 @@ fn check_one_send(
     {
         return Err(receive_count_zero());
     }
-    if message.size_bytes() > size_bytes_max as usize {
+    if message.size_bytes > size_bytes_max as usize {
         return Err(EngineError::MessageTooLarge {
-            size_bytes: message.size_bytes(),
+            size_bytes: message.size_bytes,
             max_bytes: size_bytes_max,
         });
     }
@@ -387,10 +387,10 @@ fn payload_of(
 fn check_sends(config: &QueueConfig, messages: &[NewMessage]) -> EngineResult<()> {
     if let Some(too_large) = messages
         .iter()
-        .find(|m| m.size_bytes() > config.message_size_bytes_max as usize)
+        .find(|m| m.size_bytes > config.message_size_bytes_max as usize)
     {
         return Err(EngineError::MessageTooLarge {
-            size_bytes: too_large.size_bytes(),
+            size_bytes: too_large.size_bytes,
             max_bytes: config.message_size_bytes_max,
         });
     }

@@ -108,7 +108,11 @@ impl Service {
         let md5_of_system_attributes = trace_header
             .as_ref()
             .and_then(|value| md5_of_attributes_of(validate::TRACE_HEADER, value.clone()));
+        // The size the engine compares with the queue's limit counts the kept trace header too (SQS's rule,
+        // `validate::attribute_size`), as it did when the engine counted it.
+        let mut size_bytes = body.len() as u64 + attributes_bytes;
         if let Some(value) = trace_header {
+            size_bytes += validate::attribute_size(TRACE_HEADER_KEY, &value);
             attributes.insert(TRACE_HEADER_KEY.to_string(), value);
         }
         Ok(PreparedMessage {
@@ -117,6 +121,7 @@ impl Service {
             message: NewMessage {
                 body: Bytes::from(body),
                 attributes,
+                size_bytes: usize::try_from(size_bytes).unwrap_or(usize::MAX),
                 delay_ms: delay_seconds.map(|s| s * SECOND_MS),
                 ttl: None,
                 sender_id: context.sender_id.clone(),

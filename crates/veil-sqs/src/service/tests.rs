@@ -572,6 +572,36 @@ async fn message_over_the_queue_maximum_size_is_refused() {
         .contains("Message must be shorter than 1024 bytes."));
 }
 
+/// The size the engine compares with the queue's limit counts the kept trace header as an attribute, so a
+/// body within the limit that the header takes over it is refused with the same answer.
+#[tokio::test]
+async fn a_trace_header_counts_toward_the_queue_maximum_size() {
+    let h = harness();
+    h.ok(
+        "CreateQueue",
+        json!({ "QueueName": "q", "Attributes": { "MaximumMessageSize": "1024" } }),
+    )
+    .await;
+    let reply = h
+        .json(
+            "SendMessage",
+            json!({ "QueueUrl": URL, "MessageBody": "x".repeat(990), "MessageSystemAttributes": {
+                "AWSTraceHeader": { "DataType": "String", "StringValue": "y".repeat(30) } } }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("Message must be shorter than 1024 bytes."));
+    h.ok(
+        "SendMessage",
+        json!({ "QueueUrl": URL, "MessageBody": "x".repeat(990), "MessageSystemAttributes": {
+            "AWSTraceHeader": { "DataType": "String", "StringValue": "y" } } }),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn delete_and_change_visibility_batches_report_per_entry_results() {
     let h = harness();
