@@ -192,8 +192,8 @@ fn options() -> StoreOptions {
 
 impl WalStore {
     /// An empty disk for seed `seed`. `log_flips`: reads of the log may flip bits too, not only reads of the
-    /// redb file (off by default: it finds the lost-records bug of docs/reliability.md, "Deterministic
-    /// simulation", until veil-store tells a flipped log record from a torn tail).
+    /// redb file (off by default, so that the kept redb flip seeds keep flipping the redb file; it found the
+    /// lost-records bug of docs/reliability.md, "Deterministic simulation").
     pub fn new(seed: u64, log_flips: bool, read_flips: bool) -> Result<Self, String> {
         let disk = SimDisk::new(seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ WAL_SEED_SALT);

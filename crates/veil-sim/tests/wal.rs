@@ -64,10 +64,10 @@ fn a_wal_seed_replays_the_same_run() {
 /// bytes are right, the read was not) fails that record's checksum, and recovery takes it for a torn tail:
 /// it drops the record and every acknowledged record after it, checkpoints the rest and removes the
 /// segment, so acknowledged changes are lost for good. Here an acknowledged receive's visibility is lost
-/// and the message is delivered again inside its window. veil-store must tell a damaged record followed by
-/// acknowledged ones from a torn tail (e.g. read the segment again, or refuse to start) before this passes.
+/// and the message was delivered again inside its window. veil-store now reads a segment that ends in a tear
+/// or corruption twice, and takes a damaged record with a valid one after it for corruption, never a tear
+/// (docs/decisions/0004-write-ahead-log.md, "Recovery").
 #[test]
-#[ignore = "veil-store bug: a flipped bit read from the newest log segment drops acknowledged records as a torn tail"]
 fn seed_33_with_log_flips_recovery_keeps_acknowledged_records_after_a_flipped_read() {
     let options = Options {
         log_flips: true,

@@ -17,7 +17,9 @@
 //!
 //! A crash can leave the last segment with a torn tail: a partial header, a partial body, or bytes whose CRC
 //! does not match. Reading stops at the first such record and reports how many bytes it cut; only the newest
-//! segment may have one, since a segment is complete and synced before the next one starts.
+//! segment may have one, since a segment is complete and synced before the next one starts. A tear is only
+//! ever the end of what was written: a damaged record with a valid record anywhere after it is corruption,
+//! and reading fails rather than drop the acknowledged records that follow.
 
 use std::path::{Path, PathBuf};
 
@@ -149,15 +151,41 @@ pub struct SegmentContents {
 }
 
 /// Reads a segment, stopping at a torn tail. A record whose checksum matches but whose contents do not
-/// decode is corruption, not a tear, and is an error.
+/// decode, or a damaged record with a valid one after it, is corruption, not a tear, and is an error.
+///
+/// A read that ends in a tear or corruption is made once more before it is believed: a bit flipped in the
+/// read, not on the disk, is neither (docs/decisions/0004-write-ahead-log.md, "Recovery"). Every record
+/// either read returns passed its checksum, so the read with more records is the truer one; a read that
+/// finds corruption stops recovery unless the other read verifies to its end.
 pub fn read_segment(io: &dyn StorageIo, path: &Path) -> Result<SegmentContents, StoreError> {
+    let first = read_and_parse(io, path)?;
+    if matches!(&first, Ok(contents) if contents.torn_bytes == 0) {
+        return first;
+    }
+    let second = read_and_parse(io, path)?;
+    match (first, second) {
+        (Ok(a), Ok(b)) if (a.records.len(), b.torn_bytes) > (b.records.len(), a.torn_bytes) => {
+            Ok(a)
+        }
+        (Ok(_), Ok(b)) => Ok(b),
+        (Err(_), Ok(b)) if b.torn_bytes == 0 => Ok(b),
+        (Ok(a), Err(_)) if a.torn_bytes == 0 => Ok(a),
+        (Err(why), _) | (_, Err(why)) => Err(why),
+    }
+}
+
+/// One read of a segment: the outer error is the read's (I/O), the inner one what the bytes read say.
+fn read_and_parse(
+    io: &dyn StorageIo,
+    path: &Path,
+) -> Result<Result<SegmentContents, StoreError>, StoreError> {
     let bytes = io
         .read(path)
         .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
-    parse_segment(&bytes).map_err(|e| match e {
+    Ok(parse_segment(&bytes).map_err(|e| match e {
         StoreError::Corrupt(why) => StoreError::Corrupt(format!("{}: {why}", path.display())),
         other => other,
-    })
+    }))
 }
 
 pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
@@ -181,6 +209,12 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let Some(body) = whole_record(&bytes[at..]) else {
+            if let Some(next) = valid_record_after(bytes, at) {
+                return Err(StoreError::Corrupt(format!(
+                    "the log record at byte {at} is damaged but a valid record follows at byte {next}: \
+                     a torn tail is only ever the end of what was written"
+                )));
+            }
             let written = bytes
                 .iter()
                 .rposition(|&b| b != 0)
@@ -211,15 +245,39 @@ fn unfinished_creation(bytes: &[u8]) -> Option<usize> {
     unfinished.then_some(written)
 }
 
+/// Where the first valid record after the damaged one at `damaged` starts, if any: a record whose length,
+/// checksum and contents verify. Every later byte is tried, since the damage may be in the length itself;
+/// the contents are decoded before the checksum is computed, so that garbage (which rarely decodes) costs
+/// a few bytes a position rather than a checksum over its declared length. Only recovery calls this.
+fn valid_record_after(bytes: &[u8], damaged: usize) -> Option<usize> {
+    (damaged + 1..bytes.len()).find(|&at| {
+        let rest = &bytes[at..];
+        let Some(length) = declared_length(rest) else {
+            return false;
+        };
+        let Some(body) = rest.get(HEADER_BYTES..HEADER_BYTES + length) else {
+            return false;
+        };
+        let decodes = matches!(
+            postcard::take_from_bytes::<Vec<StoreOp>>(body),
+            Ok((_, rest)) if rest.is_empty()
+        );
+        decodes && whole_record(rest).is_some()
+    })
+}
+
+/// The body length a record header at the start of `rest` declares, if it is one a record may have.
+fn declared_length(rest: &[u8]) -> Option<usize> {
+    let length = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+    (length != 0 && length <= WAL_RECORD_BYTES_MAX).then_some(length as usize)
+}
+
 /// The body of the record at the start of `rest`, if the record is whole and its checksum matches.
 fn whole_record(rest: &[u8]) -> Option<&[u8]> {
     let header = rest.get(..HEADER_BYTES)?;
-    let length = u32::from_le_bytes(header[..4].try_into().ok()?);
+    let length = declared_length(header)?;
     let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
-    if length == 0 || length > WAL_RECORD_BYTES_MAX {
-        return None;
-    }
-    let body = rest.get(HEADER_BYTES..HEADER_BYTES + length as usize)?;
+    let body = rest.get(HEADER_BYTES..HEADER_BYTES + length)?;
     (crc32fast::hash(body) == crc).then_some(body)
 }
 
@@ -305,6 +363,39 @@ mod tests {
             assert_eq!(contents.records, records[..2], "bit flipped at byte {at}");
             assert_eq!(contents.torn_bytes, (ends[2] - ends[1]) as u64);
         }
+    }
+
+    #[test]
+    fn a_damaged_record_with_a_valid_record_after_it_is_corruption_not_a_torn_tail() {
+        let records = sample_records();
+        let (mut bytes, ends) = segment_of(&records);
+        bytes.extend_from_slice(&[0; 4096]);
+        for at in ends[0]..ends[1] {
+            for bit in [0x01, 0x10, 0x80] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= bit;
+                let error = parse_segment(&damaged).expect_err("acknowledged records follow");
+                let StoreError::Corrupt(why) = error else {
+                    panic!("byte {at}: {error}");
+                };
+                let named = format!("record at byte {} is damaged", ends[0]);
+                assert!(why.contains(&named), "byte {at}: {why}");
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_after_a_damaged_last_record_is_still_a_torn_tail() {
+        let records = sample_records();
+        let (mut bytes, ends) = segment_of(&records);
+        bytes[ends[1] + 9] ^= 0x10;
+        let garbage: Vec<u8> = (0..2048u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        bytes.extend_from_slice(&garbage);
+        bytes.extend_from_slice(&[0; 4096]);
+        let contents = parse_segment(&bytes).expect("nothing valid follows: a tear");
+        assert_eq!(contents.records, records[..2]);
     }
 
     #[test]

@@ -387,6 +387,59 @@ async fn a_flipped_bit_read_back_from_a_closed_log_segment_is_corruption_not_a_t
     }
 }
 
+/// A disk whose one log segment holds `count` acknowledged records that no checkpoint applied, left as a
+/// crash would leave it; and the segment's name.
+async fn one_segment_left_for_recovery(seed: u64, count: u64) -> (SimDisk, String) {
+    let disk = SimDisk::new(seed);
+    let store = open(&disk).expect("opens");
+    for n in 0..count {
+        submit(&store, n).await.expect("commits");
+    }
+    store.abandon();
+    drop(store);
+    let segments: Vec<String> = disk
+        .names(&data_dir())
+        .into_iter()
+        .filter(|f| f.starts_with("wal-"))
+        .collect();
+    assert_eq!(segments.len(), 1, "{segments:?}");
+    (disk, segments[0].clone())
+}
+
+#[tokio::test]
+async fn a_flipped_bit_stored_in_a_record_of_the_newest_segment_with_records_after_it_stops_start_up(
+) {
+    let (disk, segment) = one_segment_left_for_recovery(19, 4).await;
+    // Byte 20 is inside the first record (8 bytes of magic, 8 of header): three acknowledged ones follow.
+    disk.flip_stored_bit(&file(&segment), 20, 0).expect("flips");
+    match open(&disk) {
+        Err(StoreError::Corrupt(why)) => {
+            assert!(why.contains(&segment) && why.contains("byte 8"), "{why}");
+        }
+        Err(other) => panic!("{other}"),
+        Ok(store) => panic!(
+            "acknowledged records were dropped as a torn tail: {:?}",
+            changes(&store)
+        ),
+    }
+    assert!(
+        disk.names(&data_dir()).contains(&segment),
+        "the damaged segment must be kept for the operator"
+    );
+}
+
+#[tokio::test]
+async fn a_bit_flipped_in_a_read_of_the_newest_segment_is_read_again_and_loses_no_record() {
+    for seed in 0..40 {
+        let (disk, _) = one_segment_left_for_recovery(seed, 4).await;
+        // Only the first read of the segment flips a bit: the second read has the disk's right bytes.
+        disk.inject(SimFault::nth(IoOp::Read, 1, Effect::FlipBit).on_files("wal-"));
+        let store = open(&disk).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(changes(&store), (0..4).collect(), "seed {seed}");
+        store.close();
+    }
+}
+
 #[test]
 fn the_store_on_the_disk_and_the_disk_alone_hold_all_of_its_files() {
     let disk = SimDisk::new(17);
