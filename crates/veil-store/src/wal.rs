@@ -30,6 +30,9 @@ use crate::limits::WAL_RECORD_BYTES_MAX;
 
 pub(crate) const MAGIC: &[u8; 8] = b"VEILWAL1";
 const HEADER_BYTES: usize = 8;
+/// The smallest unit a disk writes whole (a 512-byte sector): a part of an unsynced append that never reached
+/// the disk is at least one sector of zeros, which is how recovery tells such a hole from a flipped bit.
+const LOST_SECTOR_BYTES: usize = 512;
 
 /// The file of one segment.
 pub fn segment_path(dir: &Path, generation: u64) -> PathBuf {
@@ -209,7 +212,9 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let Some(body) = whole_record(&bytes[at..]) else {
-            if let Some(next) = valid_record_after(bytes, at) {
+            if let Some(next) =
+                valid_record_after(bytes, at).filter(|&next| !lost_sector(bytes, at, next))
+            {
                 return Err(StoreError::Corrupt(format!(
                     "the log record at byte {at} is damaged but a valid record follows at byte {next}: \
                      a torn tail is only ever the end of what was written"
@@ -264,6 +269,23 @@ fn valid_record_after(bytes: &[u8], damaged: usize) -> Option<usize> {
         );
         decodes && whole_record(rest).is_some()
     })
+}
+
+/// Whether the bytes from the damaged record at `damaged` up to the valid one at `next` hold a whole sector
+/// of zeros: a part of the last, unsynced append that never reached the disk while a later part did (a disk
+/// may write an unsynced append's pages in any order; the segment's unwritten space reads as zeros). The
+/// records after such a hole were in that same unsynced append, so none was acknowledged and the hole is a
+/// tear, cut as one. A flipped bit never zeroes a sector, so damage without one stays corruption.
+fn lost_sector(bytes: &[u8], damaged: usize, next: usize) -> bool {
+    let first = damaged.div_ceil(LOST_SECTOR_BYTES) * LOST_SECTOR_BYTES;
+    (first..next)
+        .step_by(LOST_SECTOR_BYTES)
+        .take_while(|start| start + LOST_SECTOR_BYTES <= next)
+        .any(|start| {
+            bytes[start..start + LOST_SECTOR_BYTES]
+                .iter()
+                .all(|&b| b == 0)
+        })
 }
 
 /// The body length a record header at the start of `rest` declares, if it is one a record may have.
@@ -382,6 +404,35 @@ mod tests {
                 assert!(why.contains(&named), "byte {at}: {why}");
             }
         }
+    }
+
+    #[test]
+    fn a_lost_sector_of_the_unsynced_append_with_whole_records_after_it_is_a_torn_tail() {
+        let big: Vec<Vec<StoreOp>> = (0..6u8)
+            .map(|i| {
+                vec![StoreOp::PutDedup {
+                    queue: 3,
+                    key: format!("{i}").repeat(700),
+                    entry: DedupEntry {
+                        sent_at: 10,
+                        message_id: [5; 16],
+                        seq: u64::from(i),
+                    },
+                }]
+            })
+            .collect();
+        let (mut bytes, ends) = segment_of(&big);
+        bytes.extend_from_slice(&[0; 4096]);
+        // The disk wrote the append's later pages but not the sector holding part of the third record.
+        let hole = ends[1].div_ceil(LOST_SECTOR_BYTES) * LOST_SECTOR_BYTES;
+        assert!(
+            hole + LOST_SECTOR_BYTES < ends[2],
+            "the hole lies inside the third record"
+        );
+        bytes[hole..hole + LOST_SECTOR_BYTES].fill(0);
+        let contents = parse_segment(&bytes).expect("a hole in the unsynced append is a tear");
+        assert_eq!(contents.records, big[..2]);
+        assert!(contents.torn_bytes > 0);
     }
 
     #[test]
