@@ -21,12 +21,21 @@ pub struct PgOptions {
     pub statement_timeout: Duration,
     /// The schema Veil's tables live in (created when missing). Tests give each their own.
     pub schema: String,
+    /// PostgreSQL's `lock_timeout` and `idle_in_transaction_session_timeout`, set on every connection, and
+    /// how long TCP keepalives let a silent peer live. A node whose host froze or vanished mid-transaction
+    /// holds its locks (the lease row's FOR SHARE among them) until the server ends its session: without
+    /// these, until the kernel's keepalive gives up (~2 h), stalling every lease acquire behind it. A cluster
+    /// keeps it below the lease term ([`PgOptions::guarded_below`]).
+    pub session_guard: Duration,
 }
 
 pub const POOL_SIZE_DEFAULT: usize = 4;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 pub const STATEMENT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const SCHEMA_DEFAULT: &str = "veil";
+pub const SESSION_GUARD_MS_DEFAULT: u64 = 2_500;
+/// Keepalive probes sent, `session_guard / KEEPALIVE_PROBES` apart, before a silent connection is dropped.
+const KEEPALIVE_PROBES: u32 = 3;
 
 impl PgOptions {
     pub fn new(url: impl Into<String>) -> Self {
@@ -36,7 +45,15 @@ impl PgOptions {
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
             statement_timeout: Duration::from_millis(STATEMENT_TIMEOUT_MS_DEFAULT),
             schema: SCHEMA_DEFAULT.to_owned(),
+            session_guard: Duration::from_millis(SESSION_GUARD_MS_DEFAULT),
         }
+    }
+
+    /// These options with the session guard at half of `lease_term`: a frozen node's session ends, and with
+    /// it its locks, well before the lease it held can be taken over.
+    pub fn guarded_below(mut self, lease_term: Duration) -> Self {
+        self.session_guard = (lease_term / 2).max(Duration::from_millis(1));
+        self
     }
 
     /// A bound on one database call as the client sees it: the server's statement timeout plus a network
@@ -46,14 +63,20 @@ impl PgOptions {
     }
 }
 
-/// Opens one connection, drives it on the current runtime, and sets the session up: the statement timeout
-/// and the search path of Veil's schema (created when missing).
+/// Opens one connection, drives it on the current runtime, and sets the session up: the statement, lock and
+/// idle-in-transaction timeouts, TCP keepalives, and the search path of Veil's schema (created when missing).
 pub async fn connect(options: &PgOptions) -> Result<Client, StoreError> {
     let mut config: tokio_postgres::Config = options.url.parse().map_err(|error| {
         StoreError::Incompatible(format!("bad PostgreSQL connection string: {error}"))
     })?;
     config.connect_timeout(options.connect_timeout);
     config.application_name("veil");
+    let probe_every = (options.session_guard / KEEPALIVE_PROBES).max(Duration::from_secs(1));
+    config
+        .keepalives(true)
+        .keepalives_idle(probe_every)
+        .keepalives_interval(probe_every)
+        .keepalives_retries(KEEPALIVE_PROBES);
     let connecting = config.connect(NoTls);
     let (client, connection) = tokio::time::timeout(options.connect_timeout * 2, connecting)
         .await
@@ -65,8 +88,11 @@ pub async fn connect(options: &PgOptions) -> Result<Client, StoreError> {
         }
     });
     let schema = quote_ident(&options.schema);
+    let guard_ms = options.session_guard.as_millis();
     let setup = format!(
-        "SET statement_timeout = {}; CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path = {schema};",
+        "SET statement_timeout = {}; SET lock_timeout = {guard_ms}; \
+         SET idle_in_transaction_session_timeout = {guard_ms}; \
+         CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path = {schema};",
         options.statement_timeout.as_millis()
     );
     tokio::time::timeout(options.call_timeout(), client.batch_execute(&setup))
@@ -99,6 +125,8 @@ pub fn db_error(error: tokio_postgres::Error) -> StoreError {
                         | "57P03" // cannot_connect_now (starting up, in recovery)
                         | "57014" // query_canceled (statement_timeout)
                         | "25006" // read_only_sql_transaction (a standby)
+                        | "55P03" // lock_not_available (lock_timeout: a frozen session holds the lock)
+                        | "25P03" // idle_in_transaction_session_timeout (this session was frozen)
                 )
         }
     };

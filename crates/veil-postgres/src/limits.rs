@@ -4,6 +4,11 @@
 /// into one transaction; the rest form the next one. Bounds a transaction's size and its pipeline's memory.
 pub const GROUP_OPS_MAX: usize = 8_192;
 
+/// Bytes of message bodies one group commit takes before it stops draining (a group may pass it by one
+/// submission): bounds a transaction's parameter arrays and the database's memory for them, whatever the
+/// body size.
+pub const GROUP_BYTES_MAX: usize = 16 * 1024 * 1024;
+
 /// The statement timeout of the start-up load (and its client-side bound): reading every message's state of a
 /// large database takes longer than one ordinary statement may.
 pub const LOAD_TIMEOUT_MS: u64 = 600_000;

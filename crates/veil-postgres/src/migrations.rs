@@ -12,9 +12,11 @@ pub const HISTORY_TABLE: &str = "veil_schema_history";
 
 /// Applies the migrations this binary has and the database lacks. Nodes starting together take turns under
 /// an advisory lock, so only one applies each migration.
-pub async fn run(client: &mut Client) -> Result<(), StoreError> {
+/// `lock_timeout_ms` is the session's own, restored after the wait.
+pub async fn run(client: &mut Client, lock_timeout_ms: u128) -> Result<(), StoreError> {
     client
-        .batch_execute("SELECT pg_advisory_lock(7413370001)")
+        // Waiting for another node's migration is not a stuck lock: no lock timeout for this wait.
+        .batch_execute("SET lock_timeout = 0; SELECT pg_advisory_lock(7413370001)")
         .await
         .map_err(crate::connect::db_error)?;
     let mut runner = migrations::runner()
@@ -23,7 +25,9 @@ pub async fn run(client: &mut Client) -> Result<(), StoreError> {
     runner.set_migration_table_name(HISTORY_TABLE);
     let applied = runner.run_async(client).await;
     let unlocked = client
-        .batch_execute("SELECT pg_advisory_unlock(7413370001)")
+        .batch_execute(&format!(
+            "SELECT pg_advisory_unlock(7413370001); SET lock_timeout = {lock_timeout_ms}"
+        ))
         .await
         .map_err(crate::connect::db_error);
     applied.map_err(|error| {

@@ -75,6 +75,7 @@ impl PostgresSettings {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             statement_timeout: Duration::from_millis(self.statement_timeout_ms),
             schema: self.schema.clone(),
+            session_guard: Duration::from_millis(crate::connect::SESSION_GUARD_MS_DEFAULT),
         }
     }
 

@@ -537,3 +537,43 @@ async fn reads_after_a_failure_answer_within_the_call_timeout() {
         .expect("a read after the writer failed answers");
     assert_eq!(payloads, vec![Some(payload(1, None)), None]);
 }
+
+/// A node frozen inside a write transaction (SIGSTOP, a lost host) holds the lease row FOR SHARE: the server
+/// must end its session within the session guard, so that a new holder's epoch bump is not stalled for the
+/// ~2 h of the kernel's keepalive.
+#[tokio::test]
+async fn a_session_frozen_inside_a_transaction_does_not_stall_a_lease_takeover() {
+    let Some(options) = test_options("frozen_session") else {
+        return;
+    };
+    let options = options.guarded_below(Duration::from_millis(1_000));
+    drop(open(&options));
+    let frozen = connect(&options).await.unwrap();
+    frozen
+        .batch_execute("BEGIN; SELECT veil_fence(0)")
+        .await
+        .expect("the fence passes under epoch 0");
+    // The frozen node sends nothing more. A taker waits no longer than the session guard for its lock
+    // (whichever timeout ends it first: the frozen session's idle timeout or the taker's lock timeout).
+    let taker = connect(&options).await.unwrap();
+    let mut took = false;
+    for _attempt in 0..10 {
+        match taker
+            .execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1", &[])
+            .await
+        {
+            Ok(updated) => {
+                took = updated == 1;
+                break;
+            }
+            Err(error) => assert_eq!(
+                error.code(),
+                Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+                "{error}"
+            ),
+        }
+    }
+    assert!(took, "the lease row stayed locked by the frozen session");
+    let ended = frozen.batch_execute("SELECT 1").await;
+    assert!(ended.is_err(), "the frozen session was ended by the server");
+}

@@ -3,11 +3,13 @@
 //! channel without starving the I/O they wait for. On it run:
 //!
 //! - the writer: one connection, one task. It drains every waiting submission (up to
-//!   [`GROUP_OPS_MAX`](crate::limits::GROUP_OPS_MAX) operations), applies them in submission order in one
-//!   transaction whose statements are pipelined (sent without waiting for each answer), commits once and
-//!   answers them all (group commit). With a fencing epoch the transaction first reads the lease's epoch FOR
-//!   SHARE and goes no further when it is not this node's. Its first failure fails every later submission:
-//!   the engine's memory then holds changes the database may not, so it must be rebuilt from the database.
+//!   [`GROUP_OPS_MAX`](crate::limits::GROUP_OPS_MAX) operations or about
+//!   [`GROUP_BYTES_MAX`](crate::limits::GROUP_BYTES_MAX) bytes of bodies), coalesces them into a few
+//!   multi-row statements (`plan`, `batch`), sends BEGIN, them and COMMIT without waiting for any answer (one
+//!   round trip), and answers every submission (group commit). With a fencing epoch the first statement is
+//!   the fencing check, which fails the transaction when the lease's epoch is not this node's. Its first
+//!   failure fails every later submission: the engine's memory then holds changes the database may not, so it
+//!   must be rebuilt from the database.
 //!   Start-up loads run here too, behind the submissions before them.
 //! - the readers: `pool_size` connections, opened on first use and again after an error, reading payloads.
 
@@ -23,8 +25,9 @@ use tokio_postgres::{Client, Statement};
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
 use super::sql::{self, big, Loaded, Prepared};
+use super::{batch, plan};
 use crate::connect::{connect, db_error, unavailable, PgOptions};
-use crate::limits::{GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
+use crate::limits::{GROUP_BYTES_MAX, GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
 
 pub type Answer<T> = std_mpsc::Sender<Result<T, StoreError>>;
 /// Where a submission's result goes (resolving its `Commit`).
@@ -36,6 +39,9 @@ pub enum Job {
     Ops { ops: Vec<StoreOp>, done: Done },
     /// Read what start-up loads, after everything submitted before.
     Load { done: Answer<Loaded> },
+    /// Count stored messages and histories after everything submitted before (tests compare them with the
+    /// engine's view, which is ahead of any reader while a commit is in flight).
+    Counts { done: Answer<(u64, u64)> },
     /// Finish and close the connections; answered once the jobs before are done.
     Close { done: std_mpsc::Sender<()> },
 }
@@ -47,8 +53,6 @@ pub enum ReadJob {
         seqs: Vec<Seq>,
         done: Answer<Vec<Option<Payload>>>,
     },
-    /// Stored messages and histories (tests compare them with the engine's view).
-    Counts { done: Answer<(u64, u64)> },
 }
 
 /// The running thread's handles, and what it loaded at start-up.
@@ -195,7 +199,7 @@ impl Writer {
         let mut client = connect(options).await?;
         timeout(
             Duration::from_millis(MIGRATION_TIMEOUT_MS),
-            crate::migrations::run(&mut client),
+            crate::migrations::run(&mut client, options.session_guard.as_millis()),
         )
         .await
         .map_err(|_| unavailable("applying the migrations timed out"))??;
@@ -226,11 +230,13 @@ impl Writer {
             match first {
                 Job::Ops { ops, done } => {
                     let mut ops_in_group = ops.len();
+                    let mut bytes_in_group = ops_bytes(&ops);
                     let mut group = vec![(ops, done)];
-                    while ops_in_group < GROUP_OPS_MAX {
+                    while ops_in_group < GROUP_OPS_MAX && bytes_in_group < GROUP_BYTES_MAX {
                         match jobs.try_recv() {
                             Ok(Job::Ops { ops, done }) => {
                                 ops_in_group += ops.len();
+                                bytes_in_group += ops_bytes(&ops);
                                 group.push((ops, done));
                             }
                             Ok(other) => {
@@ -245,6 +251,9 @@ impl Writer {
                 Job::Load { done } => {
                     let loaded = self.load().await;
                     let _caller_gone = done.send(loaded);
+                }
+                Job::Counts { done } => {
+                    let _caller_gone = done.send(self.counts().await);
                 }
                 Job::Close { done } => {
                     self.client = None;
@@ -264,6 +273,20 @@ impl Writer {
         timeout(bound, sql::load(client))
             .await
             .map_err(|_| unavailable("loading from PostgreSQL timed out"))?
+    }
+
+    async fn counts(&mut self) -> Result<(u64, u64), StoreError> {
+        if let Some(failure) = &self.failure {
+            return Err(failure.error());
+        }
+        let client = self.client.as_ref().ok_or(StoreError::Closed)?;
+        let row = timeout(self.call_timeout, client.query_one(sql::COUNTS, &[]))
+            .await
+            .map_err(|_| unavailable("counting in PostgreSQL timed out"))?
+            .map_err(db_error)?;
+        let messages: i64 = row.try_get(0).map_err(db_error)?;
+        let histories: i64 = row.try_get(1).map_err(db_error)?;
+        Ok((messages as u64, histories as u64))
     }
 
     async fn commit_group(&mut self, group: Vec<(Vec<StoreOp>, Done)>) {
@@ -295,14 +318,26 @@ impl Writer {
         }
     }
 
-    /// One transaction for the group: BEGIN, the fencing check, every operation in order, COMMIT, pipelined.
-    /// Any statement's error aborts the transaction on the server (later ones fail, COMMIT rolls back).
+    /// One transaction for the group, pipelined in one round trip: BEGIN, the fencing check, the planned
+    /// statements, COMMIT. Any statement's error aborts the transaction on the server (later ones fail, and
+    /// COMMIT rolls back), so a fenced node writes nothing though it never waited for the check's answer.
     async fn transaction(&self, ops: Vec<StoreOp>) -> Result<(), StoreError> {
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
-        let statements = latest_counters(ops)
-            .into_iter()
-            .map(|op| sql::statement(&self.prepared, op))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut statements = Vec::new();
+        if let Some(epoch) = self.fence {
+            statements.push((
+                self.prepared.fence.clone(),
+                vec![sql::p(epoch)] as sql::Params,
+            ));
+        }
+        for step in plan::plan(ops) {
+            match step {
+                plan::Step::Batch(batch) => {
+                    statements.extend(batch::statements(&self.prepared.batch, batch)?)
+                }
+                plan::Step::One(op) => statements.push(sql::statement(&self.prepared, op)?),
+            }
+        }
         let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
             .iter()
             .map(|(_, params)| {
@@ -313,40 +348,14 @@ impl Writer {
             })
             .collect();
         let work = async {
-            if let Some(epoch) = self.fence {
-                // The lease check must be answered before COMMIT is sent: a round trip of its own.
-                let (_, row) = futures_util::future::try_join(
-                    client.batch_execute("BEGIN"),
-                    client.query_opt(&self.prepared.fence, &[]),
-                )
-                .await
-                .map_err(db_error)?;
-                let found: Option<i64> = row
-                    .map(|row| row.try_get(0))
-                    .transpose()
-                    .map_err(db_error)?;
-                if found != Some(epoch) {
-                    return Err(unavailable(format!(
-                        "this node no longer holds the leader lease (its epoch {epoch}, the lease's {})",
-                        found.map_or("missing".to_owned(), |e| e.to_string())
-                    )));
-                }
-                let (_, _) = futures_util::future::try_join(
-                    execute_all(client, &statements, &params),
-                    client.batch_execute("COMMIT"),
-                )
-                .await
-                .map_err(db_error)?;
-            } else {
-                let (_, _, _) = futures_util::future::try_join3(
-                    client.batch_execute("BEGIN"),
-                    execute_all(client, &statements, &params),
-                    client.batch_execute("COMMIT"),
-                )
-                .await
-                .map_err(db_error)?;
-            }
-            Ok(())
+            let (_, _, _) = futures_util::future::try_join3(
+                client.batch_execute("BEGIN"),
+                execute_all(client, &statements, &params),
+                client.batch_execute("COMMIT"),
+            )
+            .await
+            .map_err(fenced_or_db_error)?;
+            Ok::<(), StoreError>(())
         };
         timeout(self.call_timeout, work)
             .await
@@ -356,24 +365,24 @@ impl Writer {
     }
 }
 
-/// The group's operations without the counters that a later operation of the group overwrites: counters are
-/// written whole (last write wins) and a queue id is never reused, so only each queue's last write matters at
-/// commit, and a busy queue's group writes its row once instead of once per submission.
-fn latest_counters(ops: Vec<StoreOp>) -> Vec<StoreOp> {
-    let mut last = std::collections::HashMap::new();
-    for (index, op) in ops.iter().enumerate() {
-        if let StoreOp::PutCounters { queue, .. } = op {
-            last.insert(*queue, index);
-        }
+/// A failed fencing check is "unavailable" (this node must stop serving), worded by `veil_fence`; any other
+/// error as `db_error` judges it.
+fn fenced_or_db_error(error: tokio_postgres::Error) -> StoreError {
+    match error.as_db_error() {
+        Some(db) if db.code().code() == sql::FENCED_SQLSTATE => unavailable(db.message()),
+        _ => db_error(error),
     }
-    ops.into_iter()
-        .enumerate()
-        .filter(|(index, op)| match op {
-            StoreOp::PutCounters { queue, .. } => last.get(queue) == Some(index),
-            _ => true,
+}
+
+/// The bytes of bodies among `ops`: what makes one group's statements large.
+fn ops_bytes(ops: &[StoreOp]) -> usize {
+    ops.iter()
+        .map(|op| match op {
+            StoreOp::PutMessage { payload, .. } => payload.body.len(),
+            StoreOp::ReplaceBody { body, .. } => body.len(),
+            _ => 0,
         })
-        .map(|(_, op)| op)
-        .collect()
+        .sum()
 }
 
 /// Every statement of the group, sent in order before any answer is awaited (tokio-postgres sends a request
@@ -423,15 +432,6 @@ async fn reader(options: PgOptions, jobs: Arc<Mutex<mpsc::UnboundedReceiver<Read
                 }
                 let _caller_gone = done.send(result);
             }
-            ReadJob::Counts { done } => {
-                let result = timeout(bound, counts(&options, &mut connection))
-                    .await
-                    .unwrap_or_else(|_| Err(unavailable("reading from PostgreSQL timed out")));
-                if result.is_err() {
-                    connection = None;
-                }
-                let _caller_gone = done.send(result);
-            }
         }
     }
 }
@@ -476,19 +476,4 @@ async fn read_payloads(
         found.insert(seq, payload);
     }
     Ok(seqs.iter().map(|seq| found.get(seq).cloned()).collect())
-}
-
-async fn counts(
-    options: &PgOptions,
-    connection: &mut Option<ReadConnection>,
-) -> Result<(u64, u64), StoreError> {
-    let open = ready(options, connection).await?;
-    let row = open
-        .client
-        .query_one(sql::COUNTS, &[])
-        .await
-        .map_err(db_error)?;
-    let messages: i64 = row.try_get(0).map_err(db_error)?;
-    let histories: i64 = row.try_get(1).map_err(db_error)?;
-    Ok((messages as u64, histories as u64))
 }

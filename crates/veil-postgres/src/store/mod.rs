@@ -1,13 +1,16 @@
-//! `PgStore`: veil-core's `Store` over PostgreSQL (tables in migrations/V1__store.sql). Every operation means
-//! what it means in veil-store and veil-core's memory store; `sql` holds the statements, `io` the I/O thread
-//! with its group-committing writer and its readers.
+//! `PgStore`: veil-core's `Store` over PostgreSQL (tables in migrations/, V1 to V3). Every operation means
+//! what it means in veil-store and veil-core's memory store; `plan` coalesces a group's operations into
+//! batches, `batch` writes a batch as multi-row statements, `sql` holds the rest of the statements, `io` the
+//! I/O thread with its group-committing writer and its readers.
 //!
 //! Start-up state (everything but bodies) is read in one consistent transaction when the store opens and
 //! handed to the engine's `load_*` calls, each taking its part. A part asked for again, or asked for after a
 //! write, is read afresh (through the writer, so it includes every submission before it): an engine opened
 //! again over the same store sees the database as it is.
 
+mod batch;
 mod io;
+mod plan;
 mod sql;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,24 +90,35 @@ impl PgStore {
         self.transactions.load(Ordering::Relaxed)
     }
 
-    /// Stored messages and delivery histories, counted by the database (tests compare them with the
-    /// engine's view; an operator's check).
+    /// Stored messages and delivery histories, counted by the database after every submission made before
+    /// (tests compare them with the engine's view; an operator's check).
     pub fn stored_counts(&self) -> Result<(u64, u64), StoreError> {
         let (done, answer) = std_mpsc::channel();
-        self.read(ReadJob::Counts { done }, answer)
+        self.jobs
+            .send(Job::Counts { done })
+            .map_err(|_| StoreError::Closed)?;
+        self.answer(answer)
     }
 
-    /// Sends `job` to a reader and waits for its answer, a little longer than the reader's own bound.
+    /// Sends `job` to a reader and waits for its answer.
     fn read<T>(
         &self,
         job: ReadJob,
         answer: std_mpsc::Receiver<Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         self.reads.send(job).map_err(|_| StoreError::Closed)?;
+        self.answer(answer)
+    }
+
+    /// Waits for the I/O thread's answer a little longer than its own bound on the call.
+    fn answer<T>(
+        &self,
+        answer: std_mpsc::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         match answer.recv_timeout(self.call_timeout + Duration::from_millis(ANSWER_MARGIN_MS)) {
             Ok(result) => result,
             Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                Err(unavailable("no PostgreSQL reader answered in time"))
+                Err(unavailable("PostgreSQL did not answer in time"))
             }
             Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
         }

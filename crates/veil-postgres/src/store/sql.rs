@@ -34,7 +34,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StoreE
         .map_err(|e| StoreError::Corrupt(format!("cannot decode {what}: {e}")))
 }
 
-/// The part of a payload kept as one postcard value (`veil_message.attrs`); the body, its MD5, the message
+/// The part of a payload kept as one postcard value (`veil_body.attrs`); the body, its MD5, the message
 /// id, the send time and the move origin have columns of their own.
 #[derive(Serialize)]
 struct PayloadRestRef<'a> {
@@ -55,98 +55,92 @@ struct PayloadRest {
 
 const PUT_QUEUE: &str = "INSERT INTO veil_queue (id, namespace, name, record) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name, record = EXCLUDED.record";
-/// The queue, its messages (their histories go with them by the foreign key) and its deduplication ids.
+/// The queue, its messages (state, body, history) and its deduplication ids.
 const DELETE_QUEUE: &str = "WITH q AS (DELETE FROM veil_queue WHERE id = $1), \
-     d AS (DELETE FROM veil_dedup WHERE queue = $1) DELETE FROM veil_message WHERE queue = $1";
-const PUT_COUNTERS: &str = "UPDATE veil_queue SET sends = $2, deliveries = $3, redeliveries = $4, \
-     deletes = $5, expiries = $6, dead_letter_moves = $7, dead_letter_drops = $8 WHERE id = $1";
-const PUT_MESSAGE: &str = "INSERT INTO veil_message \
-     (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from, attrs, body_md5, body) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (queue, seq) DO UPDATE SET \
-     message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, state = EXCLUDED.state, \
-     redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group, moved_from = EXCLUDED.moved_from, \
-     attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
-const PUT_STATE: &str = "UPDATE veil_message SET state = $3 WHERE queue = $1 AND seq = $2";
-const DELETE_MESSAGE: &str = "DELETE FROM veil_message WHERE queue = $1 AND seq = $2";
-const PURGE_QUEUE: &str = "DELETE FROM veil_message WHERE queue = $1";
-/// Deletes the message (its history goes with it) and inserts it at its new place with its new state, rule,
-/// group and origin, all in the database: the body is never read back. A message already gone moves nothing.
-const MOVE_MESSAGE: &str = "WITH gone AS (DELETE FROM veil_message WHERE queue = $1 AND seq = $2 \
-     RETURNING message_id, sent_at, attrs, body_md5, body) \
-     INSERT INTO veil_message \
-     (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from, attrs, body_md5, body) \
-     SELECT $3::bigint, $4::bigint, message_id, sent_at, $5::bytea, $6::bytea, $7::text, $8::bytea, attrs, \
-     body_md5, body FROM gone ON CONFLICT (queue, seq) DO UPDATE SET \
-     message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, state = EXCLUDED.state, \
-     redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group, moved_from = EXCLUDED.moved_from, \
-     attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
-const REPLACE_BODY: &str =
-    "UPDATE veil_message SET body = $3, body_md5 = $4 WHERE queue = $1 AND seq = $2";
+     d AS (DELETE FROM veil_dedup WHERE queue = $1), s AS (DELETE FROM veil_state WHERE queue = $1), \
+     h AS (DELETE FROM veil_history WHERE queue = $1) DELETE FROM veil_body WHERE queue = $1";
+const PURGE_QUEUE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1), \
+     h AS (DELETE FROM veil_history WHERE queue = $1) DELETE FROM veil_body WHERE queue = $1";
+/// Deletes the message (and its history) and inserts it at its new place with its new state, rule, group and
+/// origin, all in the database: the body is never read back. A message already gone moves nothing.
+const MOVE_MESSAGE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 AND seq = $2), \
+     h AS (DELETE FROM veil_history WHERE queue = $1 AND seq = $2), \
+     gone AS (DELETE FROM veil_body WHERE queue = $1 AND seq = $2 \
+     RETURNING message_id, sent_at, attrs, body_md5, body), \
+     moved AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group) \
+     SELECT $3::bigint, $4::bigint, $5::bytea, $6::bytea, $7::text FROM gone \
+     ON CONFLICT (queue, seq) DO UPDATE SET state = EXCLUDED.state, redrive = EXCLUDED.redrive, \
+     fifo_group = EXCLUDED.fifo_group) \
+     INSERT INTO veil_body (queue, seq, message_id, sent_at, moved_from, attrs, body_md5, body) \
+     SELECT $3::bigint, $4::bigint, message_id, sent_at, $8::bytea, attrs, body_md5, body FROM gone \
+     ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, \
+     moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
 const PUT_NEXT_QUEUE_ID: &str =
     "INSERT INTO veil_store_meta (name, value) VALUES ('next_queue_id', $1) \
      ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value";
-const PUT_DEDUP: &str = "INSERT INTO veil_dedup (queue, key, sent_at, message_id, seq) \
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (queue, key) DO UPDATE SET \
-     sent_at = EXCLUDED.sent_at, message_id = EXCLUDED.message_id, seq = EXCLUDED.seq";
-const DELETE_DEDUP: &str = "DELETE FROM veil_dedup WHERE queue = $1 AND key = $2";
 const PUT_MOVE_TASK: &str = "INSERT INTO veil_move_task (number, record) VALUES ($1, $2) \
      ON CONFLICT (number) DO UPDATE SET record = EXCLUDED.record";
 const DELETE_MOVE_TASK: &str = "DELETE FROM veil_move_task WHERE number = $1";
-/// Only a stored message has a history (as in veil-store): a move whose payload was gone leaves none.
-const PUT_HISTORY: &str = "INSERT INTO veil_history (queue, seq, history) \
-     SELECT $1::bigint, $2::bigint, $3::bytea \
-     WHERE EXISTS (SELECT 1 FROM veil_message WHERE queue = $1::bigint AND seq = $2::bigint) \
-     ON CONFLICT (queue, seq) DO UPDATE SET history = EXCLUDED.history";
-/// The fencing check: the lease row, locked against a new leader's epoch bump until this transaction ends.
-pub const FENCE: &str = "SELECT epoch FROM veil_lease WHERE id = 1 FOR SHARE";
+/// The fencing check (migrations/V3__narrow_state.sql): fails the transaction unless the lease's epoch is
+/// still this one, and holds the lease row against a new holder's epoch bump until the transaction ends.
+pub const FENCE: &str = "SELECT veil_fence($1)";
+/// The SQLSTATE `veil_fence` fails with.
+pub const FENCED_SQLSTATE: &str = "VL001";
 
 pub const READ_PAYLOADS: &str =
     "SELECT seq, message_id, sent_at, moved_from, attrs, body_md5, body \
-     FROM veil_message WHERE queue = $1 AND seq = ANY($2)";
+     FROM veil_body WHERE queue = $1 AND seq = ANY($2)";
 pub const COUNTS: &str =
-    "SELECT (SELECT count(*) FROM veil_message), (SELECT count(*) FROM veil_history)";
+    "SELECT (SELECT count(*) FROM veil_state), (SELECT count(*) FROM veil_history)";
 
-/// The writer connection's prepared statements, one per kind of change.
+/// The writer connection's prepared statements: one per operation written alone, one per kind of change of
+/// a batch (`super::batch`).
 pub struct Prepared {
     put_queue: Statement,
     delete_queue: Statement,
-    put_counters: Statement,
-    put_message: Statement,
-    put_state: Statement,
-    delete_message: Statement,
     purge_queue: Statement,
     move_message: Statement,
-    replace_body: Statement,
     put_next_queue_id: Statement,
-    put_dedup: Statement,
-    delete_dedup: Statement,
     put_move_task: Statement,
     delete_move_task: Statement,
-    put_history: Statement,
     pub fence: Statement,
+    pub batch: BatchStatements,
+}
+
+/// A batch's statements, in the order a batch is written.
+pub struct BatchStatements {
+    pub delete_dedups: Statement,
+    pub put_dedups: Statement,
+    pub delete_messages: Statement,
+    pub insert_messages: Statement,
+    pub put_states: Statement,
+    pub put_bodies: Statement,
+    pub put_histories: Statement,
+    pub put_counters: Statement,
 }
 
 impl Prepared {
     /// Prepares every statement, pipelined (one round trip).
     pub async fn new(client: &Client) -> Result<Self, StoreError> {
+        use super::batch::sql as b;
         let all = futures_util::future::try_join_all(
             [
                 PUT_QUEUE,
                 DELETE_QUEUE,
-                PUT_COUNTERS,
-                PUT_MESSAGE,
-                PUT_STATE,
-                DELETE_MESSAGE,
                 PURGE_QUEUE,
                 MOVE_MESSAGE,
-                REPLACE_BODY,
                 PUT_NEXT_QUEUE_ID,
-                PUT_DEDUP,
-                DELETE_DEDUP,
                 PUT_MOVE_TASK,
                 DELETE_MOVE_TASK,
-                PUT_HISTORY,
                 FENCE,
+                b::DELETE_DEDUPS,
+                b::PUT_DEDUPS,
+                b::DELETE_MESSAGES,
+                b::INSERT_MESSAGES,
+                b::PUT_STATES,
+                b::PUT_BODIES,
+                b::PUT_HISTORIES,
+                b::PUT_COUNTERS,
             ]
             .map(|sql| client.prepare(sql)),
         )
@@ -160,20 +154,22 @@ impl Prepared {
         Ok(Self {
             put_queue: next()?,
             delete_queue: next()?,
-            put_counters: next()?,
-            put_message: next()?,
-            put_state: next()?,
-            delete_message: next()?,
             purge_queue: next()?,
             move_message: next()?,
-            replace_body: next()?,
             put_next_queue_id: next()?,
-            put_dedup: next()?,
-            delete_dedup: next()?,
             put_move_task: next()?,
             delete_move_task: next()?,
-            put_history: next()?,
             fence: next()?,
+            batch: BatchStatements {
+                delete_dedups: next()?,
+                put_dedups: next()?,
+                delete_messages: next()?,
+                insert_messages: next()?,
+                put_states: next()?,
+                put_bodies: next()?,
+                put_histories: next()?,
+                put_counters: next()?,
+            },
         })
     }
 }
@@ -181,15 +177,25 @@ impl Prepared {
 /// One statement's parameters, owned so that a whole group's statements can be in flight at once.
 pub type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 
-fn p<T: ToSql + Sync + Send + 'static>(value: T) -> Box<dyn ToSql + Sync + Send> {
+pub fn p<T: ToSql + Sync + Send + 'static>(value: T) -> Box<dyn ToSql + Sync + Send> {
     Box::new(value)
 }
 
-fn encode_opt<T: Serialize>(value: &Option<T>) -> Result<Option<Vec<u8>>, StoreError> {
+pub fn encode_opt<T: Serialize>(value: &Option<T>) -> Result<Option<Vec<u8>>, StoreError> {
     value.as_ref().map(encode).transpose()
 }
 
-/// The statement that applies `op`, with its parameters.
+/// The part of `payload` kept as one postcard value (`veil_body.attrs`).
+pub fn payload_rest(payload: &Payload) -> Result<Vec<u8>, StoreError> {
+    encode(&PayloadRestRef {
+        attributes: &payload.attributes,
+        sender_id: &payload.sender_id,
+        group: &payload.group,
+        dedup_id: &payload.dedup_id,
+    })
+}
+
+/// The statement that applies `op`, one of the operations a batch does not hold (`plan`), with its parameters.
 pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params), StoreError> {
     Ok(match op {
         StoreOp::PutQueue(record) => (
@@ -202,58 +208,6 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
             ],
         ),
         StoreOp::DeleteQueue(queue) => (prepared.delete_queue.clone(), vec![p(big(queue))]),
-        StoreOp::PutCounters { queue, counters } => (
-            prepared.put_counters.clone(),
-            vec![
-                p(big(queue)),
-                p(big(counters.sends)),
-                p(big(counters.deliveries)),
-                p(big(counters.redeliveries)),
-                p(big(counters.deletes)),
-                p(big(counters.expiries)),
-                p(big(counters.dead_letter_moves)),
-                p(big(counters.dead_letter_drops)),
-            ],
-        ),
-        StoreOp::PutMessage {
-            queue,
-            seq,
-            payload,
-            state,
-            redrive,
-            fifo_group,
-        } => {
-            let rest = encode(&PayloadRestRef {
-                attributes: &payload.attributes,
-                sender_id: &payload.sender_id,
-                group: &payload.group,
-                dedup_id: &payload.dedup_id,
-            })?;
-            (
-                prepared.put_message.clone(),
-                vec![
-                    p(big(queue)),
-                    p(big(seq)),
-                    p(payload.message_id.to_vec()),
-                    p(big(payload.sent_at)),
-                    p(encode(&state)?),
-                    p(encode_opt(&redrive)?),
-                    p(fifo_group),
-                    p(encode_opt(&payload.moved_from)?),
-                    p(rest),
-                    p(payload.body_md5.to_vec()),
-                    p(payload.body.to_vec()),
-                ],
-            )
-        }
-        StoreOp::PutState { queue, seq, state } => (
-            prepared.put_state.clone(),
-            vec![p(big(queue)), p(big(seq)), p(encode(&state)?)],
-        ),
-        StoreOp::DeleteMessage { queue, seq } => (
-            prepared.delete_message.clone(),
-            vec![p(big(queue)), p(big(seq))],
-        ),
         StoreOp::PurgeQueue(queue) => (prepared.purge_queue.clone(), vec![p(big(queue))]),
         StoreOp::MoveMessage {
             from,
@@ -275,34 +229,7 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
                 p(Some(encode(&moved_from)?)),
             ],
         ),
-        StoreOp::ReplaceBody {
-            queue,
-            seq,
-            body,
-            body_md5,
-        } => (
-            prepared.replace_body.clone(),
-            vec![
-                p(big(queue)),
-                p(big(seq)),
-                p(body.to_vec()),
-                p(body_md5.to_vec()),
-            ],
-        ),
         StoreOp::PutNextQueueId(next) => (prepared.put_next_queue_id.clone(), vec![p(big(next))]),
-        StoreOp::PutDedup { queue, key, entry } => (
-            prepared.put_dedup.clone(),
-            vec![
-                p(big(queue)),
-                p(key),
-                p(big(entry.sent_at)),
-                p(entry.message_id.to_vec()),
-                p(big(entry.seq)),
-            ],
-        ),
-        StoreOp::DeleteDedup { queue, key } => {
-            (prepared.delete_dedup.clone(), vec![p(big(queue)), p(key)])
-        }
         StoreOp::PutMoveTask(record) => (
             prepared.put_move_task.clone(),
             vec![p(big(record.number)), p(encode(&record)?)],
@@ -310,15 +237,27 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
         StoreOp::DeleteMoveTask { number } => {
             (prepared.delete_move_task.clone(), vec![p(big(number))])
         }
-        StoreOp::PutHistory {
-            queue,
-            seq,
-            history,
-        } => (
-            prepared.put_history.clone(),
-            vec![p(big(queue)), p(big(seq)), p(encode(&history)?)],
-        ),
+        batched => {
+            return Err(StoreError::Io(format!(
+                "internal: {} is written in a batch, not alone",
+                op_name(&batched)
+            )))
+        }
     })
+}
+
+fn op_name(op: &StoreOp) -> &'static str {
+    match op {
+        StoreOp::PutCounters { .. } => "PutCounters",
+        StoreOp::PutMessage { .. } => "PutMessage",
+        StoreOp::PutState { .. } => "PutState",
+        StoreOp::DeleteMessage { .. } => "DeleteMessage",
+        StoreOp::ReplaceBody { .. } => "ReplaceBody",
+        StoreOp::PutDedup { .. } => "PutDedup",
+        StoreOp::DeleteDedup { .. } => "DeleteDedup",
+        StoreOp::PutHistory { .. } => "PutHistory",
+        _ => "an operation",
+    }
 }
 
 fn id16(bytes: &[u8], what: &str) -> Result<[u8; 16], StoreError> {
@@ -381,8 +320,9 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
         .start()
         .await
         .map_err(db_error)?;
+    // The client decodes each part before it asks for the next: not an idle session.
     txn.batch_execute(&format!(
-        "SET LOCAL statement_timeout = {}",
+        "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = 0",
         crate::limits::LOAD_TIMEOUT_MS
     ))
     .await
@@ -423,7 +363,7 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
     let (mut messages, mut redrives, mut groups) = (Vec::new(), Vec::new(), Vec::new());
     for row in txn
         .query(
-            "SELECT queue, seq, state, redrive, fifo_group FROM veil_message ORDER BY queue, seq",
+            "SELECT queue, seq, state, redrive, fifo_group FROM veil_state ORDER BY queue, seq",
             &[],
         )
         .await

@@ -133,12 +133,18 @@ impl Member<'_, '_> {
         let timeout = postgres.options().call_timeout();
         if self.control.is_none() {
             let mut client = veil_postgres::connect(&postgres.options()).await?;
-            bounded(timeout, veil_postgres::migrations::run(&mut client))
-                .await
-                .map_err(|error| match error {
-                    StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
-                    other => RoundError::Database(other),
-                })?;
+            bounded(
+                timeout,
+                veil_postgres::migrations::run(
+                    &mut client,
+                    postgres.options().session_guard.as_millis(),
+                ),
+            )
+            .await
+            .map_err(|error| match error {
+                StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
+                other => RoundError::Database(other),
+            })?;
             tracing::info!(node = %postgres.node_id, "connected to the database");
             self.control = Some(client);
         }

@@ -26,7 +26,7 @@ pub struct ClusterArgs {
     /// key=value, several hosts allowed): any number of nodes share the database [default: embedded]
     #[arg(long, env = "VEIL_STORE")]
     pub store: Option<String>,
-    /// This node's name in the lease table and the logs [default: <hostname>:<pid>]
+    /// This node's name in the lease table and the logs [default: <hostname>-<random hex>, new at each start]
     #[arg(long, env = "VEIL_NODE_ID")]
     pub node_id: Option<String>,
     /// How long the leader's lease lasts unless renewed (renewed every quarter of it) [default: 5000]
@@ -87,8 +87,9 @@ pub struct PostgresSettings {
 }
 
 impl PostgresSettings {
+    /// The connection options, with every session guarded below the lease term.
     pub fn options(&self) -> PgOptions {
-        self.pg.options()
+        self.pg.options().guarded_below(self.lease_ttl())
     }
 
     pub fn lease_ttl(&self) -> Duration {
@@ -173,11 +174,14 @@ impl PostgresSettings {
     }
 }
 
+/// The host's name and a random suffix drawn at every start: unique without configuration, even for two
+/// containers that share a host name and are both pid 1. A node takes back a lease held under its own id
+/// at once, so an id must never be shared by two live nodes; a restarted node is a new node.
 fn default_node_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_owned())
         .unwrap_or_else(|_| "veil".to_owned());
-    format!("{host}:{}", std::process::id())
+    format!("{host}-{:08x}", rand::random::<u32>())
 }
 
 #[cfg(test)]
