@@ -1,8 +1,9 @@
 #!/bin/bash
 # bench/cluster.sh — the scale-out benchmarks (docs/benchmarks.md, "Scale-out over PostgreSQL").
 #
-# Starts its own PostgreSQL 15 (scripts/pg-test-server: a temp dir, a free port, stopped on exit), then runs veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many
-# consumers, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:
+# Starts its own PostgreSQL 15 (scripts/pg-test-server: a temp dir, a free port, stopped on exit), then runs
+# veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many consumers spread
+# over QUEUES queues, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:
 #   veil embedded      Veil on its embedded store (one process, one data dir)
 #   veil pg 1 node     Veil on PostgreSQL, one node (clients -> the node's door -> the leader's listener)
 #   veil pg 2 nodes    two nodes, the clients spread round-robin over their SQS ports
@@ -11,9 +12,12 @@
 # Each Veil-on-PostgreSQL configuration gets a fresh schema (--pg-schema) in every round. Recorded per run:
 # msg/s end to end, server CPU per message (veil processes and PostgreSQL processes separately, utime + stime
 # from /proc), WAL fsyncs and WAL bytes per message (pg_stat_wal after pg_stat_reset_shared('wal')),
-# transactions per message (pg_stat_database.xact_commit) and statements per message (pg_stat_statements).
+# transactions per message (pg_stat_database.xact_commit) and statements per message (pg_stat_statements with
+# track = all: statements inside functions and the foreign-key checks' queries count too).
+# At the end, one line per configuration for scripts (medians over the rounds; lost and duplicated summed):
+#   cluster: config=<name> nodes=<N> queues=<K> msg_per_s=<X> lost=<L> duplicated=<D> pg_statements_per_msg=<S> pg_cpu_us_per_msg=<C>
 #
-# Usage: bench/cluster.sh            (RUNS=3 DURATION=10 CLIENTS=4; ONLY="embedded pg1 pg2 pg3 skiplocked")
+# Usage: bench/cluster.sh   (RUNS=3 DURATION=10 QUEUES=12 CLIENTS=12; ONLY="embedded pg1 pg2 pg3 skiplocked")
 # Needs: target/release/veil and target/release/veil-bench (cargo build --release --bin veil --bin veil-bench),
 # PostgreSQL 15 in /usr/lib/postgresql/15/bin, python3, curl, root (for runuser). Results: bench/results/cluster-*.
 set -euo pipefail
@@ -21,7 +25,8 @@ cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
-CLIENTS=${CLIENTS:-4}
+QUEUES=${QUEUES:-12}
+CLIENTS=${CLIENTS:-12}
 ONLY=${ONLY:-"embedded pg1 pg2 pg3 skiplocked"}
 VEIL=${VEIL:-$PWD/target/release/veil}
 BENCH=${BENCH:-$PWD/target/release/veil-bench}
@@ -58,7 +63,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- PostgreSQL 15, defaults except what the measurement needs (pg_stat_statements; trust auth on loopback).
-PGURL=$(PG_SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements" scripts/pg-test-server start "$PG_DIR")
+PGURL=$(PG_SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all" \
+  scripts/pg-test-server start "$PG_DIR")
 PGPORT=$(cat "$PG_DIR/port")
 PGDATA_DIR="$PG_DIR/data"
 PG_PID=$(head -1 "$PGDATA_DIR/postmaster.pid")
@@ -128,7 +134,7 @@ measure() {
   local c0 v0 p0 c1 v1 p1 rc=0
   c0=$(pg_counters); v0=$(veil_ticks); p0=$(pg_ticks)
   "$BENCH" run --target "$target" --endpoint "$endpoint" --producers "$CLIENTS" --consumers "$CLIENTS" \
-    --batch 10 --body-size 1024 --duration "$DURATION" --wait 1 --visibility 30 --json "$json" \
+    --queues "$QUEUES" --batch 10 --body-size 1024 --duration "$DURATION" --wait 1 --visibility 30 --json "$json" \
     >"$TMP/run-$round-$config.txt" 2>&1 || rc=$?
   v1=$(veil_ticks)
   # The nodes' (and the bench's) database sessions flush their statistics when they end: stop the nodes
@@ -172,7 +178,7 @@ EOF
 
 wanted() { [[ " $ONLY " == *" $1 "* ]]; }
 
-echo "RUNS=$RUNS DURATION=$DURATION CLIENTS=$CLIENTS veil=$VEIL ($("$VEIL" --version 2>/dev/null || true))"
+echo "RUNS=$RUNS DURATION=$DURATION QUEUES=$QUEUES CLIENTS=$CLIENTS veil=$VEIL ($("$VEIL" --version 2>/dev/null || true))"
 for round in $(seq "$RUNS"); do
   if wanted embedded; then
     echo "-- round $round/$RUNS · veil embedded"
@@ -211,9 +217,9 @@ for round in $(seq "$RUNS"); do
 done
 
 # --- The table: medians with min–max over the rounds.
-python3 - "$RESULTS" "$RUNS" "$DURATION" "$CLIENTS" >"$OUT/cluster-$STAMP.md" <<'EOF'
+python3 - "$RESULTS" "$RUNS" "$DURATION" "$CLIENTS" "$QUEUES" >"$OUT/cluster-$STAMP.md" <<'EOF'
 import json, statistics, sys
-path, runs, duration, clients = sys.argv[1:]
+path, runs, duration, clients, queues = sys.argv[1:]
 rows = [json.loads(line) for line in open(path)]
 order = ["embedded", "pg1", "pg2", "pg3", "skiplocked"]
 cols = [("msgs_per_s", "msg/s", 0), ("e2e_p50_us", "e2e p50 ms", -3), ("veil_cpu_us_per_msg", "Veil CPU µs/msg", 1),
@@ -224,7 +230,7 @@ def fmt(v, d):
     if d == -3:
         return f"{v / 1000:.2f}"
     return f"{v:,.{d}f}"
-print(f"Throughput workload: {clients} producers + {clients} consumers, batches of 10, 1 KiB bodies, {duration} s "
+print(f"Throughput workload: {clients} producers + {clients} consumers over {queues} queues, batches of 10, 1 KiB bodies, {duration} s "
       f"per run, {runs} interleaved rounds; median (min–max).\n")
 print("| configuration | " + " | ".join(c[1] for c in cols) + " | lost / dup |")
 print("| --- |" + " ---: |" * len(cols) + " --- |")
@@ -250,3 +256,25 @@ EOF
 echo
 cat "$OUT/cluster-$STAMP.md"
 echo "rows: $RESULTS  table: $OUT/cluster-$STAMP.md"
+echo
+# The lines scripts read (the format is documented at the top).
+python3 - "$RESULTS" "$QUEUES" <<'EOF'
+import json, statistics, sys
+path, queues = sys.argv[1:]
+rows = [json.loads(line) for line in open(path)]
+names = {"embedded": "embedded", "pg1": "pg", "pg2": "pg", "pg3": "pg", "skiplocked": "skiplocked"}
+def median(rs, key):
+    vs = [r[key] for r in rs if r.get(key) is not None]
+    return statistics.median(vs) if vs else float("nan")
+for config in ["embedded", "pg1", "pg2", "pg3", "skiplocked"]:
+    rs = [r for r in rows if r["config"] == config]
+    if not rs:
+        continue
+    lost = sum((r.get("missing") or 0) for r in rs)
+    dup = sum(r.get("duplicates", 0) for r in rs)
+    print(f"cluster: config={names[config]} nodes={rs[0]['nodes']} queues={queues} "
+          f"msg_per_s={median(rs, 'msgs_per_s'):.0f} lost={lost} duplicated={dup} "
+          # The embedded store sends PostgreSQL nothing.
+          f"pg_statements_per_msg={0.0 if config == 'embedded' else median(rs, 'statements_per_msg'):.3f} "
+          f"pg_cpu_us_per_msg={median(rs, 'pg_cpu_us_per_msg'):.1f}")
+EOF

@@ -97,6 +97,10 @@ struct WorkloadArgs {
     /// Long-poll wait of each receive in seconds (0 = short polling).
     #[arg(long, default_value_t = 1)]
     wait: u32,
+    /// Spread the run over this many queues (`<queue>-0` …); producers and consumers must each be a
+    /// multiple of it.
+    #[arg(long, default_value_t = 1)]
+    queues: usize,
     /// Stop consumers with the producers instead of draining the queue (missing messages are then not
     /// checked).
     #[arg(long)]
@@ -118,6 +122,7 @@ impl WorkloadArgs {
     fn workload(&self, queue: String) -> Result<Workload, BenchError> {
         Workload {
             queue,
+            queues: self.queues,
             producers: self.producers,
             consumers: self.consumers,
             batch: self.batch,
@@ -268,17 +273,19 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, BenchError> {
             ));
         }
         let sqs = targets::sqs::SqsTarget::connect(&endpoint).await?;
-        sqs.prepare(&workload.queue, workload.visibility_s).await?;
-        sqs.purge(&workload.queue).await?;
+        for queue in workload.queue_names() {
+            sqs.prepare(&queue, workload.visibility_s).await?;
+            sqs.purge(&queue).await?;
+        }
     }
     let scraper = args
         .scrape
         .clone()
         .map(|url| scrape::spawn(url, Duration::from_millis(args.scrape_interval_ms)));
     let report = with_target!(args.target, &endpoint, |target| {
-        target
-            .prepare(&workload.queue, workload.visibility_s)
-            .await?;
+        for queue in workload.queue_names() {
+            target.prepare(&queue, workload.visibility_s).await?;
+        }
         Ok::<_, BenchError>(run::run(&target, workload).await)
     })?;
     if let Some(scraper) = scraper {
@@ -334,9 +341,9 @@ async fn smoke(args: SmokeArgs) -> Result<ExitCode, BenchError> {
         let target = targets::sqs::SqsTarget::connect(&veil.endpoint)
             .await?
             .named("veil");
-        target
-            .prepare(&workload.queue, workload.visibility_s)
-            .await?;
+        for queue in workload.queue_names() {
+            target.prepare(&queue, workload.visibility_s).await?;
+        }
         let standard = run::run(&target, workload).await;
         target
             .prepare_fifo(&fifo.queue, fifo.visibility_s, SMOKE_FIFO_GROUPS)

@@ -112,6 +112,7 @@ async fn produce<T: Target>(
 ) -> ProducerOutcome {
     let mut out = ProducerOutcome::default();
     let batch = workload.batch as u64;
+    let queue = workload.queue_of(usize::from(producer));
     // Open-loop pacing: this producer's share of the rate, one batch per interval.
     let interval = workload
         .rate
@@ -142,7 +143,7 @@ async fn produce<T: Target>(
             .collect();
         let started = Instant::now();
         out.requests += 1;
-        match target.send(&workload.queue, bodies).await {
+        match target.send(&queue, bodies).await {
             Ok(()) => {
                 out.send.record_since(started);
                 out.acked.extend(seq..seq + count);
@@ -170,8 +171,10 @@ async fn consume<T: Target>(
     shared: Arc<Shared>,
     mut finished: watch::Receiver<bool>,
     drain_until: Arc<Mutex<Option<Instant>>>,
+    consumer: usize,
 ) -> ConsumerOutcome {
     let mut out = ConsumerOutcome::default();
+    let queue = workload.queue_of(consumer);
     let mut empty_in_drain = 0u32;
     loop {
         if *finished.borrow() {
@@ -197,7 +200,7 @@ async fn consume<T: Target>(
         let started = Instant::now();
         out.receive_requests += 1;
         let received = tokio::select! {
-            received = target.receive(&workload.queue, workload.batch, workload.visibility_s, wait_s) => received,
+            received = target.receive(&queue, workload.batch, workload.visibility_s, wait_s) => received,
             _ = finished.changed() => {
                 out.cancelled_in_flight = true;
                 break;
@@ -246,7 +249,7 @@ async fn consume<T: Target>(
             let count = handles.len() as u64;
             let started = Instant::now();
             out.delete_requests += 1;
-            match target.delete(&workload.queue, handles).await {
+            match target.delete(&queue, handles).await {
                 Ok(()) => {
                     out.delete.record_since(started);
                     out.deleted += count;
@@ -324,13 +327,14 @@ pub async fn run<T: Target>(target: &T, workload: Workload) -> RunReport {
         })
         .collect();
     let consumers: Vec<_> = (0..workload.consumers)
-        .map(|_| {
+        .map(|c| {
             tokio::spawn(consume(
                 target.clone(),
                 workload.clone(),
                 shared.clone(),
                 finished.clone(),
                 drain_until.clone(),
+                c,
             ))
         })
         .collect();

@@ -10,6 +10,10 @@ use super::body::BODY_HEADER_LEN;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Workload {
     pub queue: String,
+    /// Queues the run spreads over (`<queue>-0` … when more than one): producer and consumer `i` use queue
+    /// `i % queues`, so a cluster that owns queues by partition sees its load spread.
+    #[serde(default = "one_queue")]
+    pub queues: usize,
     pub producers: usize,
     pub consumers: usize,
     /// Messages per send request and the most per receive request (1–10).
@@ -40,12 +44,31 @@ pub struct Workload {
     pub empty_backoff_ms: u64,
 }
 
+fn one_queue() -> usize {
+    1
+}
+
 impl Workload {
+    /// The queue of producer or consumer `worker`.
+    pub fn queue_of(&self, worker: usize) -> String {
+        if self.queues <= 1 {
+            self.queue.clone()
+        } else {
+            format!("{}-{}", self.queue, worker % self.queues)
+        }
+    }
+
+    /// Every queue of the run.
+    pub fn queue_names(&self) -> Vec<String> {
+        (0..self.queues.max(1)).map(|i| self.queue_of(i)).collect()
+    }
+
     /// The baseline every preset varies: one producer and one consumer, unbatched 1 KiB messages for 10 s,
     /// 30 s visibility, 1 s long polls, deletes on, draining for up to 30 s.
     pub fn baseline(queue: impl Into<String>) -> Self {
         Self {
             queue: queue.into(),
+            queues: 1,
             producers: 1,
             consumers: 1,
             batch: 1,
@@ -70,6 +93,16 @@ impl Workload {
         }
         if self.producers == 0 && self.consumers == 0 {
             return Err("need at least one producer or consumer".into());
+        }
+        if self.queues == 0
+            || self.producers % self.queues != 0
+            || self.consumers % self.queues != 0
+        {
+            return Err(format!(
+                "producers ({}) and consumers ({}) must each be a multiple of the queues ({}): every queue gets \
+                 the same share",
+                self.producers, self.consumers, self.queues
+            ));
         }
         if self.producers > 0xffff {
             return Err("at most 65535 producers".into());

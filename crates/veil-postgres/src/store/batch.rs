@@ -1,9 +1,11 @@
 //! A coalesced batch (`plan::Batch`) as multi-row statements: each kind of change is one statement over
 //! arrays (`unnest`), written in the order `plan`'s equivalence rests on, and left out when the batch has
-//! none of it. A group of a few hundred operations is thus ~6 statements instead of a few hundred.
+//! none of it. A group of a few hundred operations is thus ~5 statements instead of a few hundred. Delivery
+//! histories live in the state row (migrations/V3__narrow_state.sql), so they ride on the insert or on the
+//! state update of their message.
 
 use tokio_postgres::Statement;
-use veil_core::StoreError;
+use veil_core::{DeliveryHistory, MessageState, StoreError};
 
 use super::plan::{Batch, MessageWrite};
 use super::sql::{big, encode, encode_opt, p, payload_rest, BatchStatements, Params};
@@ -16,37 +18,35 @@ pub mod sql {
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[]) \
          ON CONFLICT (queue, key) DO UPDATE SET \
          sent_at = EXCLUDED.sent_at, message_id = EXCLUDED.message_id, seq = EXCLUDED.seq";
-    /// A message's state, body and history, gone together.
+    /// A message's state (with its history) and body, gone together.
     pub const DELETE_MESSAGES: &str =
         "WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS d(queue, seq)), \
-         s AS (DELETE FROM veil_state m USING d WHERE m.queue = d.queue AND m.seq = d.seq), \
-         h AS (DELETE FROM veil_history m USING d WHERE m.queue = d.queue AND m.seq = d.seq) \
+         s AS (DELETE FROM veil_state m USING d WHERE m.queue = d.queue AND m.seq = d.seq) \
          DELETE FROM veil_body m USING d WHERE m.queue = d.queue AND m.seq = d.seq";
-    /// New messages (or messages replaced whole): their states and their bodies in one statement.
+    /// New messages (or messages replaced whole): their states and their bodies in one statement. A message
+    /// replaced whole keeps its history unless the batch writes one.
     pub const INSERT_MESSAGES: &str = "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], \
          $3::bytea[], $4::bytea[], $5::text[], $6::bytea[], $7::bigint[], $8::bytea[], $9::bytea[], $10::bytea[], \
-         $11::bytea[]) AS r(queue, seq, state, redrive, fifo_group, message_id, sent_at, moved_from, attrs, \
-         body_md5, body)), \
-         s AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group) \
-         SELECT queue, seq, state, redrive, fifo_group FROM r ON CONFLICT (queue, seq) DO UPDATE SET \
-         state = EXCLUDED.state, redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group) \
+         $11::bytea[], $12::bytea[]) AS r(queue, seq, state, redrive, fifo_group, message_id, sent_at, moved_from, \
+         attrs, body_md5, body, history)), \
+         s AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group, history) \
+         SELECT queue, seq, state, redrive, fifo_group, history FROM r ON CONFLICT (queue, seq) DO UPDATE SET \
+         state = EXCLUDED.state, redrive = EXCLUDED.redrive, fifo_group = EXCLUDED.fifo_group, \
+         history = coalesce(EXCLUDED.history, veil_state.history)) \
          INSERT INTO veil_body (queue, seq, message_id, sent_at, moved_from, attrs, body_md5, body) \
          SELECT queue, seq, message_id, sent_at, moved_from, attrs, body_md5, body FROM r \
          ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, \
          sent_at = EXCLUDED.sent_at, moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, \
          body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
-    pub const PUT_STATES: &str = "UPDATE veil_state m SET state = u.state \
-         FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(queue, seq, state) \
+    /// States and delivery histories of messages the batch did not insert (NULL: unchanged); a message that
+    /// is gone gets neither (as in veil-store, only a stored message has a history).
+    pub const PUT_STATES: &str = "UPDATE veil_state m SET state = coalesce(u.state, m.state), \
+         history = coalesce(u.history, m.history) \
+         FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bytea[]) AS u(queue, seq, state, history) \
          WHERE m.queue = u.queue AND m.seq = u.seq";
     pub const PUT_BODIES: &str = "UPDATE veil_body m SET body = u.body, body_md5 = u.body_md5 \
          FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bytea[]) AS u(queue, seq, body, body_md5) \
          WHERE m.queue = u.queue AND m.seq = u.seq";
-    /// Only a stored message has a history (as in veil-store): a move whose payload was gone leaves none.
-    pub const PUT_HISTORIES: &str = "INSERT INTO veil_history (queue, seq, history) \
-         SELECT u.queue, u.seq, u.history FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) \
-         AS u(queue, seq, history) \
-         WHERE EXISTS (SELECT 1 FROM veil_state m WHERE m.queue = u.queue AND m.seq = u.seq) \
-         ON CONFLICT (queue, seq) DO UPDATE SET history = EXCLUDED.history";
     pub const PUT_COUNTERS: &str = "UPDATE veil_queue q SET sends = u.sends, deliveries = u.deliveries, \
          redeliveries = u.redeliveries, deletes = u.deletes, expiries = u.expiries, \
          dead_letter_moves = u.dead_letter_moves, dead_letter_drops = u.dead_letter_drops \
@@ -66,7 +66,6 @@ pub fn statements(
     let mut out = Vec::new();
     dedups(prepared, &batch, &mut out);
     messages(prepared, &batch, &mut out)?;
-    histories(prepared, &batch, &mut out)?;
     counters(prepared, &batch, &mut out);
     Ok(out)
 }
@@ -109,7 +108,8 @@ fn dedups(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement, P
     }
 }
 
-/// Deletes, then inserts, then updates of states and bodies.
+/// Deletes, then inserts, then updates of states (with histories) and of bodies. A history goes with its
+/// message's insert, or with its state's update (the history alone when the state is unchanged).
 fn messages(
     prepared: &BatchStatements,
     batch: &Batch,
@@ -117,22 +117,21 @@ fn messages(
 ) -> Result<(), StoreError> {
     let mut deleted: (Column<i64>, Column<i64>) = Default::default();
     let mut inserted = Inserts::default();
-    let mut states: (Column<i64>, Column<i64>, Column<Vec<u8>>) = Default::default();
+    let mut updated = Updates::default();
     let mut bodies: (Column<i64>, Column<i64>, Column<Vec<u8>>, Column<Vec<u8>>) =
         Default::default();
-    for (&(queue, seq), write) in &batch.messages {
-        let (queue, seq) = (big(queue), big(seq));
+    for (key, write) in &batch.messages {
+        let (queue, seq) = (big(key.0), big(key.1));
+        let history = batch.histories.get(key);
         match write {
             MessageWrite::Delete => {
                 deleted.0.push(queue);
                 deleted.1.push(seq);
             }
-            MessageWrite::Insert(message) => inserted.push(queue, seq, message)?,
+            MessageWrite::Insert(message) => inserted.push(queue, seq, message, history)?,
             MessageWrite::Update { state, body } => {
-                if let Some(state) = state {
-                    states.0.push(queue);
-                    states.1.push(seq);
-                    states.2.push(encode(state)?);
+                if state.is_some() || history.is_some() {
+                    updated.push(queue, seq, state.as_ref(), history)?;
                 }
                 if let Some((body, md5)) = body {
                     bodies.0.push(queue);
@@ -141,6 +140,11 @@ fn messages(
                     bodies.3.push(md5.to_vec());
                 }
             }
+        }
+    }
+    for (key, history) in &batch.histories {
+        if !batch.messages.contains_key(key) {
+            updated.push(big(key.0), big(key.1), None, Some(history))?;
         }
     }
     if !deleted.0.is_empty() {
@@ -152,10 +156,15 @@ fn messages(
     if !inserted.queue.is_empty() {
         out.push((prepared.insert_messages.clone(), inserted.params()));
     }
-    if !states.0.is_empty() {
+    if !updated.queue.is_empty() {
         out.push((
             prepared.put_states.clone(),
-            vec![p(states.0), p(states.1), p(states.2)],
+            vec![
+                p(updated.queue),
+                p(updated.seq),
+                p(updated.state),
+                p(updated.history),
+            ],
         ));
     }
     if !bodies.0.is_empty() {
@@ -165,6 +174,31 @@ fn messages(
         ));
     }
     Ok(())
+}
+
+/// The columns of [`sql::PUT_STATES`].
+#[derive(Default)]
+struct Updates {
+    queue: Column<i64>,
+    seq: Column<i64>,
+    state: Column<Option<Vec<u8>>>,
+    history: Column<Option<Vec<u8>>>,
+}
+
+impl Updates {
+    fn push(
+        &mut self,
+        queue: i64,
+        seq: i64,
+        state: Option<&MessageState>,
+        history: Option<&DeliveryHistory>,
+    ) -> Result<(), StoreError> {
+        self.queue.push(queue);
+        self.seq.push(seq);
+        self.state.push(state.map(encode).transpose()?);
+        self.history.push(history.map(encode).transpose()?);
+        Ok(())
+    }
 }
 
 /// The columns of [`sql::INSERT_MESSAGES`].
@@ -181,6 +215,7 @@ struct Inserts {
     attrs: Column<Vec<u8>>,
     body_md5: Column<Vec<u8>>,
     body: Column<Vec<u8>>,
+    history: Column<Option<Vec<u8>>>,
 }
 
 impl Inserts {
@@ -189,6 +224,7 @@ impl Inserts {
         queue: i64,
         seq: i64,
         message: &super::plan::NewMessage,
+        history: Option<&DeliveryHistory>,
     ) -> Result<(), StoreError> {
         let payload = &message.payload;
         self.queue.push(queue);
@@ -202,6 +238,7 @@ impl Inserts {
         self.attrs.push(payload_rest(payload)?);
         self.body_md5.push(payload.body_md5.to_vec());
         self.body.push(payload.body.to_vec());
+        self.history.push(history.map(encode).transpose()?);
         Ok(())
     }
 
@@ -218,29 +255,9 @@ impl Inserts {
             p(self.attrs),
             p(self.body_md5),
             p(self.body),
+            p(self.history),
         ]
     }
-}
-
-fn histories(
-    prepared: &BatchStatements,
-    batch: &Batch,
-    out: &mut Vec<(Statement, Params)>,
-) -> Result<(), StoreError> {
-    if batch.histories.is_empty() {
-        return Ok(());
-    }
-    let mut columns: (Column<i64>, Column<i64>, Column<Vec<u8>>) = Default::default();
-    for (&(queue, seq), history) in &batch.histories {
-        columns.0.push(big(queue));
-        columns.1.push(big(seq));
-        columns.2.push(encode(history)?);
-    }
-    out.push((
-        prepared.put_histories.clone(),
-        vec![p(columns.0), p(columns.1), p(columns.2)],
-    ));
-    Ok(())
 }
 
 fn counters(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement, Params)>) {

@@ -3,7 +3,7 @@
 //! The group's operations are read in order into a [`Batch`] that keeps, per key, only the net effect of what
 //! it absorbed (a state written after a message's insert is folded into the insert; a delete drops what the
 //! batch had pending for that message; the last counters of a queue win). A batch is written as at most one
-//! multi-row statement per kind of change (`sql::batch_statements`), in a fixed order — deduplication ids,
+//! multi-row statement per kind of change (`batch::statements`), in a fixed order — deduplication ids,
 //! message deletes, inserts, state updates, body updates, delivery histories, counters — that gives the same
 //! tables as applying its operations one by one, because after coalescing no key has two kinds of change in
 //! one batch that this order could reverse.

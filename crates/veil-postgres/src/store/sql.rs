@@ -55,16 +55,16 @@ struct PayloadRest {
 
 const PUT_QUEUE: &str = "INSERT INTO veil_queue (id, namespace, name, record) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name, record = EXCLUDED.record";
-/// The queue, its messages (state, body, history) and its deduplication ids.
+/// The queue, its messages (state with history, body) and its deduplication ids.
 const DELETE_QUEUE: &str = "WITH q AS (DELETE FROM veil_queue WHERE id = $1), \
-     d AS (DELETE FROM veil_dedup WHERE queue = $1), s AS (DELETE FROM veil_state WHERE queue = $1), \
-     h AS (DELETE FROM veil_history WHERE queue = $1) DELETE FROM veil_body WHERE queue = $1";
-const PURGE_QUEUE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1), \
-     h AS (DELETE FROM veil_history WHERE queue = $1) DELETE FROM veil_body WHERE queue = $1";
+     d AS (DELETE FROM veil_dedup WHERE queue = $1), s AS (DELETE FROM veil_state WHERE queue = $1) \
+     DELETE FROM veil_body WHERE queue = $1";
+const PURGE_QUEUE: &str =
+    "WITH s AS (DELETE FROM veil_state WHERE queue = $1) DELETE FROM veil_body WHERE queue = $1";
 /// Deletes the message (and its history) and inserts it at its new place with its new state, rule, group and
-/// origin, all in the database: the body is never read back. A message already gone moves nothing.
+/// origin and no history (the engine writes the moved message's anew), all in the database: the body is never
+/// read back. A message already gone moves nothing.
 const MOVE_MESSAGE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 AND seq = $2), \
-     h AS (DELETE FROM veil_history WHERE queue = $1 AND seq = $2), \
      gone AS (DELETE FROM veil_body WHERE queue = $1 AND seq = $2 \
      RETURNING message_id, sent_at, attrs, body_md5, body), \
      moved AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group) \
@@ -90,8 +90,7 @@ pub const FENCED_SQLSTATE: &str = "VL001";
 pub const READ_PAYLOADS: &str =
     "SELECT seq, message_id, sent_at, moved_from, attrs, body_md5, body \
      FROM veil_body WHERE queue = $1 AND seq = ANY($2)";
-pub const COUNTS: &str =
-    "SELECT (SELECT count(*) FROM veil_state), (SELECT count(*) FROM veil_history)";
+pub const COUNTS: &str = "SELECT count(*), count(history) FROM veil_state";
 
 /// The writer connection's prepared statements: one per operation written alone, one per kind of change of
 /// a batch (`super::batch`).
@@ -115,7 +114,6 @@ pub struct BatchStatements {
     pub insert_messages: Statement,
     pub put_states: Statement,
     pub put_bodies: Statement,
-    pub put_histories: Statement,
     pub put_counters: Statement,
 }
 
@@ -139,7 +137,6 @@ impl Prepared {
                 b::INSERT_MESSAGES,
                 b::PUT_STATES,
                 b::PUT_BODIES,
-                b::PUT_HISTORIES,
                 b::PUT_COUNTERS,
             ]
             .map(|sql| client.prepare(sql)),
@@ -167,7 +164,6 @@ impl Prepared {
                 insert_messages: next()?,
                 put_states: next()?,
                 put_bodies: next()?,
-                put_histories: next()?,
                 put_counters: next()?,
             },
         })
@@ -409,7 +405,7 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
     let mut histories = Vec::new();
     for row in txn
         .query(
-            "SELECT queue, seq, history FROM veil_history ORDER BY queue, seq",
+            "SELECT queue, seq, history FROM veil_state WHERE history IS NOT NULL ORDER BY queue, seq",
             &[],
         )
         .await
