@@ -18,6 +18,7 @@
 #   cluster: config=<name> nodes=<N> queues=<K> msg_per_s=<X> lost=<L> duplicated=<D> pg_statements_per_msg=<S> pg_cpu_us_per_msg=<C>
 #
 # Usage: bench/cluster.sh   (RUNS=3 DURATION=10 QUEUES=12 CLIENTS=12; ONLY="embedded pg1 pg2 pg3 skiplocked")
+#        VEIL_BASELINE=/path/to/other/veil ONLY="pg1 pg1base skiplocked" bench/cluster.sh   (an A/B of the store)
 # Needs: target/release/veil and target/release/veil-bench (cargo build --release --bin veil --bin veil-bench),
 # PostgreSQL 15 in /usr/lib/postgresql/15/bin, python3, curl, root (for runuser). Results: bench/results/cluster-*.
 set -euo pipefail
@@ -209,6 +210,20 @@ for round in $(seq "$RUNS"); do
     fi
     psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
   done
+  # An A/B of the store: the same 1-node run with another veil binary (VEIL_BASELINE), in the same rounds.
+  if [ -n "${VEIL_BASELINE:-}" ] && wanted pg1base; then
+    echo "-- round $round/$RUNS · baseline veil ($VEIL_BASELINE) on PostgreSQL, 1 node"
+    schema="bench_r${round}_base_$STAMP"
+    VEIL_SAVED=$VEIL; VEIL=$VEIL_BASELINE
+    start_node "pg1base-node1" --store "$PGURL" --node-id "b1" --pg-schema "$schema" --lease-ttl-ms 2000
+    VEIL=$VEIL_SAVED
+    if wait_serving "$LAST_PORT"; then
+      measure "$round" pg1base "baseline veil, PostgreSQL, 1 node" 1 veil "http://127.0.0.1:$LAST_PORT"
+    else
+      stop_nodes
+    fi
+    psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
+  fi
   if wanted skiplocked; then
     echo "-- round $round/$RUNS · pg-skip-locked"
     measure "$round" skiplocked "pg-skip-locked (SQL queue, no Veil)" 0 pg-skip-locked "$PGURL"
@@ -221,7 +236,7 @@ python3 - "$RESULTS" "$RUNS" "$DURATION" "$CLIENTS" "$QUEUES" >"$OUT/cluster-$ST
 import json, statistics, sys
 path, runs, duration, clients, queues = sys.argv[1:]
 rows = [json.loads(line) for line in open(path)]
-order = ["embedded", "pg1", "pg2", "pg3", "skiplocked"]
+order = ["embedded", "pg1", "pg2", "pg3", "pg1base", "skiplocked"]
 cols = [("msgs_per_s", "msg/s", 0), ("e2e_p50_us", "e2e p50 ms", -3), ("veil_cpu_us_per_msg", "Veil CPU µs/msg", 1),
         ("pg_cpu_us_per_msg", "PostgreSQL CPU µs/msg", 1), ("wal_syncs_per_msg", "WAL fsyncs/msg", 3),
         ("wal_bytes_per_msg", "WAL bytes/msg", 0), ("xacts_per_msg", "xacts/msg", 3),
@@ -262,11 +277,12 @@ python3 - "$RESULTS" "$QUEUES" <<'EOF'
 import json, statistics, sys
 path, queues = sys.argv[1:]
 rows = [json.loads(line) for line in open(path)]
-names = {"embedded": "embedded", "pg1": "pg", "pg2": "pg", "pg3": "pg", "skiplocked": "skiplocked"}
+names = {"embedded": "embedded", "pg1": "pg", "pg2": "pg", "pg3": "pg", "pg1base": "pg-baseline",
+         "skiplocked": "skiplocked"}
 def median(rs, key):
     vs = [r[key] for r in rs if r.get(key) is not None]
     return statistics.median(vs) if vs else float("nan")
-for config in ["embedded", "pg1", "pg2", "pg3", "skiplocked"]:
+for config in ["embedded", "pg1", "pg2", "pg3", "pg1base", "skiplocked"]:
     rs = [r for r in rows if r["config"] == config]
     if not rs:
         continue
