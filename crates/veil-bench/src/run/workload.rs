@@ -95,8 +95,8 @@ impl Workload {
             return Err("need at least one producer or consumer".into());
         }
         if self.queues == 0
-            || self.producers % self.queues != 0
-            || self.consumers % self.queues != 0
+            || !self.producers.is_multiple_of(self.queues)
+            || !self.consumers.is_multiple_of(self.queues)
         {
             return Err(format!(
                 "producers ({}) and consumers ({}) must each be a multiple of the queues ({}): every queue gets \
@@ -140,9 +140,29 @@ mod tests {
         .is_err());
         assert!(Workload {
             duration_s: None,
-            ..base
+            ..base.clone()
         }
         .checked()
         .is_err());
+    }
+
+    #[test]
+    fn a_run_over_several_queues_gives_each_the_same_share_of_workers() {
+        let spread = Workload {
+            queues: 3,
+            producers: 6,
+            consumers: 3,
+            ..Workload::baseline("q")
+        };
+        assert_eq!(spread.queue_names(), ["q-0", "q-1", "q-2"]);
+        assert_eq!(spread.queue_of(4), "q-1");
+        assert!(spread.clone().checked().is_ok());
+        assert!(Workload {
+            producers: 4,
+            ..spread
+        }
+        .checked()
+        .is_err());
+        assert_eq!(Workload::baseline("q").queue_of(7), "q");
     }
 }

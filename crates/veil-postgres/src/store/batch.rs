@@ -72,13 +72,7 @@ pub fn statements(
 
 fn dedups(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement, Params)>) {
     let (mut gone_queues, mut gone_keys): (Column<i64>, Column<String>) = Default::default();
-    let (mut queues, mut keys, mut sent, mut ids, mut seqs): (
-        Column<i64>,
-        Column<String>,
-        Column<i64>,
-        Column<Vec<u8>>,
-        Column<i64>,
-    ) = Default::default();
+    let mut put = DedupPuts::default();
     for ((queue, key), entry) in &batch.dedup {
         match entry {
             None => {
@@ -86,11 +80,11 @@ fn dedups(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement, P
                 gone_keys.push(key.clone());
             }
             Some(entry) => {
-                queues.push(big(*queue));
-                keys.push(key.clone());
-                sent.push(big(entry.sent_at));
-                ids.push(entry.message_id.to_vec());
-                seqs.push(big(entry.seq));
+                put.queue.push(big(*queue));
+                put.key.push(key.clone());
+                put.sent_at.push(big(entry.sent_at));
+                put.message_id.push(entry.message_id.to_vec());
+                put.seq.push(big(entry.seq));
             }
         }
     }
@@ -100,12 +94,35 @@ fn dedups(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement, P
             vec![p(gone_queues), p(gone_keys)],
         ));
     }
-    if !queues.is_empty() {
-        out.push((
-            prepared.put_dedups.clone(),
-            vec![p(queues), p(keys), p(sent), p(ids), p(seqs)],
-        ));
+    if !put.queue.is_empty() {
+        let params = vec![
+            p(put.queue),
+            p(put.key),
+            p(put.sent_at),
+            p(put.message_id),
+            p(put.seq),
+        ];
+        out.push((prepared.put_dedups.clone(), params));
     }
+}
+
+/// The columns of [`sql::PUT_DEDUPS`].
+#[derive(Default)]
+struct DedupPuts {
+    queue: Column<i64>,
+    key: Column<String>,
+    sent_at: Column<i64>,
+    message_id: Column<Vec<u8>>,
+    seq: Column<i64>,
+}
+
+/// The columns of [`sql::PUT_BODIES`].
+#[derive(Default)]
+struct Bodies {
+    queue: Column<i64>,
+    seq: Column<i64>,
+    body: Column<Vec<u8>>,
+    body_md5: Column<Vec<u8>>,
 }
 
 /// Deletes, then inserts, then updates of states (with histories) and of bodies. A history goes with its
@@ -118,8 +135,7 @@ fn messages(
     let mut deleted: (Column<i64>, Column<i64>) = Default::default();
     let mut inserted = Inserts::default();
     let mut updated = Updates::default();
-    let mut bodies: (Column<i64>, Column<i64>, Column<Vec<u8>>, Column<Vec<u8>>) =
-        Default::default();
+    let mut bodies = Bodies::default();
     for (key, write) in &batch.messages {
         let (queue, seq) = (big(key.0), big(key.1));
         let history = batch.histories.get(key);
@@ -134,10 +150,10 @@ fn messages(
                     updated.push(queue, seq, state.as_ref(), history)?;
                 }
                 if let Some((body, md5)) = body {
-                    bodies.0.push(queue);
-                    bodies.1.push(seq);
-                    bodies.2.push(body.to_vec());
-                    bodies.3.push(md5.to_vec());
+                    bodies.queue.push(queue);
+                    bodies.seq.push(seq);
+                    bodies.body.push(body.to_vec());
+                    bodies.body_md5.push(md5.to_vec());
                 }
             }
         }
@@ -167,11 +183,14 @@ fn messages(
             ],
         ));
     }
-    if !bodies.0.is_empty() {
-        out.push((
-            prepared.put_bodies.clone(),
-            vec![p(bodies.0), p(bodies.1), p(bodies.2), p(bodies.3)],
-        ));
+    if !bodies.queue.is_empty() {
+        let params = vec![
+            p(bodies.queue),
+            p(bodies.seq),
+            p(bodies.body),
+            p(bodies.body_md5),
+        ];
+        out.push((prepared.put_bodies.clone(), params));
     }
     Ok(())
 }

@@ -335,7 +335,7 @@ impl Writer {
                 plan::Step::Batch(batch) => {
                     statements.extend(batch::statements(&self.prepared.batch, batch)?)
                 }
-                plan::Step::One(op) => statements.push(sql::statement(&self.prepared, op)?),
+                plan::Step::One(op) => statements.push(sql::statement(&self.prepared, *op)?),
             }
         }
         let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements

@@ -60,8 +60,9 @@ pub struct Batch {
 #[derive(Debug, PartialEq)]
 pub enum Step {
     Batch(Batch),
-    /// An operation written by itself, after the steps before it.
-    One(StoreOp),
+    /// An operation written by itself, after the steps before it (boxed: rare, and much larger than a step
+    /// of the batch kind's handle).
+    One(Box<StoreOp>),
 }
 
 /// The steps that apply `ops`, in their order, with as few statements as coalescing allows.
@@ -69,15 +70,14 @@ pub fn plan(ops: Vec<StoreOp>) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut batch = Batch::default();
     for op in ops {
-        let op = match batch.absorb(op) {
-            Ok(()) => continue,
-            Err(op) => op,
+        let Err(op) = batch.absorb(op) else {
+            continue;
         };
         if !batch.is_empty() {
             steps.push(Step::Batch(std::mem::take(&mut batch)));
         }
         // A fresh batch absorbs every operation a batch can hold; the rest are written alone.
-        if let Err(op) = batch.absorb(op) {
+        if let Err(op) = batch.absorb(*op) {
             steps.push(Step::One(op));
         }
     }
@@ -96,7 +96,7 @@ impl Batch {
     }
 
     /// Takes `op` into the batch, or hands it back when the batch cannot hold it (see the module's text).
-    fn absorb(&mut self, op: StoreOp) -> Result<(), StoreOp> {
+    fn absorb(&mut self, op: StoreOp) -> Result<(), Box<StoreOp>> {
         match op {
             StoreOp::PutMessage {
                 queue,
@@ -115,14 +115,14 @@ impl Batch {
                 let history_before = self.histories.contains_key(&key)
                     && !matches!(pending, Some(MessageWrite::Insert(_)));
                 if deleted || history_before {
-                    return Err(StoreOp::PutMessage {
+                    return Err(Box::new(StoreOp::PutMessage {
                         queue,
                         seq,
                         payload,
                         state,
                         redrive,
                         fifo_group,
-                    });
+                    }));
                 }
                 let message = NewMessage {
                     payload,
@@ -163,7 +163,7 @@ impl Batch {
             StoreOp::PutCounters { queue, counters } => {
                 self.counters.insert(queue, counters);
             }
-            other => return Err(other),
+            other => return Err(Box::new(other)),
         }
         Ok(())
     }
