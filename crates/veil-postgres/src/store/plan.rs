@@ -97,6 +97,11 @@ impl Batch {
 
     /// Takes `op` into the batch, or hands it back when the batch cannot hold it (see the module's text).
     fn absorb(&mut self, op: StoreOp) -> Result<(), Box<StoreOp>> {
+        if let StoreOp::PutMessage { queue, seq, .. } = &op {
+            if self.insert_must_wait((*queue, *seq)) {
+                return Err(Box::new(op));
+            }
+        }
         match op {
             StoreOp::PutMessage {
                 queue,
@@ -106,24 +111,6 @@ impl Batch {
                 redrive,
                 fifo_group,
             } => {
-                let key = (queue, seq);
-                let pending = self.messages.get(&key);
-                // After a delete, or after a history written when the message may not have existed (one by
-                // one it would not be written; in the batch it would land on the insert), the insert waits
-                // for the next batch.
-                let deleted = pending == Some(&MessageWrite::Delete);
-                let history_before = self.histories.contains_key(&key)
-                    && !matches!(pending, Some(MessageWrite::Insert(_)));
-                if deleted || history_before {
-                    return Err(Box::new(StoreOp::PutMessage {
-                        queue,
-                        seq,
-                        payload,
-                        state,
-                        redrive,
-                        fifo_group,
-                    }));
-                }
                 let message = NewMessage {
                     payload,
                     state,
@@ -131,7 +118,7 @@ impl Batch {
                     fifo_group,
                 };
                 self.messages
-                    .insert(key, MessageWrite::Insert(Box::new(message)));
+                    .insert((queue, seq), MessageWrite::Insert(Box::new(message)));
             }
             StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), state),
             StoreOp::ReplaceBody {
@@ -166,6 +153,17 @@ impl Batch {
             other => return Err(Box::new(other)),
         }
         Ok(())
+    }
+
+    /// An insert after a delete of the same message, or after a history written when the message may not
+    /// have existed (one by one that history would not be written; in the batch it would land on the
+    /// insert), waits for the next batch.
+    fn insert_must_wait(&self, key: Key) -> bool {
+        let pending = self.messages.get(&key);
+        let deleted = pending == Some(&MessageWrite::Delete);
+        let history_before =
+            self.histories.contains_key(&key) && !matches!(pending, Some(MessageWrite::Insert(_)));
+        deleted || history_before
     }
 
     fn put_state(&mut self, key: Key, new: MessageState) {

@@ -162,6 +162,17 @@ fn payload(n: u32) -> Payload {
     }
 }
 
+fn insert(queue: QueueId, seq: Seq) -> StoreOp {
+    StoreOp::PutMessage {
+        queue,
+        seq,
+        payload: payload(1),
+        state: state(1),
+        redrive: None,
+        fifo_group: None,
+    }
+}
+
 /// An operation of the kinds a group commit holds, on 2 queues × 3 messages and 2 deduplication keys.
 fn op() -> impl Strategy<Value = StoreOp> {
     (0u8..10, 0u64..2, 0u64..3, 0u32..1_000).prop_map(|(kind, queue, seq, n)| match kind {
@@ -250,14 +261,7 @@ proptest! {
 #[test]
 fn a_receive_then_delete_of_a_message_sent_in_the_same_group_writes_one_delete() {
     let steps = plan(vec![
-        StoreOp::PutMessage {
-            queue: 1,
-            seq: 7,
-            payload: payload(1),
-            state: state(1),
-            redrive: None,
-            fifo_group: None,
-        },
+        insert(1, 7),
         StoreOp::PutState {
             queue: 1,
             seq: 7,
@@ -279,14 +283,7 @@ fn a_receive_then_delete_of_a_message_sent_in_the_same_group_writes_one_delete()
 #[test]
 fn a_state_written_after_an_insert_in_one_group_is_folded_into_the_insert() {
     let steps = plan(vec![
-        StoreOp::PutMessage {
-            queue: 1,
-            seq: 7,
-            payload: payload(1),
-            state: state(1),
-            redrive: None,
-            fifo_group: None,
-        },
+        insert(1, 7),
         StoreOp::PutState {
             queue: 1,
             seq: 7,
