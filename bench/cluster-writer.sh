@@ -15,6 +15,7 @@ snap() { for c in $(ps -o pid= --ppid $PM); do echo "$c $(sed 's/.*) //' /proc/$
 snap > $T/a
 target/release/veil-bench run --target veil --endpoint http://127.0.0.1:9480 --producers 4 --consumers 4 --batch 10 --body-size 1024 --duration 10 --wait 1 2>&1 | grep throughput
 snap > $T/b
-join $T/a $T/b | awk '{print $3-$2, $1}' | sort -rn | head -8 | while read d p; do echo "$d ticks $(tr '\0' ' ' </proc/$p/cmdline)"; done
+# Processes started during the run (the store's reader connections open on first use) count from zero.
+join -a 2 -e 0 -o '0,1.2,2.2' $T/a $T/b | awk '{print $3-$2, $1}' | sort -rn | head -8 | while read d p; do echo "$d ticks $(tr '\0' ' ' </proc/$p/cmdline)"; done
 kill $V; wait $V || true
 scripts/pg-test-server stop $T/pg; rm -rf $T
