@@ -32,6 +32,33 @@ pub struct NewMessage {
     pub fifo_group: Option<String>,
 }
 
+impl NewMessage {
+    /// A `PutMessage`'s key and message; any other operation back as it was. Handed back by value: boxing
+    /// it would allocate for every other operation of every group.
+    #[allow(clippy::result_large_err)]
+    pub fn from_put(op: StoreOp) -> Result<(Key, Self), StoreOp> {
+        match op {
+            StoreOp::PutMessage {
+                queue,
+                seq,
+                payload,
+                state,
+                redrive,
+                fifo_group,
+            } => Ok((
+                (queue, seq),
+                Self {
+                    payload,
+                    state,
+                    redrive,
+                    fifo_group,
+                },
+            )),
+            other => Err(other),
+        }
+    }
+}
+
 /// What the batch does to one message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MessageWrite {
@@ -102,24 +129,15 @@ impl Batch {
                 return Err(Box::new(op));
             }
         }
-        match op {
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                state,
-                redrive,
-                fifo_group,
-            } => {
-                let message = NewMessage {
-                    payload,
-                    state,
-                    redrive,
-                    fifo_group,
-                };
+        let op = match NewMessage::from_put(op) {
+            Ok((key, message)) => {
                 self.messages
-                    .insert((queue, seq), MessageWrite::Insert(Box::new(message)));
+                    .insert(key, MessageWrite::Insert(Box::new(message)));
+                return Ok(());
             }
+            Err(other) => other,
+        };
+        match op {
             StoreOp::PutState { queue, seq, state } => self.put_state((queue, seq), state),
             StoreOp::ReplaceBody {
                 queue,

@@ -21,23 +21,14 @@ struct Tables {
 
 impl Tables {
     fn apply(&mut self, op: StoreOp) {
-        match op {
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                state,
-                redrive,
-                fifo_group,
-            } => {
-                let message = NewMessage {
-                    payload,
-                    state,
-                    redrive,
-                    fifo_group,
-                };
-                self.messages.insert((queue, seq), message);
+        let op = match NewMessage::from_put(op) {
+            Ok((key, message)) => {
+                self.messages.insert(key, message);
+                return;
             }
+            Err(other) => other,
+        };
+        match op {
             StoreOp::PutState { queue, seq, state } => {
                 if let Some(message) = self.messages.get_mut(&(queue, seq)) {
                     message.state = state;
