@@ -48,12 +48,20 @@ def veil_bin() -> str:
 DEFAULT_PORTS = (9324, 10001, 50000)
 
 
+# Every port handed out in this test session. The kernel may hand the same ephemeral port to two binds in a
+# row once the first socket is closed, so one server could be given one port for two listeners (CI saw
+# `--sqs-listen` and `--kubemq-listen` both on 57707, and the server refused to start).
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
+    """A port free now that this session has not handed out before (nor one of `veil serve`'s defaults)."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port not in DEFAULT_PORTS:
+        if port not in DEFAULT_PORTS and port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
 
 
