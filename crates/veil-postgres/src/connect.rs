@@ -12,8 +12,11 @@ use veil_core::StoreError;
 pub struct PgOptions {
     /// libpq connection string or URL.
     pub url: String,
-    /// Connections the store reads payloads over, beside its one writer connection.
+    /// Connections the store reads payloads over, beside its writer connections.
     pub pool_size: usize,
+    /// Writer connections, each committing the groups of its share of the queues (store/lanes.rs): several
+    /// let the database work on several transactions at once.
+    pub writers: usize,
     /// How long a connection attempt may take before the database counts as down.
     pub connect_timeout: Duration,
     /// PostgreSQL's `statement_timeout`, set on every connection; also bounds, client-side, how long any one
@@ -30,6 +33,8 @@ pub struct PgOptions {
 }
 
 pub const POOL_SIZE_DEFAULT: usize = 4;
+/// Measured in docs/benchmarks.md ("Writer lanes").
+pub const WRITERS_DEFAULT: usize = 4;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 pub const STATEMENT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const SCHEMA_DEFAULT: &str = "veil";
@@ -42,6 +47,7 @@ impl PgOptions {
         Self {
             url: url.into(),
             pool_size: POOL_SIZE_DEFAULT,
+            writers: WRITERS_DEFAULT,
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
             statement_timeout: Duration::from_millis(STATEMENT_TIMEOUT_MS_DEFAULT),
             schema: SCHEMA_DEFAULT.to_owned(),

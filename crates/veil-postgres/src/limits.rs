@@ -23,3 +23,7 @@ pub const MIGRATION_TIMEOUT_MS: u64 = 60_000;
 /// The most read connections `pool_size` may ask for: each is one of the database's `max_connections`, held
 /// by every node that leads.
 pub const POOL_SIZE_MAX: usize = 64;
+
+/// The most writer connections `writers` may ask for: each is one of the database's `max_connections` and one
+/// more transaction a barrier (store/lanes.rs) waits for.
+pub const WRITERS_MAX: usize = 16;

@@ -9,8 +9,9 @@ use serde::Deserialize;
 
 use crate::connect::{
     CONNECT_TIMEOUT_MS_DEFAULT, POOL_SIZE_DEFAULT, SCHEMA_DEFAULT, STATEMENT_TIMEOUT_MS_DEFAULT,
+    WRITERS_DEFAULT,
 };
-use crate::limits::POOL_SIZE_MAX;
+use crate::limits::{POOL_SIZE_MAX, WRITERS_MAX};
 use crate::PgOptions;
 
 /// How often a node retries the database after a failure, and polls the lease as a follower.
@@ -24,6 +25,7 @@ pub struct PostgresSettings {
     #[serde(skip)]
     pub url: String,
     pub pool_size: usize,
+    pub writers: usize,
     pub connect_timeout_ms: u64,
     pub statement_timeout_ms: u64,
     pub schema: String,
@@ -35,6 +37,7 @@ impl Default for PostgresSettings {
         Self {
             url: String::new(),
             pool_size: POOL_SIZE_DEFAULT,
+            writers: WRITERS_DEFAULT,
             connect_timeout_ms: CONNECT_TIMEOUT_MS_DEFAULT,
             statement_timeout_ms: STATEMENT_TIMEOUT_MS_DEFAULT,
             schema: SCHEMA_DEFAULT.to_owned(),
@@ -48,16 +51,21 @@ impl Default for PostgresSettings {
 pub enum SettingsError {
     #[error("pg pool size must be 1 to {POOL_SIZE_MAX}")]
     PoolSize,
+    #[error("pg writers must be 1 to {WRITERS_MAX}")]
+    Writers,
     #[error("pg timeouts and the retry interval must be positive")]
     ZeroTimeout,
 }
 
 impl PostgresSettings {
-    /// Refuses a pool outside 1 ..= [`POOL_SIZE_MAX`] and a zero timeout or retry interval. (An empty schema is
+    /// Refuses a pool outside 1 ..= [`POOL_SIZE_MAX`], writers outside 1 ..= [`WRITERS_MAX`] and a zero timeout or retry interval. (An empty schema is
     /// refused by `veil serve` together with the cluster's empty names, in one message.)
     pub fn validate(&self) -> Result<(), SettingsError> {
         if self.pool_size == 0 || self.pool_size > POOL_SIZE_MAX {
             return Err(SettingsError::PoolSize);
+        }
+        if self.writers == 0 || self.writers > WRITERS_MAX {
+            return Err(SettingsError::Writers);
         }
         if self.connect_timeout_ms == 0
             || self.statement_timeout_ms == 0
@@ -72,6 +80,7 @@ impl PostgresSettings {
         PgOptions {
             url: self.url.clone(),
             pool_size: self.pool_size,
+            writers: self.writers,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             statement_timeout: Duration::from_millis(self.statement_timeout_ms),
             schema: self.schema.clone(),
@@ -98,6 +107,7 @@ mod tests {
         let options = settings.options();
         let defaults = PgOptions::new("postgres://veil@db/veil");
         assert_eq!(options.pool_size, defaults.pool_size);
+        assert_eq!(options.writers, defaults.writers);
         assert_eq!(options.connect_timeout, defaults.connect_timeout);
         assert_eq!(options.statement_timeout, defaults.statement_timeout);
         assert_eq!(options.schema, defaults.schema);
@@ -114,6 +124,22 @@ mod tests {
         }
         let most = PostgresSettings {
             pool_size: POOL_SIZE_MAX,
+            ..PostgresSettings::default()
+        };
+        assert_eq!(most.validate(), Ok(()));
+    }
+
+    #[test]
+    fn writers_outside_their_range_are_refused() {
+        for writers in [0, WRITERS_MAX + 1] {
+            let settings = PostgresSettings {
+                writers,
+                ..PostgresSettings::default()
+            };
+            assert_eq!(settings.validate(), Err(SettingsError::Writers));
+        }
+        let most = PostgresSettings {
+            writers: WRITERS_MAX,
             ..PostgresSettings::default()
         };
         assert_eq!(most.validate(), Ok(()));

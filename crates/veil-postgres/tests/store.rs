@@ -1,6 +1,6 @@
 //! PgStore against a real PostgreSQL (skipped without `VEIL_TEST_POSTGRES_URL`; ./scripts/test starts one):
 //! every operation means what it means in veil-core's memory store, concurrent submissions share a
-//! transaction, acknowledged commits survive a crash, a deposed leader cannot write, and an unreachable or
+//! transaction, barriers order the writer lanes, one failed lane fails them all, acknowledged commits survive a crash, a deposed leader cannot write, and an unreachable or
 //! newer database is refused at open.
 
 use std::collections::BTreeMap;
@@ -389,6 +389,65 @@ async fn concurrent_submissions_share_transactions() {
         "{SUBMISSIONS} submissions took {transactions} transactions"
     );
     assert_eq!(store.stored_counts().unwrap().0, SUBMISSIONS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_commits_after_every_lane_and_before_what_follows_it() {
+    let Some(mut options) = test_options("lanes_barrier") else {
+        return;
+    };
+    options.writers = 4;
+    let store = open(&options);
+    let queues: Vec<_> = (1..=4)
+        .map(|id| StoreOp::PutQueue(queue(id, &format!("q{id}"), false)))
+        .collect();
+    store.submit(queues).await.unwrap();
+    const EACH: u64 = 100;
+    // Queues 1 to 4 are on four lanes; nothing is awaited until the end, as with concurrent callers.
+    let mut commits: Vec<_> = (0..EACH)
+        .flat_map(|seq| (1..=4).map(move |id| (id, seq)))
+        .map(|(id, seq)| store.submit(vec![put(id, seq, 1, None, false)]))
+        .collect();
+    commits.push(store.submit(vec![StoreOp::PurgeQueue(3)]));
+    commits.extend((EACH..EACH + 10).map(|seq| store.submit(vec![put(3, seq, 1, None, false)])));
+    for commit in commits {
+        commit.await.unwrap();
+    }
+    assert_eq!(
+        store.stored_counts().unwrap().0,
+        3 * EACH + 10,
+        "the purge removed all of queue 3's earlier messages and none of its later ones"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_lane_fails_every_lane() {
+    let Some(mut options) = test_options("lanes_failure") else {
+        return;
+    };
+    options.writers = 4;
+    drop(open(&options));
+    let store = PgStore::open(options.clone(), Some(0)).expect("opens under epoch 0");
+    let queues: Vec<_> = (1..=2)
+        .map(|id| StoreOp::PutQueue(queue(id, &format!("q{id}"), false)))
+        .collect();
+    store.submit(queues).await.unwrap();
+    let other = connect(&options).await.unwrap();
+    other
+        .batch_execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1")
+        .await
+        .unwrap();
+    assert!(store
+        .submit(vec![put(1, 0, 1, None, false)])
+        .await
+        .is_err());
+    // Queue 2 is on another lane, whose connection never met the fence: the store's failure refuses it.
+    match store.submit(vec![put(2, 0, 1, None, false)]).await {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("accepts no more writes"), "{message}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -2,15 +2,16 @@
 //! synchronous calls (start-up loads, payload reads) can block their caller, even a runtime thread, on a std
 //! channel without starving the I/O they wait for. On it run:
 //!
-//! - the writer: one connection, one task. It drains every waiting submission (up to
+//! - the writers: `writers` connections, a task each, fed by the lanes' dispatcher (`lanes`). A writer
+//!   drains every waiting submission (up to
 //!   [`GROUP_OPS_MAX`](crate::limits::GROUP_OPS_MAX) operations or about
 //!   [`GROUP_BYTES_MAX`](crate::limits::GROUP_BYTES_MAX) bytes of bodies), coalesces them into a few
 //!   multi-row statements (`plan`, `batch`), sends BEGIN, them and COMMIT without waiting for any answer (one
 //!   round trip), and answers every submission (group commit). With a fencing epoch the first statement is
-//!   the fencing check, which fails the transaction when the lease's epoch is not this node's. Its first
-//!   failure fails every later submission: the engine's memory then holds changes the database may not, so it
-//!   must be rebuilt from the database.
-//!   Start-up loads run here too, behind the submissions before them.
+//!   the fencing check, which fails the transaction when the lease's epoch is not this node's. The first
+//!   failure of any writer fails every later submission: the engine's memory then holds changes the database
+//!   may not, so it must be rebuilt from the database.
+//!   Start-up loads run on the first writer, behind the submissions before them.
 //! - the readers: `pool_size` connections, opened on first use and again after an error, reading payloads.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ use tokio_postgres::{Client, Statement};
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
 use super::sql::{self, big, Loaded, Prepared};
-use super::{batch, plan};
+use super::{batch, lanes, plan};
 use crate::connect::{connect, db_error, unavailable, PgOptions};
 use crate::limits::{GROUP_BYTES_MAX, GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
 
@@ -44,6 +45,8 @@ pub enum Job {
     Counts { done: Answer<(u64, u64)> },
     /// Finish and close the connections; answered once the jobs before are done.
     Close { done: std_mpsc::Sender<()> },
+    /// Nothing to do: answered once every job given before is done (the lanes' barriers).
+    Flush { done: oneshot::Sender<()> },
 }
 
 /// What a reader does.
@@ -127,14 +130,22 @@ async fn run(
     (failed, transactions): (watch::Sender<bool>, Arc<AtomicU64>),
     ready: Answer<Loaded>,
 ) {
-    let mut writer = match Writer::open(&options, fence, failed, transactions).await {
-        Ok(writer) => writer,
-        Err(error) => {
-            let _opener_gone = ready.send(Err(error));
-            return;
-        }
+    let shared = Shared {
+        failure: Arc::new(parking_lot::Mutex::new(None)),
+        failed: Arc::new(failed),
+        transactions,
     };
-    let loaded = writer.load().await;
+    let mut writers = Vec::with_capacity(options.writers);
+    for lane in 0..options.writers.max(1) {
+        match Writer::open(&options, fence, shared.clone(), lane == 0).await {
+            Ok(writer) => writers.push(writer),
+            Err(error) => {
+                let _opener_gone = ready.send(Err(error));
+                return;
+            }
+        }
+    }
+    let loaded = writers[0].load().await;
     let opened = loaded.is_ok();
     let _opener_gone = ready.send(loaded);
     if !opened {
@@ -144,7 +155,14 @@ async fn run(
     for _ in 0..options.pool_size.max(1) {
         tokio::spawn(reader(options.clone(), reads.clone()));
     }
-    writer.run(jobs).await;
+    let (lanes, running): (Vec<_>, Vec<_>) = writers
+        .into_iter()
+        .map(|writer| {
+            let (lane, lane_jobs) = mpsc::unbounded_channel();
+            (lane, tokio::spawn(writer.run(lane_jobs)))
+        })
+        .unzip();
+    lanes::dispatch(jobs, lanes, running).await;
 }
 
 /// Why the store stopped writing; every later submission fails with it.
@@ -178,31 +196,50 @@ fn copy(error: &StoreError) -> StoreError {
     }
 }
 
+/// What the writers share.
+#[derive(Clone)]
+struct Shared {
+    /// The first failure of any writer: every writer refuses later groups with it (lanes.rs says why).
+    failure: Arc<parking_lot::Mutex<Option<Failure>>>,
+    /// Turned true with the first failure, for whoever watches the store.
+    failed: Arc<watch::Sender<bool>>,
+    /// Transactions committed by all writers.
+    transactions: Arc<AtomicU64>,
+}
+
+impl Shared {
+    /// The error a writer answers with once the store failed.
+    fn refusal(&self) -> Option<StoreError> {
+        self.failure.lock().as_ref().map(Failure::error)
+    }
+}
+
 struct Writer {
     /// `None` once failed or closed: the connection is dropped, which rolls back whatever it had begun.
     client: Option<Client>,
     prepared: Prepared,
     fence: Option<i64>,
     call_timeout: Duration,
-    failure: Option<Failure>,
-    failed: watch::Sender<bool>,
-    transactions: Arc<AtomicU64>,
+    shared: Shared,
 }
 
 impl Writer {
+    /// Connects a writer; the first (`migrate`) applies the migrations before it prepares its statements.
     async fn open(
         options: &PgOptions,
         fence: Option<i64>,
-        failed: watch::Sender<bool>,
-        transactions: Arc<AtomicU64>,
+        shared: Shared,
+        migrate: bool,
     ) -> Result<Self, StoreError> {
         let mut client = connect(options).await?;
-        timeout(
-            Duration::from_millis(MIGRATION_TIMEOUT_MS),
-            crate::migrations::run(&mut client, options.session_guard.as_millis()),
-        )
-        .await
-        .map_err(|_| unavailable("applying the migrations timed out"))??;
+        if migrate {
+            timeout(
+                Duration::from_millis(MIGRATION_TIMEOUT_MS),
+                crate::migrations::run(&mut client, options.session_guard.as_millis()),
+            )
+            .await
+            .map_err(|_| unavailable("applying the migrations timed out"))??;
+        }
         let prepared = timeout(options.call_timeout(), Prepared::new(&client))
             .await
             .map_err(|_| unavailable("preparing the store's statements timed out"))??;
@@ -211,9 +248,7 @@ impl Writer {
             prepared,
             fence,
             call_timeout: options.call_timeout(),
-            failure: None,
-            failed,
-            transactions,
+            shared,
         })
     }
 
@@ -260,13 +295,16 @@ impl Writer {
                     let _caller_gone = done.send(());
                     break;
                 }
+                Job::Flush { done } => {
+                    let _dispatcher_gone = done.send(());
+                }
             }
         }
     }
 
     async fn load(&mut self) -> Result<Loaded, StoreError> {
-        if let Some(failure) = &self.failure {
-            return Err(failure.error());
+        if let Some(refusal) = self.shared.refusal() {
+            return Err(refusal);
         }
         let client = self.client.as_mut().ok_or(StoreError::Closed)?;
         let bound = Duration::from_millis(LOAD_TIMEOUT_MS) + self.call_timeout;
@@ -276,8 +314,8 @@ impl Writer {
     }
 
     async fn counts(&mut self) -> Result<(u64, u64), StoreError> {
-        if let Some(failure) = &self.failure {
-            return Err(failure.error());
+        if let Some(refusal) = self.shared.refusal() {
+            return Err(refusal);
         }
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
         let row = timeout(self.call_timeout, client.query_one(sql::COUNTS, &[]))
@@ -296,21 +334,23 @@ impl Writer {
             answers.push(done);
             ops.extend(submitted);
         }
-        let result = match &self.failure {
-            Some(failure) => Err(failure.error()),
+        let result = match self.shared.refusal() {
+            Some(refusal) => Err(refusal),
             // Only barriers: everything before them is already committed.
             None if ops.is_empty() => Ok(()),
             None => self.transaction(ops).await,
         };
         if let Err(error) = &result {
-            if self.failure.is_none() {
+            // Whichever writer failed first names the failure; every writer drops its connection.
+            self.client = None;
+            let mut failure = self.shared.failure.lock();
+            if failure.is_none() {
                 tracing::error!(%error, "PostgreSQL store write failed; the store accepts no more writes");
-                self.failure = Some(Failure {
+                *failure = Some(Failure {
                     unavailable: matches!(error, StoreError::Unavailable(_)),
                     message: error.to_string(),
                 });
-                self.client = None;
-                self.failed.send_replace(true);
+                self.shared.failed.send_replace(true);
             }
         }
         for done in answers {
@@ -360,7 +400,7 @@ impl Writer {
         timeout(self.call_timeout, work)
             .await
             .map_err(|_| unavailable("a PostgreSQL commit timed out"))??;
-        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.shared.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! `PgStore`: veil-core's `Store` over PostgreSQL (tables in migrations/, V1 to V3). Every operation means
 //! what it means in veil-store and veil-core's memory store; `plan` coalesces a group's operations into
 //! batches, `batch` writes a batch as multi-row statements, `sql` holds the rest of the statements, `io` the
-//! I/O thread with its group-committing writer and its readers.
+//! I/O thread with its group-committing writers and its readers, `lanes` which writer takes which submission.
 //!
 //! Start-up state (everything but bodies) is read in one consistent transaction when the store opens and
 //! handed to the engine's `load_*` calls, each taking its part. A part asked for again, or asked for after a
@@ -10,6 +10,7 @@
 
 mod batch;
 mod io;
+mod lanes;
 mod plan;
 mod sql;
 

@@ -39,9 +39,12 @@ pub struct ClusterArgs {
     /// Host name or address other nodes reach this node's internal listeners by [default: --cluster-bind]
     #[arg(long, env = "VEIL_CLUSTER_ADVERTISE")]
     pub cluster_advertise: Option<String>,
-    /// Connections the leader reads message bodies over, beside its one writer connection [default: 4]
+    /// Connections the leader reads message bodies over, beside its writer connections [default: 4]
     #[arg(long, env = "VEIL_PG_POOL_SIZE")]
     pub pg_pool_size: Option<usize>,
+    /// Writer connections of the leader, each committing the writes of its share of the queues [default: 4]
+    #[arg(long, env = "VEIL_PG_WRITERS")]
+    pub pg_writers: Option<usize>,
     /// How long a connection attempt may take before the database counts as down [default: 2000]
     #[arg(long, env = "VEIL_PG_CONNECT_TIMEOUT_MS")]
     pub pg_connect_timeout_ms: Option<u64>,
@@ -127,6 +130,7 @@ impl StoreSetting {
         })?;
         pg.url = url;
         set(&mut pg.pool_size, args.pg_pool_size);
+        set(&mut pg.writers, args.pg_writers);
         set(&mut pg.connect_timeout_ms, args.pg_connect_timeout_ms);
         set(&mut pg.statement_timeout_ms, args.pg_statement_timeout_ms);
         set(&mut pg.schema, args.pg_schema);
@@ -220,7 +224,7 @@ mod tests {
     #[test]
     fn postgres_settings_come_from_flags_over_the_file_over_defaults() {
         let file = "store = \"postgres://veil@db:5432/veil\"\n\
-                    [postgres]\npool_size = 8\nstatement_timeout_ms = 900\nschema = \"q\"\n\
+                    [postgres]\npool_size = 8\nwriters = 6\nstatement_timeout_ms = 900\nschema = \"q\"\n\
                     [cluster]\nnode_id = \"from-file\"\nlease_ttl_ms = 2500\nbind = \"10.0.0.5\"\n";
         let args = ClusterArgs {
             node_id: Some("from-flag".into()),
@@ -233,6 +237,8 @@ mod tests {
         assert_eq!(postgres.pg.url, "postgres://veil@db:5432/veil");
         assert_eq!(postgres.node_id, "from-flag");
         assert_eq!(postgres.pg.pool_size, 2);
+        assert_eq!(postgres.pg.writers, 6);
+        assert_eq!(postgres.options().writers, 6);
         assert_eq!(postgres.pg.statement_timeout_ms, 900);
         assert_eq!(postgres.pg.connect_timeout_ms, CONNECT_TIMEOUT_MS_DEFAULT);
         assert_eq!(postgres.pg.retry_interval_ms, RETRY_INTERVAL_MS_DEFAULT);
@@ -280,6 +286,11 @@ mod tests {
             ..ClusterArgs::default()
         });
         assert!(pool.contains("pool size"), "{pool}");
+        let writers = refused(ClusterArgs {
+            pg_writers: Some(17),
+            ..ClusterArgs::default()
+        });
+        assert!(writers.contains("pg writers must be 1 to 16"), "{writers}");
         let garbage = resolve(
             "",
             ClusterArgs {
