@@ -19,6 +19,8 @@
 #
 # Usage: bench/cluster.sh   (RUNS=3 DURATION=10 QUEUES=12 CLIENTS=12; ONLY="embedded pg1 pg2 pg3 skiplocked")
 #        VEIL_BASELINE=/path/to/other/veil ONLY="pg1 pg1base skiplocked" bench/cluster.sh   (an A/B of the store)
+#        VEIL_BASELINE_ARGS="--pg-writers 1" ONLY="pg1 pg1base skiplocked" bench/cluster.sh  (an A/B of a setting:
+#        the baseline node is VEIL_BASELINE, or this veil, started with these extra arguments)
 # Needs: target/release/veil and target/release/veil-bench (cargo build --release --bin veil --bin veil-bench),
 # PostgreSQL 15 in /usr/lib/postgresql/15/bin, python3, curl, root (for runuser). Results: bench/results/cluster-*.
 set -euo pipefail
@@ -46,7 +48,6 @@ chmod 711 "$TMP" # PostgreSQL runs as the postgres user and must reach its direc
 PG_DIR="$TMP/pg"
 NODE_PIDS=()
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 stop_nodes() {
   local pid
@@ -118,7 +119,12 @@ wait_serving() {
 start_node() {
   local log=$1; shift
   local sqs azure kubemq admin
-  sqs=$(free_port); azure=$(free_port); kubemq=$(free_port); admin=$(free_port)
+  # Four ports held open together, so that they differ (one at a time, the kernel may hand out one twice).
+  read -r sqs azure kubemq admin < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))')
   "$VEIL" serve "$@" --sqs-listen "127.0.0.1:$sqs" --azure-listen "127.0.0.1:$azure" \
     --kubemq-listen "127.0.0.1:$kubemq" --admin-listen "127.0.0.1:$admin" --log-level warn \
     >"$TMP/$log.log" 2>&1 &
@@ -210,12 +216,14 @@ for round in $(seq "$RUNS"); do
     fi
     psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
   done
-  # An A/B of the store: the same 1-node run with another veil binary (VEIL_BASELINE), in the same rounds.
-  if [ -n "${VEIL_BASELINE:-}" ] && wanted pg1base; then
-    echo "-- round $round/$RUNS · baseline veil ($VEIL_BASELINE) on PostgreSQL, 1 node"
+  # An A/B: the same 1-node run with another veil binary (VEIL_BASELINE) or other arguments
+  # (VEIL_BASELINE_ARGS), in the same rounds.
+  if { [ -n "${VEIL_BASELINE:-}" ] || [ -n "${VEIL_BASELINE_ARGS:-}" ]; } && wanted pg1base; then
+    echo "-- round $round/$RUNS · baseline veil (${VEIL_BASELINE:-$VEIL} ${VEIL_BASELINE_ARGS:-}) on PostgreSQL, 1 node"
     schema="bench_r${round}_base_$STAMP"
-    VEIL_SAVED=$VEIL; VEIL=$VEIL_BASELINE
-    start_node "pg1base-node1" --store "$PGURL" --node-id "b1" --pg-schema "$schema" --lease-ttl-ms 2000
+    VEIL_SAVED=$VEIL; VEIL=${VEIL_BASELINE:-$VEIL}
+    # shellcheck disable=SC2086 # the extra arguments are words
+    start_node "pg1base-node1" --store "$PGURL" --node-id "b1" --pg-schema "$schema" --lease-ttl-ms 2000 ${VEIL_BASELINE_ARGS:-}
     VEIL=$VEIL_SAVED
     if wait_serving "$LAST_PORT"; then
       measure "$round" pg1base "baseline veil, PostgreSQL, 1 node" 1 veil "http://127.0.0.1:$LAST_PORT"

@@ -136,10 +136,15 @@ pub fn db_error(error: tokio_postgres::Error) -> StoreError {
                 )
         }
     };
+    // tokio-postgres's own text of a server's error is only "db error": name what the server said.
+    let said = match error.as_db_error() {
+        Some(db) => format!("PostgreSQL: {} (SQLSTATE {})", db.message(), db.code().code()),
+        None => format!("PostgreSQL: {error}"),
+    };
     if error.is_closed() || unreachable {
-        StoreError::Unavailable(format!("PostgreSQL: {error}"))
+        StoreError::Unavailable(said)
     } else {
-        StoreError::Io(format!("PostgreSQL: {error}"))
+        StoreError::Io(said)
     }
 }
 

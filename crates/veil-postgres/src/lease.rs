@@ -1,7 +1,8 @@
 //! The leader lease (docs/decisions/0007-scale-out.md). One row says which node runs the engine, under which
 //! epoch and until when; its expiry is on the database's clock, so nodes' clocks never decide who leads. A
 //! node takes the lease only when it has lapsed (or is its own), bumping the epoch; the holder renews it well
-//! inside its term. The epoch fences a deposed leader: `PgStore` checks it inside every write transaction.
+//! inside its term. The epoch fences a deposed leader: `PgStore` checks it inside every write transaction
+//! (`veil_fence`, FOR KEY SHARE), and a takeover locks the row FOR UPDATE, waiting for those checks in flight.
 
 use std::time::Duration;
 
@@ -47,10 +48,15 @@ pub async fn try_acquire(
         .map_err(|error| StoreError::Corrupt(format!("leader addresses: {error}")))?;
     let row = client
         .query_opt(
-            "UPDATE veil_lease
+            // FOR UPDATE first: the writers' fences lock the row FOR KEY SHARE, which a plain UPDATE does not
+            // wait for (so that renewals never do); a change of epoch must wait for every fenced write in
+            // flight (migrations/V4).
+            "WITH locked AS (SELECT id FROM veil_lease WHERE id = 1 FOR UPDATE)
+             UPDATE veil_lease
                 SET node = $1, epoch = epoch + 1, addrs = $2,
                     expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
-              WHERE id = 1 AND (expires_at < clock_timestamp() OR node = $1)
+               FROM locked
+              WHERE veil_lease.id = locked.id AND (expires_at < clock_timestamp() OR node = $1)
           RETURNING epoch",
             &[&node, &addrs, &(ttl.as_millis() as f64)],
         )
@@ -63,7 +69,7 @@ pub async fn try_acquire(
 }
 
 /// Extends the lease by `ttl` from now; `false` when it is no longer this node's (another took it after it
-/// lapsed).
+/// lapsed). Never waits for the writers' fences (they lock the row FOR KEY SHARE).
 pub async fn renew(client: &Client, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
     let updated = client
         .execute(

@@ -597,7 +597,59 @@ async fn reads_after_a_failure_answer_within_the_call_timeout() {
     assert_eq!(payloads, vec![Some(payload(1, None)), None]);
 }
 
-/// A node frozen inside a write transaction (SIGSTOP, a lost host) holds the lease row FOR SHARE: the server
+/// The lease row's locks: a write's fence (FOR KEY SHARE) never delays the holder's renewal or release — with
+/// several writer connections some fence is nearly always in flight, and a renewal that waited for them
+/// starved — while a takeover waits for every fence in flight, and a fence after it fails.
+#[tokio::test]
+async fn a_renewal_never_waits_for_a_fence_and_a_takeover_always_does() {
+    let Some(options) = test_options("fence_locks") else {
+        return;
+    };
+    use veil_postgres::lease::{self, LeaderAddrs};
+    drop(open(&options));
+    // The holder and the taker give up a lock wait after 500 ms; the writer's session outlives the test.
+    let short = options.clone().guarded_below(Duration::from_millis(1_000));
+    let holder = connect(&short).await.unwrap();
+    let taker = connect(&short).await.unwrap();
+    let writer = connect(&options.clone().guarded_below(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let addrs = LeaderAddrs::default();
+    let term = Duration::from_secs(30);
+    let lease = lease::try_acquire(&holder, "holder", &addrs, term)
+        .await
+        .unwrap()
+        .expect("a lapsed lease is taken");
+    writer
+        .batch_execute(&format!("BEGIN; SELECT veil_fence({})", lease.epoch))
+        .await
+        .expect("the holder's fence passes");
+    assert!(
+        lease::renew(&holder, &lease, term).await.unwrap(),
+        "renewed while a fenced write is in flight"
+    );
+    lease::release(&holder, &lease).await.unwrap();
+    match lease::try_acquire(&taker, "taker", &addrs, term).await {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("lock timeout"), "{message}")
+        }
+        other => panic!("a takeover did not wait for the fence in flight: {other:?}"),
+    }
+    writer.batch_execute("COMMIT").await.unwrap();
+    let taken = lease::try_acquire(&taker, "taker", &addrs, term)
+        .await
+        .unwrap()
+        .expect("taken once the write committed");
+    assert!(taken.epoch > lease.epoch);
+    let fenced = writer
+        .batch_execute(&format!("SELECT veil_fence({})", lease.epoch))
+        .await
+        .expect_err("the old epoch's fence fails");
+    assert_eq!(fenced.code().map(|code| code.code()), Some("VL001"));
+}
+
+/// A node frozen inside a write transaction (SIGSTOP, a lost host) holds the lease row FOR KEY SHARE, which
+/// a takeover (FOR UPDATE) waits for: the server
 /// must end its session within the session guard, so that a new holder's epoch bump is not stalled for the
 /// ~2 h of the kernel's keepalive.
 #[tokio::test]
@@ -616,20 +668,16 @@ async fn a_session_frozen_inside_a_transaction_does_not_stall_a_lease_takeover()
     // (whichever timeout ends it first: the frozen session's idle timeout or the taker's lock timeout).
     let taker = connect(&options).await.unwrap();
     let mut took = false;
+    let addrs = veil_postgres::lease::LeaderAddrs::default();
     for _attempt in 0..10 {
-        match taker
-            .execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1", &[])
-            .await
-        {
-            Ok(updated) => {
-                took = updated == 1;
+        match veil_postgres::lease::try_acquire(&taker, "taker", &addrs, Duration::from_secs(5)).await {
+            Ok(taken) => {
+                took = taken.is_some();
                 break;
             }
-            Err(error) => assert_eq!(
-                error.code(),
-                Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE),
-                "{error}"
-            ),
+            // The taker's lock timeout ended this attempt (SQLSTATE 55P03); the next one may find the row free.
+            Err(StoreError::Unavailable(message)) if message.contains("lock timeout") => {}
+            Err(error) => panic!("{error}"),
         }
     }
     assert!(took, "the lease row stayed locked by the frozen session");
