@@ -114,6 +114,10 @@ pub enum StoreOp {
 /// Resolves once the submitted operations (and everything submitted before them) are durable.
 pub type Commit = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
 
+/// Resolves to the payloads [`Store::read_payloads_later`] was asked for.
+pub type PayloadRead =
+    Pin<Box<dyn Future<Output = Result<Vec<Option<Payload>>, StoreError>> + Send>>;
+
 /// What start-up reads back.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -158,4 +162,10 @@ pub trait Store: Send + Sync + 'static {
         queue: QueueId,
         seqs: &[Seq],
     ) -> Result<Vec<Option<Payload>>, StoreError>;
+    /// [`Store::read_payloads`] as a future, which a receive awaits: a store whose reads wait on the network
+    /// (PostgreSQL) answers it without blocking the caller's thread for the round trip. By default the read
+    /// happens at once (a local store's read is a lookup in memory or the page cache).
+    fn read_payloads_later(&self, queue: QueueId, seqs: Vec<Seq>) -> PayloadRead {
+        Box::pin(std::future::ready(self.read_payloads(queue, &seqs)))
+    }
 }

@@ -33,8 +33,9 @@ pub struct PgOptions {
 }
 
 pub const POOL_SIZE_DEFAULT: usize = 4;
-/// Measured in docs/benchmarks.md ("Writer lanes").
-pub const WRITERS_DEFAULT: usize = 4;
+/// One: on the 2-core machine of docs/benchmarks.md ("Writer lanes and writer plans") more writers made
+/// smaller groups and cost the database more CPU per message; they pay where the database has cores to spare.
+pub const WRITERS_DEFAULT: usize = 1;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 pub const STATEMENT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const SCHEMA_DEFAULT: &str = "veil";
@@ -138,7 +139,11 @@ pub fn db_error(error: tokio_postgres::Error) -> StoreError {
     };
     // tokio-postgres's own text of a server's error is only "db error": name what the server said.
     let said = match error.as_db_error() {
-        Some(db) => format!("PostgreSQL: {} (SQLSTATE {})", db.message(), db.code().code()),
+        Some(db) => format!(
+            "PostgreSQL: {} (SQLSTATE {})",
+            db.message(),
+            db.code().code()
+        ),
         None => format!("PostgreSQL: {error}"),
     };
     if error.is_closed() || unreachable {

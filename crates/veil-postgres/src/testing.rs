@@ -42,5 +42,7 @@ pub fn test_options(test: &str) -> Option<PgOptions> {
         .collect();
     options.schema = format!("t_{name}{unique}");
     options.pool_size = 2;
+    // Several writer lanes, so that every test over PostgreSQL also checks their barriers keep its order.
+    options.writers = 4;
     Some(options)
 }

@@ -437,10 +437,7 @@ async fn a_failed_lane_fails_every_lane() {
         .batch_execute("UPDATE veil_lease SET epoch = epoch + 1 WHERE id = 1")
         .await
         .unwrap();
-    assert!(store
-        .submit(vec![put(1, 0, 1, None, false)])
-        .await
-        .is_err());
+    assert!(store.submit(vec![put(1, 0, 1, None, false)]).await.is_err());
     // Queue 2 is on another lane, whose connection never met the fence: the store's failure refuses it.
     match store.submit(vec![put(2, 0, 1, None, false)]).await {
         Err(StoreError::Unavailable(message)) => {
@@ -670,7 +667,9 @@ async fn a_session_frozen_inside_a_transaction_does_not_stall_a_lease_takeover()
     let mut took = false;
     let addrs = veil_postgres::lease::LeaderAddrs::default();
     for _attempt in 0..10 {
-        match veil_postgres::lease::try_acquire(&taker, "taker", &addrs, Duration::from_secs(5)).await {
+        match veil_postgres::lease::try_acquire(&taker, "taker", &addrs, Duration::from_secs(5))
+            .await
+        {
             Ok(taken) => {
                 took = taken.is_some();
                 break;

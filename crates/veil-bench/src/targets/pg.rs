@@ -18,7 +18,8 @@
 //!
 //! Durability is the server's default: `synchronous_commit = on`, so every commit waits for its WAL to be
 //! flushed, as Veil's PgStore does. Only the primary key is indexed: the receive scans the key in order and
-//! filters on `visible_at`, and an update of the unindexed `visible_at` can stay a HOT update.
+//! filters on `visible_at`, and an update of the unindexed `visible_at` can stay a HOT update. Sessions plan
+//! keyed lookups only, as Veil's writer sessions do (see `client`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,6 +143,16 @@ impl PgTarget {
                     // client's next query, which reports it.
                     let _ = connection.await;
                 });
+                // Keyed lookups only, as Veil's own writer sessions plan (crates/veil-postgres
+                // `sql::WRITER_PLANS`): the statements are prepared while the table is empty, and the generic
+                // plan made from that — a sequential scan and a hash join for every delete — grew with the
+                // backlog until the consumers could not drain it.
+                client
+                    .batch_execute(
+                        "SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off",
+                    )
+                    .await
+                    .map_err(|e| failed(format!("session settings: {e}")))?;
                 Ok(client)
             })
             .await

@@ -45,7 +45,7 @@ impl Engine {
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
                 let wants_ids = attempt.delivered.iter().any(|d| d.wants_id);
-                let messages = self.with_payloads(attempt.queue, attempt.delivered)?;
+                let messages = self.with_payloads(attempt.queue, attempt.delivered).await?;
                 if wants_ids {
                     self.learn_ids(attempt.queue, &messages);
                 }
@@ -373,13 +373,13 @@ impl Engine {
         wants_id
     }
 
-    fn with_payloads(
+    async fn with_payloads(
         &self,
         queue: QueueId,
         delivered: Vec<Delivery>,
     ) -> EngineResult<Vec<Message>> {
         let seqs: Vec<Seq> = delivered.iter().map(|d| d.seq).collect();
-        let payloads = self.store.read_payloads(queue, &seqs)?;
+        let payloads = self.store.read_payloads_later(queue, seqs).await?;
         Ok(delivered
             .into_iter()
             .zip(payloads)
@@ -435,7 +435,7 @@ impl Engine {
         // was submitted before we took the lock, so a barrier submitted now resolves after them.
         let barrier = commit.unwrap_or_else(|| self.store.submit(Vec::new()));
         barrier.await?;
-        self.with_payloads(queue, seen)
+        self.with_payloads(queue, seen).await
     }
 
     /// Tells the histories of just-delivered messages their ids, read with the payloads after the lock: one

@@ -170,6 +170,9 @@ impl Store for TestStore {
     ) -> Result<Vec<Option<Payload>>, StoreError> {
         self.with(|store| store.read_payloads(queue, seqs))
     }
+    fn read_payloads_later(&self, queue: QueueId, seqs: Vec<Seq>) -> store::PayloadRead {
+        self.with(|store| store.read_payloads_later(queue, seqs))
+    }
 }
 
 impl<S: Store> Harness<S> {
@@ -349,5 +352,8 @@ impl Store for CountingStore {
         seqs: &[Seq],
     ) -> Result<Vec<Option<Payload>>, StoreError> {
         self.inner.read_payloads(queue, seqs)
+    }
+    fn read_payloads_later(&self, queue: QueueId, seqs: Vec<Seq>) -> store::PayloadRead {
+        self.inner.read_payloads_later(queue, seqs)
     }
 }

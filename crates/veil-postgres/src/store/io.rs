@@ -54,8 +54,28 @@ pub enum ReadJob {
     Payloads {
         queue: QueueId,
         seqs: Vec<Seq>,
-        done: Answer<Vec<Option<Payload>>>,
+        done: Reply<Vec<Option<Payload>>>,
     },
+}
+
+/// Where a read's answer goes: a caller blocked on a std channel (start-up, tests) or a future a receive
+/// awaits (`Store::read_payloads_later`).
+pub enum Reply<T> {
+    Blocking(Answer<T>),
+    Later(oneshot::Sender<Result<T, StoreError>>),
+}
+
+impl<T> Reply<T> {
+    fn send(self, result: Result<T, StoreError>) {
+        match self {
+            Reply::Blocking(answer) => {
+                let _caller_gone = answer.send(result);
+            }
+            Reply::Later(answer) => {
+                let _caller_gone = answer.send(result);
+            }
+        }
+    }
 }
 
 /// The running thread's handles, and what it loaded at start-up.
@@ -232,6 +252,13 @@ impl Writer {
         migrate: bool,
     ) -> Result<Self, StoreError> {
         let mut client = connect(options).await?;
+        timeout(
+            options.call_timeout(),
+            client.batch_execute(sql::WRITER_PLANS),
+        )
+        .await
+        .map_err(|_| unavailable("setting up a writer session timed out"))?
+        .map_err(db_error)?;
         if migrate {
             timeout(
                 Duration::from_millis(MIGRATION_TIMEOUT_MS),
@@ -470,7 +497,7 @@ async fn reader(options: PgOptions, jobs: Arc<Mutex<mpsc::UnboundedReceiver<Read
                 if result.is_err() {
                     connection = None;
                 }
-                let _caller_gone = done.send(result);
+                done.send(result);
             }
         }
     }

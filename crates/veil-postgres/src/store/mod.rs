@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
-use veil_core::store::{Commit, Snapshot};
+use veil_core::store::{Commit, PayloadRead, Snapshot};
 use veil_core::{
     DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord, Payload,
     QueueId, Seq, Store, StoreError, StoreOp,
@@ -30,7 +30,7 @@ use veil_core::{
 
 use crate::connect::{unavailable, PgOptions};
 use crate::limits::{ANSWER_MARGIN_MS, LOAD_TIMEOUT_MS};
-use io::{Job, ReadJob};
+use io::{Job, ReadJob, Reply};
 use sql::Loaded;
 
 /// The PostgreSQL store.
@@ -244,9 +244,33 @@ impl Store for PgStore {
             ReadJob::Payloads {
                 queue,
                 seqs: seqs.to_vec(),
-                done,
+                done: Reply::Blocking(done),
             },
             answer,
         )
+    }
+
+    fn read_payloads_later(&self, queue: QueueId, seqs: Vec<Seq>) -> PayloadRead {
+        if seqs.is_empty() {
+            return Box::pin(std::future::ready(Ok(Vec::new())));
+        }
+        let (done, answer) = oneshot::channel();
+        let job = ReadJob::Payloads {
+            queue,
+            seqs,
+            done: Reply::Later(done),
+        };
+        if self.reads.send(job).is_err() {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        // The reader bounds its own work by the call timeout; the margin only covers a reader that never
+        // got to the job.
+        let bound = self.call_timeout + Duration::from_millis(ANSWER_MARGIN_MS);
+        Box::pin(async move {
+            match tokio::time::timeout(bound, answer).await {
+                Ok(answered) => answered.unwrap_or(Err(StoreError::Closed)),
+                Err(_) => Err(unavailable("PostgreSQL did not answer in time")),
+            }
+        })
     }
 }

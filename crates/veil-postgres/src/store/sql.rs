@@ -308,6 +308,14 @@ pub struct Loaded {
 }
 
 /// Reads everything the engine loads at start-up in one repeatable-read transaction (one consistent view).
+/// Set on every writer connection: each statement a writer sends finds its rows by primary key, so only
+/// keyed lookups are planned. PostgreSQL caches a generic plan for a prepared statement from the table
+/// statistics of the moment; made while the tables were near empty, it scanned `veil_state` whole and hashed
+/// it for every state update and delete, which cost more as the backlog grew — measured with auto_explain,
+/// docs/benchmarks.md "Writer plans".
+pub const WRITER_PLANS: &str =
+    "SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off";
+
 pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
     let txn = client
         .build_transaction()
@@ -316,9 +324,11 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
         .start()
         .await
         .map_err(db_error)?;
-    // The client decodes each part before it asks for the next: not an idle session.
+    // The client decodes each part before it asks for the next: not an idle session. Whole tables are read
+    // here, so the writer session's keyed-lookup plans (`WRITER_PLANS`) do not apply.
     txn.batch_execute(&format!(
-        "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = 0",
+        "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = 0; \
+         SET LOCAL enable_seqscan = on; SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on",
         crate::limits::LOAD_TIMEOUT_MS
     ))
     .await

@@ -42,7 +42,7 @@ pub struct ClusterArgs {
     /// Connections the leader reads message bodies over, beside its writer connections [default: 4]
     #[arg(long, env = "VEIL_PG_POOL_SIZE")]
     pub pg_pool_size: Option<usize>,
-    /// Writer connections of the leader, each committing the writes of its share of the queues [default: 4]
+    /// Writer connections of the leader, each committing the writes of its share of the queues [default: 1]
     #[arg(long, env = "VEIL_PG_WRITERS")]
     pub pg_writers: Option<usize>,
     /// How long a connection attempt may take before the database counts as down [default: 2000]
