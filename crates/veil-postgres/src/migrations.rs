@@ -14,6 +14,20 @@ pub const HISTORY_TABLE: &str = "veil_schema_history";
 /// an advisory lock, so only one applies each migration.
 /// `lock_timeout_ms` is the session's own, restored after the wait.
 pub async fn run(client: &mut Client, lock_timeout_ms: u128) -> Result<(), StoreError> {
+    apply(client, lock_timeout_ms, None).await
+}
+
+/// Applies the migrations up to `version` only: the upgrade tests build a database as an older Veil left
+/// it, then open it with this one.
+pub async fn run_until(client: &mut Client, version: u32) -> Result<(), StoreError> {
+    apply(client, 0, Some(version)).await
+}
+
+async fn apply(
+    client: &mut Client,
+    lock_timeout_ms: u128,
+    until: Option<u32>,
+) -> Result<(), StoreError> {
     client
         // Waiting for another node's migration is not a stuck lock: no lock timeout for this wait.
         .batch_execute("SET lock_timeout = 0; SELECT pg_advisory_lock(7413370001)")
@@ -23,6 +37,9 @@ pub async fn run(client: &mut Client, lock_timeout_ms: u128) -> Result<(), Store
         .set_abort_missing(true)
         .set_abort_divergent(true);
     runner.set_migration_table_name(HISTORY_TABLE);
+    if let Some(version) = until {
+        runner = runner.set_target(refinery::Target::Version(version));
+    }
     let applied = runner.run_async(client).await;
     let unlocked = client
         .batch_execute(&format!(

@@ -350,6 +350,63 @@ async fn every_operation_round_trips_as_in_the_memory_store() {
     assert_eq!(reopened.stored_counts().unwrap(), (5, 1));
 }
 
+/// A database an older Veil wrote (schema V2: a message's state, body and FIFO group in one row, delivery
+/// histories in a table of their own) keeps every queue, message, history, deduplication id and move task
+/// when this binary's migrations (V3 splits states from bodies, V4 the fence) run over it at start-up.
+#[tokio::test]
+async fn a_database_written_under_schema_v2_keeps_everything_across_the_upgrade() {
+    let (Some(current), Some(old)) = (test_options("upgrade_src"), test_options("upgrade_v2"))
+    else {
+        return;
+    };
+    // The data, written by this binary (the stored encodings of states, payloads and histories did not change
+    // across V3; only where they live did).
+    let store = open(&current);
+    for ops in every_op() {
+        store.submit(ops).await.unwrap();
+    }
+    let expected = dump(&store);
+    store.close();
+    // The same data as an older Veil stored it, under schema V2.
+    let mut client = connect(&old).await.unwrap();
+    veil_postgres::migrations::run_until(&mut client, 2)
+        .await
+        .unwrap();
+    let src = veil_postgres::connect::quote_ident(&current.schema);
+    client
+        .batch_execute(&format!(
+            "INSERT INTO veil_queue SELECT * FROM {src}.veil_queue;
+             INSERT INTO veil_store_meta SELECT * FROM {src}.veil_store_meta;
+             INSERT INTO veil_dedup SELECT * FROM {src}.veil_dedup;
+             INSERT INTO veil_move_task SELECT * FROM {src}.veil_move_task;
+             INSERT INTO veil_message (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from,
+                                       attrs, body_md5, body)
+                  SELECT s.queue, s.seq, b.message_id, b.sent_at, s.state, s.redrive, s.fifo_group,
+                         b.moved_from, b.attrs, b.body_md5, b.body
+                    FROM {src}.veil_state s JOIN {src}.veil_body b USING (queue, seq);
+             INSERT INTO veil_history SELECT queue, seq, history FROM {src}.veil_state
+                  WHERE history IS NOT NULL;"
+        ))
+        .await
+        .unwrap();
+    let copied = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM veil_message), (SELECT count(*) FROM veil_history)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (copied.get::<_, i64>(0), copied.get::<_, i64>(1)),
+        (5, 1),
+        "the V2 tables hold the data"
+    );
+    drop(client);
+    let upgraded = open(&old);
+    assert_eq!(dump(&upgraded), expected);
+    assert_eq!(upgraded.stored_counts().unwrap(), (5, 1));
+}
+
 #[tokio::test]
 async fn a_reopened_engine_over_the_same_store_reads_the_database_afresh() {
     let Some(options) = test_options("reload") else {
