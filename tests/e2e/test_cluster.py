@@ -16,6 +16,7 @@ Visibility timeouts are 2 s and the lease 1 s, so the whole file runs in about a
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
@@ -667,6 +668,51 @@ def test_a_killed_leader_is_replaced_and_loses_nothing_acknowledged(pg, make_clu
     found = load.assert_nothing_acknowledged_lost(s2)
     back = in_flight - load.deleted - load.delete_in_doubt
     assert back <= found, f"in-flight messages that never came back: {sorted(back - found)}"
+
+
+def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg, make_cluster):
+    """A leader paused (SIGSTOP) past its lease while another node took over must not answer, once resumed,
+    from the memory it kept — not even over a connection it already held — since the queues changed under the
+    new leader. It answers 503 until its term ends and its connections close; never the stale count."""
+    cluster = make_cluster(pg, size=2)
+    old = cluster.leader()
+    epoch = cluster.leader_id()[1]
+    (other,) = [n for n in cluster.nodes if n is not old]
+    name = unique("paused")
+    url = sqs_client(other).create_queue(QueueName=name)["QueueUrl"]
+    sqs_client(other).send_message(QueueUrl=url, MessageBody="before the pause")
+    # A kept-alive connection through the old leader, to its engine; no retries, so each answer is its own.
+    held = make_client(old.endpoint, read_timeout=10)
+    held_url = held.get_queue_url(QueueName=name)["QueueUrl"]
+    count = lambda: int(held.get_queue_attributes(  # noqa: E731
+        QueueUrl=held_url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"])
+    assert count() == 1
+
+    old.proc.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + RECOVERY_WITHIN_S
+        while (cluster.leader_id() or ("", 0))[1] <= epoch:
+            assert time.monotonic() < deadline, f"nobody took over from the paused {old.node_id}\n{cluster.logs()}"
+            time.sleep(0.1)
+        wait_serving(other)
+        sqs_client(other).send_message(QueueUrl=url, MessageBody="under the new leader")
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+
+    try:
+        answered = count()
+    except ClientError as e:
+        got = (e.response["Error"].get("Code"), e.response["ResponseMetadata"]["HTTPStatusCode"])
+        assert got == ("ServiceUnavailable", 503), f"{old.node_id} answered {got} {e.response['Error']}"
+        outcome = "503 ServiceUnavailable"
+    except (ConnectionClosedError, EndpointConnectionError) as e:
+        outcome = f"no answer ({type(e).__name__})"  # its term ended and took the connection with it
+    else:
+        assert answered == 2, f"the resumed {old.node_id} answered {answered} from memory; the queue holds 2"
+        outcome = "the new count"
+    print(f"a request over the connection the resumed {old.node_id} kept got: {outcome}")
+    assert sqs_client(other).get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"] == "2"
 
 
 def sqs_unavailable(node, name: str) -> None:

@@ -362,6 +362,8 @@ impl Service {
             .admit_http(&parts.extensions)
             .await
             .map_err(|veil_http::AdmissionRefused| AzureError::new(ErrorCode::ServerBusy))?;
+        // A cluster node past its lease answers nothing from memory (`Engine::serving`).
+        self.engine.serving().map_err(AzureError::from)?;
         let kind = routed?;
         let namespace = self.namespace(location.primary_account());
         let authority = self.authorize(authorized, kind, &namespace, location)?;

@@ -62,7 +62,17 @@ pub struct Engine {
     receipts: ReceiptKey,
     /// Set by `shutdown`: long polls return what they have at once instead of holding a graceful shutdown.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Whether this engine may still answer ([`Engine::serving`]); set once by a cluster leader, whose right to
+    /// answer from memory ends with its lease. Unset: always.
+    gate: std::sync::OnceLock<ServingGate>,
 }
+
+/// Says whether an engine may still answer requests (see [`Engine::gate_serving`]).
+pub type ServingGate = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// What a gated engine's requests are answered with once its gate closed.
+pub const NOT_SERVING: &str =
+    "this node's lease on the queues has lapsed; another node serves them now";
 
 impl Engine {
     /// Rebuilds the in-memory index from the store.
@@ -105,7 +115,28 @@ impl Engine {
             clock,
             receipts,
             closing: tokio::sync::watch::Sender::new(false),
+            gate: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes [`Engine::serving`] ask `gate` from now on. A cluster leader's engine answers from memory only
+    /// while its lease is surely held: a leader paused past its lease (SIGSTOP, a frozen VM) must not answer a
+    /// request that reaches it over a connection it kept once it resumes, since another node may have changed
+    /// the queues meanwhile (its writes fail the fencing check anyway; this covers what it would read). A
+    /// second gate is ignored.
+    pub fn gate_serving(&self, gate: ServingGate) {
+        let _already_gated = self.gate.set(gate);
+    }
+
+    /// `Ok` while this engine may answer; the front-ends ask it for every request, after admission, and answer
+    /// its error as any other store unavailability (503, gRPC `UNAVAILABLE`), which clients retry elsewhere.
+    pub fn serving(&self) -> EngineResult<()> {
+        match self.gate.get() {
+            Some(open) if !open() => Err(EngineError::Store(crate::StoreError::Unavailable(
+                NOT_SERVING.into(),
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Puts every stored message back into its queue's index, with its FIFO group, and the deduplication ids
@@ -307,5 +338,36 @@ impl Locked<'_> {
 
     fn index(&mut self) -> &mut QueueIndex {
         self.parts().0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::memory_store::MemoryStore;
+
+    #[test]
+    fn a_gated_engine_stops_serving_when_its_gate_closes() {
+        let engine = Engine::open(
+            Arc::new(MemoryStore::new()),
+            Arc::new(ManualClock::new(1_000)),
+            ReceiptKey::new([7; 32]),
+        )
+        .expect("opens");
+        assert!(engine.serving().is_ok(), "an ungated engine serves");
+        let open = Arc::new(AtomicBool::new(true));
+        let gate = open.clone();
+        engine.gate_serving(Box::new(move || gate.load(Ordering::SeqCst)));
+        assert!(engine.serving().is_ok());
+        open.store(false, Ordering::SeqCst);
+        match engine.serving() {
+            Err(EngineError::Store(crate::StoreError::Unavailable(message))) => {
+                assert_eq!(message, NOT_SERVING)
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
     }
 }

@@ -74,6 +74,7 @@ impl KubemqService {
         let trip = self.inner.pipeline.start();
         let caller = self.identify(&trip, &request, operation)?;
         let admitted = self.admit(&trip, operation).await?;
+        self.serving(&trip, operation)?;
         let call = Call {
             peer: crate::peer_addr(&request),
             message: request.into_inner(),
@@ -130,7 +131,18 @@ impl KubemqService {
         })
     }
 
-    /// A stream's caller, or its refusal as for a unary RPC; each request of the stream is counted on its
+    /// Whether this node's engine may answer (`Engine::serving`: a cluster node past its lease may not):
+    /// otherwise gRPC `UNAVAILABLE`, which clients retry, counted under `operation`.
+    #[allow(clippy::result_large_err)] // tonic's Status
+    fn serving(&self, trip: &Trip<'_>, operation: &'static str) -> Result<(), Status> {
+        self.inner.engine.serving().map_err(|error| {
+            trip.observe(operation, Code::Error("Unavailable"));
+            Status::unavailable(error.to_string())
+        })
+    }
+
+    /// A stream's caller, or its refusal as for a unary RPC (and, like one, none while this node may not
+    /// serve); each request of the stream is counted on its
     /// own afterwards (streams are bounded by connections and the request rate, not by admission).
     #[allow(clippy::result_large_err)] // tonic's Status
     fn stream_caller<T>(
@@ -138,7 +150,10 @@ impl KubemqService {
         request: &Request<T>,
         operation: &'static str,
     ) -> Result<Caller, Status> {
-        self.identify(&self.inner.pipeline.start(), request, operation)
+        let trip = self.inner.pipeline.start();
+        let caller = self.identify(&trip, request, operation)?;
+        self.serving(&trip, operation)?;
+        Ok(caller)
     }
 }
 

@@ -12,13 +12,15 @@
 //! lease's epoch, rebuild the engine from the database, serve, renew the lease every quarter of its term, and
 //! step down — stop serving, drop the engine — when a renewal fails past the term, the store fails (its
 //! memory may be ahead of the database, so only a reload is safe), or the node stops (then it releases the
-//! lease so the next node need not wait for it to lapse).
+//! lease so the next node need not wait for it to lapse). Within a term the engine answers only while the lease
+//! is surely held (`TermGate`): a leader resumed from a pause past its lease answers "unavailable" at once.
 
 pub mod door;
 pub mod settings;
 pub mod unavailable;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -218,11 +220,15 @@ impl Member<'_, '_> {
             self.step_down_lease(&lease).await;
             return;
         };
+        let usable = self.usable_term();
+        let gate = TermGate::new(renewed_at, usable);
+        let open = gate.clone();
+        engine.gate_serving(Box::new(move || open.open()));
         let (term_end, term_ended) = watch::channel(false);
         let term = self.serve(engine.clone(), internal, term_ended.clone());
         let serving = tokio::spawn(term);
         self.route.send_replace(Route::Leader(targets));
-        let why = self.hold(&lease, &store, renewed_at).await;
+        let why = self.hold(&lease, &store, &gate).await;
         tracing::warn!(
             epoch = lease.epoch,
             reason = why,
@@ -367,16 +373,17 @@ impl Member<'_, '_> {
         }
     }
 
-    /// Holds the lease until the term must end; says why.
-    async fn hold(
-        &mut self,
-        lease: &Lease,
-        store: &PgStore,
-        mut renewed_at: Instant,
-    ) -> &'static str {
+    /// How long after a successful renewal began this node may count on its lease.
+    fn usable_term(&self) -> Duration {
+        self.node.postgres.lease_ttl() * (100 - LEASE_MARGIN_PERCENT) / 100
+    }
+
+    /// Holds the lease until the term must end; says why. Every renewal extends `gate`.
+    async fn hold(&mut self, lease: &Lease, store: &PgStore, gate: &TermGate) -> &'static str {
         let postgres = self.node.postgres;
         let ttl = postgres.lease_ttl();
-        let usable = ttl * (100 - LEASE_MARGIN_PERCENT) / 100;
+        let usable = self.usable_term();
+        let mut renewed_at = gate.renewed_at();
         let mut failed = store.failed();
         let mut tick = tokio::time::interval(ttl / 4);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -392,7 +399,10 @@ impl Member<'_, '_> {
             // must not keep this node leading past its lease while the call waits for its own timeout.
             let left = usable.saturating_sub(renewed_at.elapsed());
             match tokio::time::timeout(left, self.renew(lease)).await {
-                Ok(Ok(true)) => renewed_at = attempt,
+                Ok(Ok(true)) => {
+                    renewed_at = attempt;
+                    gate.renewed(attempt);
+                }
                 Ok(Ok(false)) => return "another node took the lease",
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "cannot renew the leader lease");
@@ -430,6 +440,44 @@ impl Member<'_, '_> {
                 tracing::debug!(%error, "could not release the lease; it will lapse");
             }
         }
+    }
+}
+
+/// Whether a leader may still answer from memory: until the usable part of its term after the last
+/// renewal that succeeded, on this node's monotonic clock, which keeps running while the process is paused.
+/// The engine asks it for every request (`Engine::serving`), so a leader resumed after a pause longer than
+/// its lease answers "unavailable" at once, before its renewal loop has even run and found the lease gone,
+/// and through the connections it still holds while its term drains.
+#[derive(Clone)]
+struct TermGate {
+    base: Instant,
+    usable: Duration,
+    /// When the last successful renewal began, in microseconds after `base`; written by the renewal loop,
+    /// read by every request.
+    renewed_us: Arc<AtomicU64>,
+}
+
+impl TermGate {
+    fn new(renewed_at: Instant, usable: Duration) -> Self {
+        Self {
+            base: renewed_at,
+            usable,
+            renewed_us: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn renewed(&self, at: Instant) {
+        let us = at.saturating_duration_since(self.base).as_micros();
+        self.renewed_us
+            .fetch_max(u64::try_from(us).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    fn renewed_at(&self) -> Instant {
+        self.base + Duration::from_micros(self.renewed_us.load(Ordering::SeqCst))
+    }
+
+    fn open(&self) -> bool {
+        self.renewed_at().elapsed() < self.usable
     }
 }
 
@@ -496,4 +544,24 @@ async fn bounded<T>(
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| StoreError::Unavailable("the database did not answer in time".into()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_gate_is_open_only_within_the_usable_term_after_the_last_renewal() {
+        let usable = Duration::from_secs(4);
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        let gate = TermGate::new(long_ago, usable);
+        assert!(
+            !gate.open(),
+            "the term after a renewal a minute ago is over"
+        );
+        gate.renewed(Instant::now() - Duration::from_secs(1));
+        assert!(gate.open(), "a renewal a second ago holds for {usable:?}");
+        gate.renewed(long_ago);
+        assert!(gate.open(), "an older renewal does not shorten the term");
+    }
 }

@@ -380,6 +380,10 @@ impl Service {
             let error = SqsError::new(ErrorCode::RequestThrottled, crate::error::REQUEST_THROTTLED);
             return Err(refused(error));
         };
+        // A cluster node past its lease answers nothing from memory (`Engine::serving`).
+        self.engine
+            .serving()
+            .map_err(|error| refused(engine_error(error)))?;
         let request = decoded.map_err(|error| {
             tracing::debug!(%error, "sqs request rejected");
             refused(error)
