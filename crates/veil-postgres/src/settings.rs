@@ -113,36 +113,35 @@ mod tests {
         assert_eq!(options.schema, defaults.schema);
     }
 
+    /// `validate` of the defaults with one setting changed by `change`.
+    fn validated_with(
+        value: usize,
+        change: fn(&mut PostgresSettings, usize),
+    ) -> Result<(), SettingsError> {
+        let mut settings = PostgresSettings::default();
+        change(&mut settings, value);
+        settings.validate()
+    }
+
     #[test]
     fn a_pool_outside_its_range_is_refused() {
-        for pool_size in [0, POOL_SIZE_MAX + 1] {
-            let settings = PostgresSettings {
-                pool_size,
-                ..PostgresSettings::default()
-            };
-            assert_eq!(settings.validate(), Err(SettingsError::PoolSize));
+        let pool = |s: &mut PostgresSettings, v| s.pool_size = v;
+        for refused in [0, POOL_SIZE_MAX + 1] {
+            assert_eq!(validated_with(refused, pool), Err(SettingsError::PoolSize));
         }
-        let most = PostgresSettings {
-            pool_size: POOL_SIZE_MAX,
-            ..PostgresSettings::default()
-        };
-        assert_eq!(most.validate(), Ok(()));
+        assert_eq!(validated_with(POOL_SIZE_MAX, pool), Ok(()));
     }
 
     #[test]
     fn writers_outside_their_range_are_refused() {
-        for writers in [0, WRITERS_MAX + 1] {
-            let settings = PostgresSettings {
-                writers,
-                ..PostgresSettings::default()
-            };
-            assert_eq!(settings.validate(), Err(SettingsError::Writers));
+        let writers = |s: &mut PostgresSettings, v| s.writers = v;
+        for refused in [0, WRITERS_MAX + 1] {
+            assert_eq!(
+                validated_with(refused, writers),
+                Err(SettingsError::Writers)
+            );
         }
-        let most = PostgresSettings {
-            writers: WRITERS_MAX,
-            ..PostgresSettings::default()
-        };
-        assert_eq!(most.validate(), Ok(()));
+        assert_eq!(validated_with(WRITERS_MAX, writers), Ok(()));
     }
 
     #[test]
