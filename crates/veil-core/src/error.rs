@@ -4,7 +4,7 @@ use crate::clock::Millis;
 use crate::model::QueueKey;
 use crate::store::StoreError;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum EngineError {
     #[error("queue {0} does not exist")]
     QueueNotFound(QueueKey),

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod clock;
+pub mod dispatch;
 pub mod engine;
 pub mod error;
 mod fifo;
@@ -22,6 +23,7 @@ mod waiters;
 
 pub use access::{Access, AccessDenied, Grant, GrantSpec, Pattern, Permission, Permissions};
 pub use clock::{Clock, ManualClock, Millis, OffsetClock, SystemClock};
+pub use dispatch::Dispatch;
 pub use engine::{Engine, QueueOverview, ServingGate, CREATED_BY_SETTING, NOT_SERVING};
 pub use error::{EngineError, EngineResult};
 pub use history::{

@@ -357,7 +357,7 @@ pub struct MessageState {
 }
 
 /// How long a new message lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Ttl {
     After(Millis),
     Never,
@@ -374,7 +374,7 @@ pub struct DedupEntry {
 }
 
 /// A message to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewMessage {
     pub body: Bytes,
     pub attributes: Attributes,
@@ -441,7 +441,7 @@ impl NewMessage {
 }
 
 /// What a send returns for each message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SentMessage {
     pub message_id: [u8; 16],
     pub body_md5: [u8; 16],
@@ -456,7 +456,7 @@ pub struct SentMessage {
 }
 
 /// A message as receive or peek returns it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub seq: Seq,
     pub payload: Payload,
@@ -474,7 +474,7 @@ impl Message {
 }
 
 /// Options of one receive.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiveOptions {
     pub max_messages: usize,
     /// `None` uses the queue's visibility timeout.
@@ -506,7 +506,7 @@ impl ReceiveOptions {
 }
 
 /// What a receive returned, and what it found expired on the way.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Received {
     pub messages: Vec<Message>,
     /// Messages of the queue this receive found past their expiry and removed (KubeMQ's `MessagesExpired`).
@@ -515,7 +515,7 @@ pub struct Received {
 }
 
 /// Which receipts an operation honours (docs/semantics.md §2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReceiptRule {
     /// SQS standard queues: any receipt Veil issued for the message.
     AnyIssued,
@@ -527,7 +527,7 @@ pub enum ReceiptRule {
 }
 
 /// What a delete did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeleteOutcome {
     Deleted,
     /// The receipt was issued by Veil but its message is already gone (SQS answers 200).
@@ -535,7 +535,7 @@ pub enum DeleteOutcome {
 }
 
 /// A change of a Hidden message's visibility deadline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VisibilityChange {
     /// The new deadline is `now + visibility_ms`.
     pub visibility_ms: Millis,
@@ -550,14 +550,14 @@ pub struct VisibilityChange {
 }
 
 /// The result of Azure's update: a new receipt and the new deadline.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Updated {
     pub receipt: String,
     pub visible_at: Millis,
 }
 
 /// What an operator needs to see about a queue, including its hidden backlog.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
     pub visible: u64,
     pub hidden: u64,
@@ -572,7 +572,7 @@ pub struct QueueStats {
 }
 
 /// A queue's settings, times and statistics.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueInfo {
     pub id: QueueId,
     pub key: QueueKey,
@@ -583,7 +583,7 @@ pub struct QueueInfo {
 }
 
 /// Whether create made a new queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CreateOutcome {
     Created(QueueInfo),
     /// The queue existed; the caller compares settings and decides whether that is an error.

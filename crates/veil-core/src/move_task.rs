@@ -68,7 +68,7 @@ pub struct MoveTaskRecord {
 }
 
 /// Why a move-task operation was refused.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, Serialize, Deserialize)]
 pub enum MoveTaskError {
     #[error("the task's source queue does not exist")]
     SourceNotFound,

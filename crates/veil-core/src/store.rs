@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::move_task::MoveTaskRecord;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum StoreError {
     #[error("storage I/O failed: {0}")]
     Io(String),

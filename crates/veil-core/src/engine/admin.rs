@@ -14,7 +14,7 @@ use crate::store::StoreOp;
 pub const CREATED_BY_SETTING: &str = "veil.created_by";
 
 /// One queue as an operator's overview shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueOverview {
     pub key: QueueKey,
     pub fifo: bool,

@@ -235,7 +235,7 @@ impl Service {
     /// Checks the one permission `action` needs on its queue (docs/security.md's table) before the handler
     /// runs. A queue that cannot be told (a malformed URL or ARN) is left to the handler, which reports it.
     /// ListQueues needs no check here: it shows only the queues the caller sees.
-    pub(super) fn authorize(&self, context: &RequestContext, action: &Action) -> SqsResult<()> {
+    pub(super) async fn authorize(&self, context: &RequestContext, action: &Action) -> SqsResult<()> {
         let Some((name, permission)) = required(action) else {
             return Ok(());
         };
@@ -265,20 +265,25 @@ impl Service {
         let Some(key) = key else {
             return Ok(());
         };
-        self.authorize_on(context, &key, name, permission)
+        self.authorize_on(context, &key, name, permission).await
     }
 
     /// Whether the caller may send to `key`, decided exactly as for a SendMessage to it: the one check behind
     /// SendMessage, a redrive policy's dead-letter target and a move task's destinations (docs/security.md,
     /// "SQS").
-    pub(super) fn authorize_send(&self, context: &RequestContext, key: &QueueKey) -> SqsResult<()> {
+    pub(super) async fn authorize_send(
+        &self,
+        context: &RequestContext,
+        key: &QueueKey,
+    ) -> SqsResult<()> {
         self.authorize_on(context, key, "SendMessage", Permission::Send)
+            .await
     }
 
     /// Checks `permission` (IAM action `name`) on `key`: the caller's grants, else — another account's queue and
     /// an action SQS lets a policy grant — the queue's `Policy`. Whether the queue exists plays no part beyond
     /// that (a missing queue has no policy), so a refusal says nothing of its existence.
-    fn authorize_on(
+    async fn authorize_on(
         &self,
         context: &RequestContext,
         key: &QueueKey,
@@ -298,6 +303,7 @@ impl Service {
         let decision = if owner != caller_account && cross_account(name) {
             self.engine
                 .queue_info(key)
+                .await
                 .ok()
                 .and_then(|info| info.config.protocol_settings.get(POLICY_SETTING).cloned())
                 .map_or(Decision::NotApplicable, |document| {

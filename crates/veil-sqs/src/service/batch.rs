@@ -28,10 +28,15 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        let size_max_bytes = u64::from(self.engine.message_size_limit(&key).map_err(engine_error)?);
+        let size_max_bytes = u64::from(
+            self.engine
+                .message_size_limit(&key)
+                .await
+                .map_err(engine_error)?,
+        );
         let fifo = fifo::is_fifo_name(&key.name);
         if fifo {
-            self.check_fifo_batch(&key, &input.entries)?;
+            self.check_fifo_batch(&key, &input.entries).await?;
         }
         check_batch_size(&input.entries)?;
         let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
@@ -58,10 +63,15 @@ impl Service {
     /// AWS-recorded `test_send_batch_missing_message_group_id_for_fifo_queue` and
     /// `test_send_batch_missing_deduplication_id_for_fifo_queue` snapshots). Entries are checked in order,
     /// each for its deduplication id first.
-    fn check_fifo_batch(&self, key: &QueueKey, entries: &[SendMessageBatchEntry]) -> SqsResult<()> {
+    async fn check_fifo_batch(
+        &self,
+        key: &QueueKey,
+        entries: &[SendMessageBatchEntry],
+    ) -> SqsResult<()> {
         let content_based = self
             .engine
             .queue_info(key)
+            .await
             .map_err(engine_error)?
             .config
             .fifo

@@ -42,7 +42,11 @@ impl Service {
         input: SendMessageInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        let size_max_bytes = self.engine.message_size_limit(&key).map_err(engine_error)?;
+        let size_max_bytes = self
+            .engine
+            .message_size_limit(&key)
+            .await
+            .map_err(engine_error)?;
         let fifo = fifo::is_fifo_name(&key.name);
         let prepared = self.prepare_message(
             context,

@@ -28,7 +28,7 @@ use axum::response::Response;
 use axum::Router;
 use veil_core::limits::SECOND_MS;
 use veil_core::Access;
-use veil_core::{Consumer, Engine, EngineError, QueueKey};
+use veil_core::{Consumer, Dispatch, EngineError, QueueKey};
 
 use crate::api::{Action, ActionName, Output, QueueTarget};
 use crate::codec::{self, HttpRequestParts};
@@ -113,7 +113,7 @@ pub fn unavailable(headers: &axum::http::HeaderMap) -> Response {
 
 /// What every request handler shares; built once by [`router`].
 struct Service {
-    engine: Arc<Engine>,
+    engine: Dispatch,
     config: SqsConfig,
     /// Derived from `config` once, so that each request does not rebuild it.
     names: NamespaceMap,
@@ -124,8 +124,8 @@ struct Service {
 }
 
 /// The SQS service: every method and path goes to one handler.
-pub fn router(engine: Arc<Engine>, config: SqsConfig) -> Router {
-    let service = Arc::new(Service::new(engine, config));
+pub fn router(engine: impl Into<Dispatch>, config: SqsConfig) -> Router {
+    let service = Arc::new(Service::new(engine.into(), config));
     Router::new()
         .fallback(handle)
         .with_state(service)
@@ -181,7 +181,7 @@ async fn handle(State(service): State<Arc<Service>>, request: Request) -> Respon
         }) => {
             let name = action.name();
             let audited = service.audited(context, &action);
-            let result = match service.authorize(context, &action) {
+            let result = match service.authorize(context, &action).await {
                 Ok(()) => {
                     let dispatch = service.dispatch(context, action);
                     trip.dispatch_parking(admitted, dispatch).await
@@ -329,7 +329,7 @@ fn receipt_error(error: EngineError, handle: &str, visibility: Option<u64>) -> S
 }
 
 impl Service {
-    fn new(engine: Arc<Engine>, config: SqsConfig) -> Self {
+    fn new(engine: Dispatch, config: SqsConfig) -> Self {
         let names = NamespaceMap {
             default_account: config.account_id.clone(),
             default_region: config.default_region.clone(),
@@ -503,19 +503,21 @@ impl Service {
         match action {
             Action::CreateQueue(input) => Box::pin(self.create_queue(context, input)).await,
             Action::DeleteQueue(target) => Box::pin(self.delete_queue(context, &target)).await,
-            Action::GetQueueUrl(input) => self.get_queue_url(context, input),
-            Action::ListQueues(input) => self.list_queues(context, input),
-            Action::GetQueueAttributes(input) => self.get_queue_attributes(context, input),
+            Action::GetQueueUrl(input) => self.get_queue_url(context, input).await,
+            Action::ListQueues(input) => self.list_queues(context, input).await,
+            Action::GetQueueAttributes(input) => {
+                Box::pin(self.get_queue_attributes(context, input)).await
+            }
             Action::SetQueueAttributes(input) => {
                 Box::pin(self.set_queue_attributes(context, input)).await
             }
             Action::PurgeQueue(target) => Box::pin(self.purge_queue(context, &target)).await,
             Action::ListDeadLetterSourceQueues(input) => {
-                self.list_dead_letter_source_queues(context, input)
+                self.list_dead_letter_source_queues(context, input).await
             }
             Action::TagQueue(input) => Box::pin(self.tag_queue(context, input)).await,
             Action::UntagQueue(input) => Box::pin(self.untag_queue(context, input)).await,
-            Action::ListQueueTags(target) => self.list_queue_tags(context, &target),
+            Action::ListQueueTags(target) => self.list_queue_tags(context, &target).await,
             Action::SendMessage(input) => Box::pin(self.send_message(context, input)).await,
             Action::ReceiveMessage(input) => Box::pin(self.receive_message(context, input)).await,
             Action::DeleteMessage(input) => Box::pin(self.delete_message(context, input)).await,
@@ -538,7 +540,9 @@ impl Service {
             Action::StartMessageMoveTask(input) => {
                 Box::pin(self.start_message_move_task(context, input)).await
             }
-            Action::ListMessageMoveTasks(input) => self.list_message_move_tasks(context, input),
+            Action::ListMessageMoveTasks(input) => {
+                self.list_message_move_tasks(context, input).await
+            }
             Action::CancelMessageMoveTask(input) => {
                 Box::pin(self.cancel_message_move_task(context, input)).await
             }
@@ -568,8 +572,8 @@ impl Service {
         ))
     }
 
-    fn require_queue(&self, key: &QueueKey) -> SqsResult<()> {
-        if self.engine.queue_exists(key) {
+    async fn require_queue(&self, key: &QueueKey) -> SqsResult<()> {
+        if self.engine.queue_exists(key).await.map_err(engine_error)? {
             Ok(())
         } else {
             Err(SqsError::queue_does_not_exist())

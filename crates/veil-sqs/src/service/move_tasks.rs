@@ -154,17 +154,20 @@ impl Service {
         context: &RequestContext,
         input: StartMessageMoveTaskInput,
     ) -> SqsResult<Output> {
-        let source = self.existing_queue(ArnParameter::SourceArn, &input.source_arn)?;
+        let source = self
+            .existing_queue(ArnParameter::SourceArn, &input.source_arn)
+            .await?;
         let dead_letter_sources = self
             .engine
             .dead_letter_sources(&source)
+            .await
             .map_err(engine_error)?;
         if dead_letter_sources.is_empty() {
             return Err(not_a_dead_letter_queue());
         }
         let destination = match &input.destination_arn {
             None => {
-                self.authorize_return(context, &dead_letter_sources)?;
+                self.authorize_return(context, &dead_letter_sources).await?;
                 None
             }
             Some(arn) => {
@@ -175,9 +178,10 @@ impl Service {
                 // The task sends to the destination on the caller's behalf: it needs what a SendMessage there
                 // needs, checked before the queue's existence so that a refusal tells nothing about another
                 // account's queues (docs/security.md, "SQS").
-                self.authorize_send(context, &key)?;
-                self.require_arn_queue(ArnParameter::DestinationArn, &key)?;
-                if self.is_fifo(&source)? != self.is_fifo(&key)? {
+                self.authorize_send(context, &key).await?;
+                self.require_arn_queue(ArnParameter::DestinationArn, &key)
+                    .await?;
+                if self.is_fifo(&source).await? != self.is_fifo(&key).await? {
                     return Err(different_queue_types());
                 }
                 Some(key)
@@ -206,12 +210,14 @@ impl Service {
         )))
     }
 
-    pub(super) fn list_message_move_tasks(
+    pub(super) async fn list_message_move_tasks(
         &self,
         context: &RequestContext,
         input: ListMessageMoveTasksInput,
     ) -> SqsResult<Output> {
-        let source = self.existing_queue(ArnParameter::SourceArn, &input.source_arn)?;
+        let source = self
+            .existing_queue(ArnParameter::SourceArn, &input.source_arn)
+            .await?;
         let max_results = input
             .max_results
             .unwrap_or(limits::MOVE_TASK_LIST_RESULTS_DEFAULT);
@@ -225,7 +231,11 @@ impl Service {
                 ),
             ));
         }
-        let tasks = self.engine.move_tasks(&source).map_err(move_task_error)?;
+        let tasks = self
+            .engine
+            .move_tasks(&source)
+            .await
+            .map_err(move_task_error)?;
         let shown = usize::try_from(max_results).unwrap_or(usize::MAX);
         Ok(Output::MoveTasks(
             tasks
@@ -242,7 +252,9 @@ impl Service {
         input: CancelMessageMoveTaskInput,
     ) -> SqsResult<Output> {
         let (task_id, source_arn) = decode_handle(&input.task_handle).ok_or_else(handle_invalid)?;
-        let source = self.existing_queue(ArnParameter::SourceArn, &source_arn)?;
+        let source = self
+            .existing_queue(ArnParameter::SourceArn, &source_arn)
+            .await?;
         // A handle that decodes but names no task Veil made is a task that does not exist.
         let task_id = uuid::Uuid::parse_str(&task_id).map_err(|_| task_does_not_exist())?;
         let task = self
@@ -257,10 +269,11 @@ impl Service {
     /// caller needs `send` on each queue whose redrive policy names this one — checked at the start, as AWS
     /// checks a redrive's permissions. A message from a queue that has since stopped naming this one goes back
     /// to it too, unchecked: it returns a queue's own message to it (docs/security.md, "SQS").
-    fn authorize_return(&self, context: &RequestContext, sources: &[QueueKey]) -> SqsResult<()> {
-        sources
-            .iter()
-            .try_for_each(|key| self.authorize_send(context, key))
+    async fn authorize_return(&self, context: &RequestContext, sources: &[QueueKey]) -> SqsResult<()> {
+        for key in sources {
+            self.authorize_send(context, key).await?;
+        }
+        Ok(())
     }
 
     /// The queue a well-formed ARN names (which may not exist); a malformed one is refused with AWS's format
@@ -275,23 +288,23 @@ impl Service {
             .ok_or_else(|| parameter.not_found())
     }
 
-    fn require_arn_queue(&self, parameter: ArnParameter, key: &QueueKey) -> SqsResult<()> {
-        if self.engine.queue_exists(key) {
+    async fn require_arn_queue(&self, parameter: ArnParameter, key: &QueueKey) -> SqsResult<()> {
+        if self.engine.queue_exists(key).await.map_err(engine_error)? {
             Ok(())
         } else {
             Err(parameter.not_found())
         }
     }
 
-    fn is_fifo(&self, key: &QueueKey) -> SqsResult<bool> {
-        let info = self.engine.queue_info(key).map_err(engine_error)?;
+    async fn is_fifo(&self, key: &QueueKey) -> SqsResult<bool> {
+        let info = self.engine.queue_info(key).await.map_err(engine_error)?;
         Ok(info.config.fifo.is_some())
     }
 
     /// The existing queue an ARN parameter names.
-    fn existing_queue(&self, parameter: ArnParameter, arn: &str) -> SqsResult<QueueKey> {
+    async fn existing_queue(&self, parameter: ArnParameter, arn: &str) -> SqsResult<QueueKey> {
         let key = self.queue_of_arn(parameter, arn)?;
-        self.require_arn_queue(parameter, &key)?;
+        self.require_arn_queue(parameter, &key).await?;
         Ok(key)
     }
 

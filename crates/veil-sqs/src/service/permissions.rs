@@ -68,7 +68,7 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         // A missing queue is reported before any parameter problem, as SetQueueAttributes does.
-        self.require_queue(&key)?;
+        self.require_queue(&key).await?;
         check_label(&input.label)?;
         let principals = principals(&input.aws_account_ids)?;
         let actions = granted_actions(&input.actions)?;
@@ -78,7 +78,8 @@ impl Service {
         self.engine
             .update_queue_config(&key, move |config| {
                 let stored = config.protocol_settings.get(POLICY_SETTING);
-                let policy = with_statement(stored.map(String::as_str), &label, statement, &arn)
+                let policy =
+                    with_statement(stored.map(String::as_str), &label, statement.clone(), &arn)
                     .map_err(EngineError::InvalidArgument)?;
                 config
                     .protocol_settings

@@ -35,7 +35,9 @@ impl Service {
         validate::queue_name(&input.queue_name, fifo)?;
         tags::validate_new_queue_tags(&input.queue_name, &input.tags)?;
         let key = QueueKey::new(self.namespace(context, &context.account), input.queue_name);
-        let settings = self.parse_settings(context, &key, &input.attributes, fifo)?;
+        let settings = self
+            .parse_settings(context, &key, &input.attributes, fifo)
+            .await?;
         let mut config = attributes::default_config(self.config.inflight_max_default, fifo);
         for (_, setting) in &settings {
             attributes::apply(&mut config, setting);
@@ -67,7 +69,7 @@ impl Service {
         Ok(Output::Empty)
     }
 
-    pub(super) fn get_queue_url(
+    pub(super) async fn get_queue_url(
         &self,
         context: &RequestContext,
         input: GetQueueUrlInput,
@@ -80,11 +82,11 @@ impl Service {
             .queue_owner_account_id
             .unwrap_or_else(|| context.account.clone());
         let key = QueueKey::new(self.namespace(context, &account), input.queue_name);
-        self.require_queue(&key)?;
+        self.require_queue(&key).await?;
         Ok(Output::QueueUrl(self.url(context, &key)))
     }
 
-    pub(super) fn list_queues(
+    pub(super) async fn list_queues(
         &self,
         context: &RequestContext,
         input: ListQueuesInput,
@@ -94,6 +96,8 @@ impl Service {
         let keys = self
             .engine
             .list_queues(&namespace, &prefix)
+            .await
+            .map_err(engine_error)?
             .into_iter()
             .map(|info| info.key)
             // Only the queues the caller holds some permission on (docs/security.md).
@@ -111,13 +115,13 @@ impl Service {
         })
     }
 
-    pub(super) fn get_queue_attributes(
+    pub(super) async fn get_queue_attributes(
         &self,
         context: &RequestContext,
         input: GetQueueAttributesInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        let info = self.engine.queue_info(&key).map_err(engine_error)?;
+        let info = self.engine.queue_info(&key).await.map_err(engine_error)?;
         let mut wanted: Vec<&str> = Vec::new();
         for name in &input.attribute_names {
             if !attributes::is_known_attribute(name) {
@@ -148,9 +152,11 @@ impl Service {
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
         // A missing queue is reported before any attribute problem.
-        self.require_queue(&key)?;
+        self.require_queue(&key).await?;
         let fifo = fifo::is_fifo_name(&key.name);
-        let settings = self.parse_settings(context, &key, &input.attributes, fifo)?;
+        let settings = self
+            .parse_settings(context, &key, &input.attributes, fifo)
+            .await?;
         // The combination of FIFO settings is checked on the queue as it would become, under the engine's
         // lock, so that two concurrent changes cannot together reach a refused pairing.
         let mut refused = None;
@@ -198,7 +204,7 @@ impl Service {
         }
     }
 
-    pub(super) fn list_dead_letter_source_queues(
+    pub(super) async fn list_dead_letter_source_queues(
         &self,
         context: &RequestContext,
         input: ListDeadLetterSourceQueuesInput,
@@ -207,6 +213,7 @@ impl Service {
         let sources = self
             .engine
             .dead_letter_sources(&key)
+            .await
             .map_err(engine_error)?;
         let (page, next_token) = paginate(
             sources,
@@ -222,7 +229,7 @@ impl Service {
 
     /// Parses the attributes of a FIFO (`fifo`) or standard queue into settings, checking each redrive
     /// policy's target.
-    fn parse_settings(
+    async fn parse_settings(
         &self,
         context: &RequestContext,
         source: &QueueKey,
@@ -232,7 +239,8 @@ impl Service {
         let settings = attributes::parse_settings(attributes, &self.names, fifo)?;
         for (_, setting) in &settings {
             if let QueueSetting::RedrivePolicy(Some(policy)) = setting {
-                self.check_dead_letter_target(context, source, policy)?;
+                self.check_dead_letter_target(context, source, policy)
+                    .await?;
             }
         }
         Ok(settings)
@@ -248,7 +256,7 @@ impl Service {
     /// A target the caller may not send to is answered as one that does not exist — AWS's answer for a
     /// target it cannot use from the caller's account — so the answer does not tell whether another
     /// account's queue exists.
-    fn check_dead_letter_target(
+    async fn check_dead_letter_target(
         &self,
         context: &RequestContext,
         source: &QueueKey,
@@ -268,13 +276,17 @@ impl Service {
                 "Dead letter target does not exist.",
             )
         };
-        if let Err(refusal) = self.authorize_send(context, &policy.dead_letter_queue) {
+        if let Err(refusal) = self
+            .authorize_send(context, &policy.dead_letter_queue)
+            .await
+        {
             tracing::debug!(%refusal, "sqs redrive policy names a target the caller may not send to");
             return Err(does_not_exist());
         }
         let target = self
             .engine
             .queue_info(&policy.dead_letter_queue)
+            .await
             .map_err(|_| does_not_exist())?;
         // AWS's text ends in two full stops (recorded from AWS in Terraform and CloudFormation failures, e.g.
         // byu-oit/handel issue 253). The source is FIFO by its name (`fifo::is_fifo_name`), the target by its

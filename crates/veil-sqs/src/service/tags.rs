@@ -33,9 +33,9 @@ impl Service {
         self.engine
             .update_queue_config(&key, move |config| {
                 let mut merged = tags_of(config);
-                merged.extend(tags);
+                merged.extend(tags.clone());
                 if merged.len() > limits::TAGS_PER_QUEUE_MAX {
-                    return Err(EngineError::InvalidArgument(too_many));
+                    return Err(EngineError::InvalidArgument(too_many.clone()));
                 }
                 set_tags(config, merged);
                 Ok(())
@@ -67,13 +67,13 @@ impl Service {
         Ok(Output::Empty)
     }
 
-    pub(super) fn list_queue_tags(
+    pub(super) async fn list_queue_tags(
         &self,
         context: &RequestContext,
         target: &QueueTarget,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, target)?;
-        let info = self.engine.queue_info(&key).map_err(engine_error)?;
+        let info = self.engine.queue_info(&key).await.map_err(engine_error)?;
         Ok(Output::Tags(tags_of(&info.config)))
     }
 }

@@ -1027,7 +1027,7 @@ async fn trace_header_is_a_system_attribute_not_a_user_attribute() {
 fn the_future_of_a_waiting_request_stays_small() {
     let (engine, _clock) = test_support::engine();
     let config = super::SqsConfig::default();
-    let service = std::sync::Arc::new(super::Service::new(engine, config));
+    let service = std::sync::Arc::new(super::Service::new(engine.into(), config));
     let request = test_support::json_request("ReceiveMessage", true)
         .body(Body::from("{}"))
         .unwrap();

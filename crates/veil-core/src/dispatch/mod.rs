@@ -1,0 +1,639 @@
+//! How a front-end reaches the engine that owns a queue (ARCHITECTURE.md, "Routing at the engine API"):
+//! [`Dispatch::Local`] calls this process's engine; [`Dispatch::Remote`] sends each operation as a [`Call`]
+//! to the node that owns the queue, which runs it with [`Engine::execute`] and answers with its [`Reply`].
+//! The front-ends hold a `Dispatch` and never learn which: the protocol crates decode, authorize and encode;
+//! the owner decides every rule.
+//!
+//! What a remote node can answer without asking the owner, it answers itself: the time (every node of a
+//! cluster reads the database's clock) and the receipt of a send (every node holds the cluster's receipt
+//! key). A settings edit is read, applied by the caller's closure and written back only if nothing came
+//! between ([`Call::ReplaceConfig`]), so protocol rules about settings stay in the protocol crates.
+
+mod call;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use self::call::{Call, Reply};
+use crate::clock::{Clock, Millis};
+use crate::engine::{Engine, QueueOverview};
+use crate::error::{EngineError, EngineResult};
+use crate::history::MessageHistory;
+use crate::model::*;
+use crate::move_task::{MoveTaskError, MoveTaskId, MoveTaskRecord};
+use crate::receipt::{Receipt, ReceiptKey};
+use crate::store::StoreError;
+
+/// How many times a settings edit made away from the owner is retried when another edit came between.
+const SETTINGS_EDIT_ATTEMPTS_MAX: usize = 8;
+
+/// A future a [`Transport`] answers with.
+pub type Answer = Pin<Box<dyn Future<Output = EngineResult<Reply>> + Send>>;
+
+/// Carries calls to the node that owns their queue. An `Err` is the transport's own failure (the owner is
+/// unreachable, no node owns the queue now), which front-ends answer as their protocol's "service
+/// unavailable"; the owner's answers, errors included, come back inside the [`Reply`].
+pub trait Transport: Send + Sync + 'static {
+    fn call(&self, call: Call) -> Answer;
+}
+
+/// The engine a front-end calls: this process's own, or one reached over a [`Transport`].
+#[derive(Clone)]
+pub enum Dispatch {
+    Local(Arc<Engine>),
+    Remote(Arc<Remote>),
+}
+
+/// Another node's engine, and what this node answers in its stead.
+pub struct Remote {
+    transport: Box<dyn Transport>,
+    /// The cluster's clock: time-based rules still run at the owner; this answers `now` for the front-ends'
+    /// own checks (request signatures' skew, timestamps in answers).
+    clock: Arc<dyn Clock>,
+    /// The cluster's receipt key, shared by every node, so that the receipt of a send is the owner's.
+    receipts: ReceiptKey,
+}
+
+impl Remote {
+    pub fn new(transport: Box<dyn Transport>, clock: Arc<dyn Clock>, receipts: ReceiptKey) -> Self {
+        Self {
+            transport,
+            clock,
+            receipts,
+        }
+    }
+}
+
+impl From<Arc<Engine>> for Dispatch {
+    fn from(engine: Arc<Engine>) -> Self {
+        Self::Local(engine)
+    }
+}
+
+/// The transport answered a call with a reply of another operation: a bug or a mismatched peer, never the
+/// client's fault.
+fn mismatched(reply: &Reply) -> EngineError {
+    EngineError::Store(StoreError::Corrupt(format!(
+        "the owner answered with an unexpected reply: {reply:?}"
+    )))
+}
+
+/// Unwraps a remote reply of the expected variant, or turns any other into an error of the call's type.
+macro_rules! expect_reply {
+    ($answer:expr, $variant:path) => {
+        match $answer {
+            Ok($variant(result)) => result,
+            Ok(Reply::Done(Err(error))) => Err(error.into()),
+            Ok(other) => Err(mismatched(&other).into()),
+            Err(error) => Err(error.into()),
+        }
+    };
+}
+
+/// [`expect_reply!`] for operations whose reply carries no error of its own.
+macro_rules! expect_value {
+    ($answer:expr, $variant:path) => {
+        match $answer {
+            Ok($variant(value)) => Ok(value),
+            Ok(Reply::Done(Err(error))) => Err(error),
+            Ok(other) => Err(mismatched(&other)),
+            Err(error) => Err(error),
+        }
+    };
+}
+
+impl Dispatch {
+    /// This process's engine, when the queues are served here.
+    pub fn local(&self) -> Option<&Arc<Engine>> {
+        match self {
+            Self::Local(engine) => Some(engine),
+            Self::Remote(_) => None,
+        }
+    }
+
+    async fn remote(remote: &Remote, call: Call) -> EngineResult<Reply> {
+        remote.transport.call(call).await
+    }
+
+    /// `Ok` while this node may answer ([`Engine::serving`]); a remote owner checks its own gate per call.
+    pub fn serving(&self) -> EngineResult<()> {
+        match self {
+            Self::Local(engine) => engine.serving(),
+            Self::Remote(_) => Ok(()),
+        }
+    }
+
+    pub fn now(&self) -> Millis {
+        match self {
+            Self::Local(engine) => engine.now(),
+            Self::Remote(remote) => remote.clock.now(),
+        }
+    }
+
+    pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
+        match self {
+            Self::Local(engine) => engine.receipt_of_send(sent),
+            Self::Remote(remote) => remote.receipts.encode(&Receipt {
+                queue: sent.queue,
+                seq: sent.seq,
+                generation: 0,
+                issued_at: sent.sent_at,
+            }),
+        }
+    }
+
+    pub async fn create_queue(
+        &self,
+        key: QueueKey,
+        config: QueueConfig,
+    ) -> EngineResult<CreateOutcome> {
+        match self {
+            Self::Local(engine) => engine.create_queue(key, config).await,
+            Self::Remote(remote) => expect_reply!(
+                Self::remote(remote, Call::CreateQueue { key, config }).await,
+                Reply::Created
+            ),
+        }
+    }
+
+    #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
+    pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
+        match self {
+            Self::Local(engine) => engine.delete_queue(key).await,
+            Self::Remote(remote) => {
+                let call = Call::DeleteQueue { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::Done)
+            }
+        }
+    }
+
+    pub async fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
+        match self {
+            Self::Local(engine) => Ok(engine.deleted_at(key)),
+            Self::Remote(remote) => {
+                let call = Call::DeletedAt { key: key.clone() };
+                expect_value!(Self::remote(remote, call).await, Reply::DeletedAt)
+            }
+        }
+    }
+
+    pub async fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
+        match self {
+            Self::Local(engine) => engine.queue_info(key),
+            Self::Remote(remote) => {
+                let call = Call::QueueInfo { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::QueueInfo)
+            }
+        }
+    }
+
+    pub async fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> {
+        match self {
+            Self::Local(engine) => Ok(engine.queue_exists(key)),
+            Self::Remote(remote) => {
+                let call = Call::QueueExists { key: key.clone() };
+                expect_value!(Self::remote(remote, call).await, Reply::Exists)
+            }
+        }
+    }
+
+    pub async fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
+        match self {
+            Self::Local(engine) => engine.message_size_limit(key),
+            Self::Remote(remote) => {
+                let call = Call::MessageSizeLimit { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::SizeLimit)
+            }
+        }
+    }
+
+    pub async fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> {
+        match self {
+            Self::Local(engine) => Ok(engine.list_queues(namespace, prefix)),
+            Self::Remote(remote) => {
+                let call = Call::ListQueues {
+                    namespace: namespace.to_owned(),
+                    prefix: prefix.to_owned(),
+                };
+                expect_value!(Self::remote(remote, call).await, Reply::Queues)
+            }
+        }
+    }
+
+    /// Applies `change` to a queue's settings; nothing is stored if it fails. Away from the owner the edit
+    /// runs here on the settings as read, and is written only if they did not change meanwhile (retried up
+    /// to `SETTINGS_EDIT_ATTEMPTS_MAX` times), which is what the owner's lock gives a local edit.
+    pub async fn update_queue_config<F>(&self, key: &QueueKey, mut change: F) -> EngineResult<QueueInfo>
+    where
+        F: FnMut(&mut QueueConfig) -> EngineResult<()>,
+    {
+        let remote = match self {
+            Self::Local(engine) => return engine.update_queue_config(key, change).await,
+            Self::Remote(remote) => remote,
+        };
+        for _ in 0..SETTINGS_EDIT_ATTEMPTS_MAX {
+            let expected = self.queue_info(key).await?.config;
+            let mut config = expected.clone();
+            change(&mut config)?;
+            let call = Call::ReplaceConfig {
+                key: key.clone(),
+                expected: Box::new(expected),
+                config: Box::new(config),
+            };
+            let replaced: EngineResult<Option<QueueInfo>> =
+                expect_reply!(Self::remote(remote, call).await, Reply::Replaced);
+            if let Some(info) = replaced? {
+                return Ok(info);
+            }
+        }
+        Err(EngineError::Store(StoreError::Unavailable(
+            "the queue's settings kept changing under the edit; retry it".into(),
+        )))
+    }
+
+    pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
+        match self {
+            Self::Local(engine) => engine.dead_letter_sources(key),
+            Self::Remote(remote) => {
+                let call = Call::DeadLetterSources { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::Keys)
+            }
+        }
+    }
+
+    pub async fn purge(&self, key: &QueueKey, interval_ms_min: Option<Millis>) -> EngineResult<u64> {
+        match self {
+            Self::Local(engine) => engine.purge(key, interval_ms_min).await,
+            Self::Remote(remote) => {
+                let call = Call::Purge {
+                    key: key.clone(),
+                    interval_ms_min,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Purged)
+            }
+        }
+    }
+
+    pub async fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
+        match self {
+            Self::Local(engine) => engine.last_purge_at(key),
+            Self::Remote(remote) => {
+                let call = Call::LastPurgeAt { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::LastPurgeAt)
+            }
+        }
+    }
+
+    pub async fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
+        match self {
+            Self::Local(engine) => engine.stats(key),
+            Self::Remote(remote) => {
+                let call = Call::Stats { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::Stats)
+            }
+        }
+    }
+
+    pub async fn send(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+    ) -> EngineResult<Vec<SentMessage>> {
+        match self {
+            Self::Local(engine) => engine.send(key, messages).await,
+            Self::Remote(remote) => {
+                let call = Call::Send {
+                    key: key.clone(),
+                    messages,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Sent)
+            }
+        }
+    }
+
+    pub async fn send_each(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+    ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
+        match self {
+            Self::Local(engine) => engine.send_each(key, messages).await,
+            Self::Remote(remote) => {
+                let call = Call::SendEach {
+                    key: key.clone(),
+                    messages,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::SentEach)
+            }
+        }
+    }
+
+    pub async fn receive(
+        &self,
+        key: &QueueKey,
+        options: ReceiveOptions,
+    ) -> EngineResult<Vec<Message>> {
+        Ok(self.receive_detailed(key, options).await?.messages)
+    }
+
+    /// A receive; away from the owner, a long poll waits there, and gives this node's admission slot back
+    /// first (`park`), as a local long poll does when it parks.
+    pub async fn receive_detailed(
+        &self,
+        key: &QueueKey,
+        options: ReceiveOptions,
+    ) -> EngineResult<Received> {
+        match self {
+            Self::Local(engine) => engine.receive_detailed(key, options).await,
+            Self::Remote(remote) => {
+                if options.wait_ms != Some(0) {
+                    crate::park::parking();
+                }
+                let call = Call::Receive {
+                    key: key.clone(),
+                    options,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Received)
+            }
+        }
+    }
+
+    pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
+        match self {
+            Self::Local(engine) => engine.peek(key, max_messages).await,
+            Self::Remote(remote) => {
+                let call = Call::Peek {
+                    key: key.clone(),
+                    max_messages,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Messages)
+            }
+        }
+    }
+
+    pub async fn delete(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        rule: ReceiptRule,
+    ) -> EngineResult<DeleteOutcome> {
+        match self {
+            Self::Local(engine) => engine.delete(key, receipt, rule).await,
+            Self::Remote(remote) => {
+                let call = Call::Delete {
+                    key: key.clone(),
+                    receipt: receipt.to_owned(),
+                    rule,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Deleted)
+            }
+        }
+    }
+
+    pub async fn delete_batch(
+        &self,
+        key: &QueueKey,
+        receipts: &[&str],
+        rule: ReceiptRule,
+    ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
+        match self {
+            Self::Local(engine) => engine.delete_batch(key, receipts, rule).await,
+            Self::Remote(remote) => {
+                let call = Call::DeleteBatch {
+                    key: key.clone(),
+                    receipts: owned(receipts),
+                    rule,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::DeletedEach)
+            }
+        }
+    }
+
+    pub async fn change_visibility(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        change: VisibilityChange,
+    ) -> EngineResult<Millis> {
+        match self {
+            Self::Local(engine) => engine.change_visibility(key, receipt, change).await,
+            Self::Remote(remote) => {
+                let call = Call::ChangeVisibility {
+                    key: key.clone(),
+                    receipt: receipt.to_owned(),
+                    change,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::VisibleAt)
+            }
+        }
+    }
+
+    pub async fn change_visibility_batch(
+        &self,
+        key: &QueueKey,
+        entries: &[(&str, VisibilityChange)],
+    ) -> EngineResult<Vec<EngineResult<Millis>>> {
+        match self {
+            Self::Local(engine) => engine.change_visibility_batch(key, entries).await,
+            Self::Remote(remote) => {
+                let call = Call::ChangeVisibilityBatch {
+                    key: key.clone(),
+                    entries: entries
+                        .iter()
+                        .map(|(receipt, change)| ((*receipt).to_owned(), *change))
+                        .collect(),
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::VisibleAtEach)
+            }
+        }
+    }
+
+    pub async fn update(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        change: VisibilityChange,
+        new_body: Option<Bytes>,
+    ) -> EngineResult<Updated> {
+        match self {
+            Self::Local(engine) => engine.update(key, receipt, change, new_body).await,
+            Self::Remote(remote) => {
+                let call = Call::Update {
+                    key: key.clone(),
+                    receipt: receipt.to_owned(),
+                    change,
+                    new_body,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Updated)
+            }
+        }
+    }
+
+    #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
+    pub async fn move_message(
+        &self,
+        key: &QueueKey,
+        receipt: &str,
+        target: &QueueKey,
+    ) -> EngineResult<()> {
+        match self {
+            Self::Local(engine) => engine.move_message(key, receipt, target).await,
+            Self::Remote(remote) => {
+                let call = Call::MoveMessage {
+                    key: key.clone(),
+                    receipt: receipt.to_owned(),
+                    target: target.clone(),
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Done)
+            }
+        }
+    }
+
+    pub async fn move_messages(
+        &self,
+        key: &QueueKey,
+        receipts: &[&str],
+        target: &QueueKey,
+    ) -> EngineResult<Vec<EngineResult<()>>> {
+        match self {
+            Self::Local(engine) => engine.move_messages(key, receipts, target).await,
+            Self::Remote(remote) => {
+                let call = Call::MoveMessages {
+                    key: key.clone(),
+                    receipts: owned(receipts),
+                    target: target.clone(),
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::MovedEach)
+            }
+        }
+    }
+
+    pub async fn start_move_task(
+        &self,
+        source: &QueueKey,
+        destination: Option<&QueueKey>,
+        rate_per_s_max: Option<u32>,
+    ) -> Result<MoveTaskRecord, MoveTaskError> {
+        match self {
+            Self::Local(engine) => {
+                engine
+                    .start_move_task(source, destination, rate_per_s_max)
+                    .await
+            }
+            Self::Remote(remote) => {
+                let call = Call::StartMoveTask {
+                    source: source.clone(),
+                    destination: destination.cloned(),
+                    rate_per_s_max,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::MoveTask)
+            }
+        }
+    }
+
+    pub async fn move_tasks(&self, source: &QueueKey) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
+        match self {
+            Self::Local(engine) => engine.move_tasks(source),
+            Self::Remote(remote) => {
+                let call = Call::MoveTasks {
+                    source: source.clone(),
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::MoveTasks)
+            }
+        }
+    }
+
+    pub async fn cancel_move_task(
+        &self,
+        source: &QueueKey,
+        id: &MoveTaskId,
+    ) -> Result<MoveTaskRecord, MoveTaskError> {
+        match self {
+            Self::Local(engine) => engine.cancel_move_task(source, id).await,
+            Self::Remote(remote) => {
+                let call = Call::CancelMoveTask {
+                    source: source.clone(),
+                    id: *id,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::MoveTask)
+            }
+        }
+    }
+
+    pub async fn history(
+        &self,
+        key: &QueueKey,
+        message_id: &[u8; 16],
+    ) -> EngineResult<Option<MessageHistory>> {
+        match self {
+            Self::Local(engine) => engine.history(key, message_id),
+            Self::Remote(remote) => {
+                let call = Call::History {
+                    key: key.clone(),
+                    message_id: *message_id,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::History)
+            }
+        }
+    }
+
+    pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
+        match self {
+            Self::Local(engine) => Ok(engine.overview()),
+            Self::Remote(remote) => {
+                expect_value!(Self::remote(remote, Call::Overview).await, Reply::Overview)
+            }
+        }
+    }
+
+    pub async fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
+        match self {
+            Self::Local(engine) => engine.overview_of(key),
+            Self::Remote(remote) => {
+                let call = Call::OverviewOf { key: key.clone() };
+                expect_reply!(Self::remote(remote, call).await, Reply::OverviewOf)
+            }
+        }
+    }
+
+    pub async fn browse(
+        &self,
+        key: &QueueKey,
+        from: Seq,
+        max_messages: usize,
+    ) -> EngineResult<Vec<Message>> {
+        match self {
+            Self::Local(engine) => engine.browse(key, from, max_messages).await,
+            Self::Remote(remote) => {
+                let call = Call::Browse {
+                    key: key.clone(),
+                    from,
+                    max_messages,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Messages)
+            }
+        }
+    }
+
+    pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
+        match self {
+            Self::Local(engine) => engine.remove_message(key, seq).await,
+            Self::Remote(remote) => {
+                let call = Call::RemoveMessage {
+                    key: key.clone(),
+                    seq,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::Removed)
+            }
+        }
+    }
+}
+
+fn owned(receipts: &[&str]) -> Vec<String> {
+    receipts.iter().map(|receipt| (*receipt).to_owned()).collect()
+}
