@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::watch;
 use tonic::{Request, Status};
-use veil_core::Engine;
+use veil_core::Dispatch;
 use veil_http::{Conn, ConnectionInfo, Limits};
 use veil_telemetry::Telemetry;
 
@@ -137,13 +137,14 @@ fn authenticate(
 /// with `CloseByServer`, their unacked messages released) and the server drains.
 #[allow(clippy::result_large_err)] // the interceptor closure: see `authenticate`
 pub async fn serve(
-    engine: Arc<Engine>,
+    engine: impl Into<Dispatch>,
     config: KubemqConfig,
     listener: tokio::net::TcpListener,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     let auth = Arc::new(config.auth);
     let limits = config.limits;
+    let engine: Dispatch = engine.into();
     let clock = engine.clone();
     let service = service::KubemqService::with_admission(
         engine,

@@ -131,7 +131,7 @@ impl Service {
     /// Azure authenticates before it looks at parameters: a forged request learns nothing from them. A SAS
     /// or a token is checked against the operation once it is named ([`Self::authorize`]); preflight
     /// (`OPTIONS`) and verification off need nothing.
-    pub(super) fn authenticate(
+    pub(super) async fn authenticate(
         &self,
         parts: &Parts,
         location: &Location,
@@ -163,7 +163,7 @@ impl Service {
                 auth::verify_shared_key(&signed, account, key, &signature, scheme)?;
                 Ok(Authorized::Owner)
             }
-            Credentials::Sas(sas) => self.verify_sas(&sas, location, (now, peer, https)),
+            Credentials::Sas(sas) => self.verify_sas(&sas, location, (now, peer, https)).await,
             Credentials::Bearer(token) => self.verify_bearer(parts, &token, account, now, https),
             Credentials::Anonymous => Err(AzureError::new(ErrorCode::NoAuthenticationInformation)),
         }
@@ -211,7 +211,7 @@ impl Service {
         Ok(Authorized::Token(principal, access))
     }
 
-    fn verify_sas(
+    async fn verify_sas(
         &self,
         sas: &Sas,
         location: &Location,
@@ -256,7 +256,7 @@ impl Service {
             return Ok(Authorized::DelegatedSas(grant, access));
         }
         let policy = match (&sas.identifier, location.queue()) {
-            (Some(id), Some(queue)) => Some(self.stored_policy(account, queue, id)?),
+            (Some(id), Some(queue)) => Some(self.stored_policy(account, queue, id).await?),
             (Some(_), None) => {
                 return Err(AzureError::authentication(
                     "A stored access policy applies to its queue only.",
@@ -275,9 +275,14 @@ impl Service {
         auth::verify_sas(sas, self.key(account)?, &scope).map(Authorized::Sas)
     }
 
-    fn stored_policy(&self, account: &str, queue: &str, id: &str) -> AzureResult<SignedIdentifier> {
+    async fn stored_policy(
+        &self,
+        account: &str,
+        queue: &str,
+        id: &str,
+    ) -> AzureResult<SignedIdentifier> {
         let key = QueueKey::new(self.namespace(account), queue);
-        let identifiers = self.acl(&key).map_err(|_| {
+        let identifiers = self.acl(&key).await.map_err(|_| {
             AzureError::authentication("The stored access policy's queue does not exist.")
         })?;
         identifiers

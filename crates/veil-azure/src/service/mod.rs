@@ -27,7 +27,7 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use veil_core::{Access, Engine, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
+use veil_core::{Access, Dispatch, EngineError, Millis, QueueKey, DEFAULT_NAMESPACE};
 use veil_http::pipeline::AUTHENTICATE;
 use veil_http::{header_str, into_response, HttpReply, Pipeline, Trip, Who};
 use veil_telemetry::audit;
@@ -107,7 +107,7 @@ pub fn dev_account() -> AzureAccount {
 }
 
 struct Service {
-    engine: Arc<Engine>,
+    engine: Dispatch,
     config: AzureConfig,
     accounts: HashMap<String, AzureAccount>,
     properties: properties::PropertiesStore,
@@ -118,7 +118,7 @@ struct Service {
 }
 
 /// The Azure Queue Storage service: every method and path goes to one handler.
-pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
+pub fn router(engine: impl Into<Dispatch>, config: AzureConfig) -> Router {
     let mut accounts: HashMap<String, AzureAccount> = HashMap::new();
     accounts.insert(limits::DEV_ACCOUNT_NAME.to_string(), dev_account());
     for account in &config.accounts {
@@ -134,7 +134,7 @@ pub fn router(engine: Arc<Engine>, config: AzureConfig) -> Router {
     let secret = crate::delegation::bound_secret(&secret, &config.entra);
     let pipeline = Pipeline::new(Protocol::Azure, config.telemetry.clone());
     let service = Arc::new(Service {
-        engine,
+        engine: engine.into(),
         config,
         accounts,
         properties,
@@ -355,7 +355,7 @@ impl Service {
         body: &Bytes,
     ) -> AzureResult<HttpReply> {
         let parts = request.parts;
-        let authorized = self.identify(trip, &request, location, query)?;
+        let authorized = self.identify(trip, &request, location, query).await?;
         // The slot is taken only now, with the body read and the caller authenticated: a client that cannot
         // authenticate never holds one (docs/security.md "Limits against abuse"). Held until the answer.
         let _admitted = trip
@@ -374,7 +374,7 @@ impl Service {
     }
 
     /// **identify**: who the request's credential proves; a refusal is audited.
-    fn identify(
+    async fn identify(
         &self,
         trip: &Trip<'_>,
         request: &Arrived<'_>,
@@ -383,6 +383,7 @@ impl Service {
     ) -> AzureResult<auth::Authorized> {
         let env = (request.now, request.peer, request.https);
         self.authenticate(request.parts, location, query, env)
+            .await
             .inspect_err(|error| {
                 let client = request.peer.map(|ip| ip.to_string()).unwrap_or_default();
                 let who = Who {
@@ -521,7 +522,10 @@ impl Service {
                 marker,
                 max_results,
                 include_metadata,
-            } => Ok(self.list_queues(ctx, prefix, marker, max_results, include_metadata)),
+            } => {
+                self.list_queues(ctx, prefix, marker, max_results, include_metadata)
+                    .await
+            }
             Operation::GetServiceProperties => Ok(self.get_service_properties(ctx)),
             Operation::SetServiceProperties { xml } => self.set_service_properties(ctx, &xml),
             Operation::GetServiceStats => Ok(self.service_stats(ctx)),
@@ -539,11 +543,13 @@ impl Service {
                 self.create_queue(ctx, &queue, metadata).await
             }
             Operation::DeleteQueue { queue } => self.delete_queue(ctx, &queue).await,
-            Operation::GetMetadata { queue } => self.get_metadata(ctx, &queue),
+            Operation::GetMetadata { queue } => self.get_metadata(ctx, &queue).await,
             Operation::SetMetadata { queue, metadata } => {
                 self.set_metadata(ctx, &queue, metadata).await
             }
-            Operation::GetAcl { queue } => Ok(crate::api::Output::Acl(self.acl(&ctx.key(&queue))?)),
+            Operation::GetAcl { queue } => {
+                Ok(crate::api::Output::Acl(self.acl(&ctx.key(&queue)).await?))
+            }
             Operation::SetAcl { queue, identifiers } => {
                 self.set_acl(ctx, &queue, &identifiers).await
             }

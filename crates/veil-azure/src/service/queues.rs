@@ -22,6 +22,7 @@ pub const META_POISON_QUEUE: &str = "veilpoisonqueue";
 const MAX_DEQUEUE_COUNT_FALLBACK: u32 = 5;
 
 /// How a request changes a queue's poison policy.
+#[derive(Clone)]
 enum PolicyChange {
     Keep,
     /// The server default (`PoisonDefault`), or none: the operator's configuration, not the caller's.
@@ -64,14 +65,14 @@ fn invalid_reserved(name: &str, value: &str, reason: &str) -> AzureError {
 }
 
 impl Service {
-    pub(super) fn list_queues(
+    pub(super) async fn list_queues(
         &self,
         ctx: &Ctx,
         prefix: Option<String>,
         marker: Option<String>,
         max_results: Option<usize>,
         include_metadata: bool,
-    ) -> Output {
+    ) -> AzureResult<Output> {
         // Markers are `/<account>/<first name of the next page>`, like Azure's.
         let after = marker
             .as_deref()
@@ -80,6 +81,7 @@ impl Service {
         let mut matching = self
             .engine
             .list_queues(&ctx.namespace, prefix.as_deref().unwrap_or(""))
+            .await?
             .into_iter()
             // Queues made by other protocols whose names Azure cannot address are not shown.
             .filter(|info| codec::validate_queue_name(&info.key.name).is_ok())
@@ -97,7 +99,7 @@ impl Service {
         let next_marker = matching
             .next()
             .map(|info| format!("/{}/{}", ctx.account, info.key.name));
-        Output::QueueList(QueueList {
+        Ok(Output::QueueList(QueueList {
             service_endpoint: format!(
                 "{}://{}/{}/",
                 if ctx.https { "https" } else { "http" },
@@ -109,7 +111,7 @@ impl Service {
             max_results,
             queues,
             next_marker,
-        })
+        }))
     }
 
     pub(super) async fn create_queue(
@@ -121,7 +123,7 @@ impl Service {
         let key = ctx.key(queue);
         let change = self.policy_change(&key, &metadata, None)?;
         // Checked even when the queue exists already: whether it does is known only inside the create.
-        let poison = self.poison_queue_to_create(ctx, &change, None)?;
+        let poison = self.poison_queue_to_create(ctx, &change, None).await?;
         let mut config = self.queue_config();
         apply_metadata(&mut config, metadata.clone(), change);
         match self.engine.create_queue(key, config).await? {
@@ -143,8 +145,8 @@ impl Service {
     }
 
     /// Metadata and `x-ms-approximate-messages-count`: visible + hidden + delayed, so the hidden backlog shows.
-    pub(super) fn get_metadata(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
-        let info = self.engine.queue_info(&ctx.key(queue))?;
+    pub(super) async fn get_metadata(&self, ctx: &Ctx, queue: &str) -> AzureResult<Output> {
+        let info = self.engine.queue_info(&ctx.key(queue)).await?;
         let stats = info.stats;
         Ok(Output::Metadata {
             metadata: metadata_of(&info.config),
@@ -159,12 +161,14 @@ impl Service {
         metadata: Metadata,
     ) -> AzureResult<Output> {
         let key = ctx.key(queue);
-        let previous = self.engine.queue_info(&key)?.config;
+        let previous = self.engine.queue_info(&key).await?.config;
         let change = self.policy_change(&key, &metadata, Some(&metadata_of(&previous)))?;
-        let poison = self.poison_queue_to_create(ctx, &change, previous.redrive_policy.as_ref())?;
+        let poison = self
+            .poison_queue_to_create(ctx, &change, previous.redrive_policy.as_ref())
+            .await?;
         self.engine
             .update_queue_config(&key, |config| {
-                apply_metadata(config, metadata, change);
+                apply_metadata(config, metadata.clone(), change.clone());
                 Ok(())
             })
             .await?;
@@ -173,8 +177,8 @@ impl Service {
     }
 
     /// A queue's stored access policies, kept durably in its settings under [`ACL_SETTING`].
-    pub(super) fn acl(&self, key: &QueueKey) -> AzureResult<Vec<SignedIdentifier>> {
-        let info = self.engine.queue_info(key)?;
+    pub(super) async fn acl(&self, key: &QueueKey) -> AzureResult<Vec<SignedIdentifier>> {
+        let info = self.engine.queue_info(key).await?;
         match info.config.protocol_settings.get(ACL_SETTING) {
             Some(document) => codec::signed_identifiers(document.as_bytes()),
             None => Ok(Vec::new()),
@@ -192,7 +196,7 @@ impl Service {
             .update_queue_config(&ctx.key(queue), |config| {
                 config
                     .protocol_settings
-                    .insert(ACL_SETTING.to_string(), document);
+                    .insert(ACL_SETTING.to_string(), document.clone());
                 Ok(())
             })
             .await?;
@@ -277,7 +281,7 @@ impl Service {
     /// as a Put Message of its own would be checked; and to create it — Create Queue's right there — unless
     /// it exists already. A policy restating the one in force was authorized when it was set. The server
     /// default is the operator's: its `<name>-poison` queue is created unchecked.
-    fn poison_queue_to_create(
+    async fn poison_queue_to_create(
         &self,
         ctx: &Ctx,
         change: &PolicyChange,
@@ -301,7 +305,7 @@ impl Service {
         if ctx.may(OperationKind::CreateQueue, &poison.name).is_ok() {
             return Ok(Some(poison.clone()));
         }
-        match self.engine.queue_info(poison) {
+        match self.engine.queue_info(poison).await {
             Ok(_) => Ok(None),
             Err(EngineError::QueueNotFound(_)) => {
                 Err(AzureError::new(ErrorCode::AuthorizationPermissionMismatch))

@@ -185,7 +185,9 @@ impl Engine {
             return Reply::refusal(&call, error);
         }
         match call {
-            Call::CreateQueue { key, config } => Reply::Created(self.create_queue(key, config).await),
+            Call::CreateQueue { key, config } => {
+                Reply::Created(self.create_queue(key, config).await)
+            }
             Call::DeleteQueue { key } => Reply::Done(self.delete_queue(&key).await),
             Call::DeletedAt { key } => Reply::DeletedAt(self.deleted_at(&key)),
             Call::QueueInfo { key } => Reply::QueueInfo(self.queue_info(&key)),
@@ -270,9 +272,7 @@ impl Engine {
             Call::CancelMoveTask { source, id } => {
                 Reply::MoveTask(self.cancel_move_task(&source, &id).await)
             }
-            Call::History { key, message_id } => {
-                Reply::History(self.history(&key, &message_id))
-            }
+            Call::History { key, message_id } => Reply::History(self.history(&key, &message_id)),
             Call::Overview => Reply::Overview(self.overview()),
             Call::OverviewOf { key } => Reply::OverviewOf(self.overview_of(&key)),
             Call::Browse {

@@ -228,7 +228,11 @@ impl Dispatch {
     /// Applies `change` to a queue's settings; nothing is stored if it fails. Away from the owner the edit
     /// runs here on the settings as read, and is written only if they did not change meanwhile (retried up
     /// to `SETTINGS_EDIT_ATTEMPTS_MAX` times), which is what the owner's lock gives a local edit.
-    pub async fn update_queue_config<F>(&self, key: &QueueKey, mut change: F) -> EngineResult<QueueInfo>
+    pub async fn update_queue_config<F>(
+        &self,
+        key: &QueueKey,
+        mut change: F,
+    ) -> EngineResult<QueueInfo>
     where
         F: FnMut(&mut QueueConfig) -> EngineResult<()>,
     {
@@ -266,7 +270,11 @@ impl Dispatch {
         }
     }
 
-    pub async fn purge(&self, key: &QueueKey, interval_ms_min: Option<Millis>) -> EngineResult<u64> {
+    pub async fn purge(
+        &self,
+        key: &QueueKey,
+        interval_ms_min: Option<Millis>,
+    ) -> EngineResult<u64> {
         match self {
             Self::Local(engine) => engine.purge(key, interval_ms_min).await,
             Self::Remote(remote) => {
@@ -536,7 +544,10 @@ impl Dispatch {
         }
     }
 
-    pub async fn move_tasks(&self, source: &QueueKey) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
+    pub async fn move_tasks(
+        &self,
+        source: &QueueKey,
+    ) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
         match self {
             Self::Local(engine) => engine.move_tasks(source),
             Self::Remote(remote) => {
@@ -635,5 +646,8 @@ impl Dispatch {
 }
 
 fn owned(receipts: &[&str]) -> Vec<String> {
-    receipts.iter().map(|receipt| (*receipt).to_owned()).collect()
+    receipts
+        .iter()
+        .map(|receipt| (*receipt).to_owned())
+        .collect()
 }

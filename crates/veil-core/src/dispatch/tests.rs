@@ -72,7 +72,10 @@ async fn a_message_sent_through_a_remote_node_is_the_owners_message() {
         .await
         .expect("sent");
     let local = Dispatch::Local(engine.clone());
-    let received = local.receive(&key("q"), immediately(10)).await.expect("received");
+    let received = local
+        .receive(&key("q"), immediately(10))
+        .await
+        .expect("received");
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].payload.body.as_ref(), b"hello");
     assert_eq!(received[0].payload.message_id, sent[0].message_id);
@@ -95,16 +98,26 @@ async fn a_receipt_from_a_remote_receive_settles_the_message_at_the_owner() {
         .send(&key("q"), vec![NewMessage::new("a"), NewMessage::new("b")])
         .await
         .expect("sent");
-    let received = remote.receive(&key("q"), immediately(10)).await.expect("received");
+    let received = remote
+        .receive(&key("q"), immediately(10))
+        .await
+        .expect("received");
     let receipts: Vec<&str> = received
         .iter()
-        .map(|message| message.receipt.as_deref().expect("a receive gives receipts"))
+        .map(|message| {
+            message
+                .receipt
+                .as_deref()
+                .expect("a receive gives receipts")
+        })
         .collect();
     let deleted = remote
         .delete_batch(&key("q"), &receipts, ReceiptRule::AnyIssued)
         .await
         .expect("deleted");
-    assert!(deleted.iter().all(|one| matches!(one, Ok(DeleteOutcome::Deleted))));
+    assert!(deleted
+        .iter()
+        .all(|one| matches!(one, Ok(DeleteOutcome::Deleted))));
     assert_eq!(engine.stats(&key("q")).expect("stats").visible, 0);
     assert_eq!(engine.message_count(&key("q")).expect("count"), 0);
 }
@@ -119,7 +132,10 @@ async fn the_owners_errors_reach_the_caller_as_they_were() {
         "{missing:?}"
     );
     let task = remote.move_tasks(&key("missing")).await;
-    assert!(matches!(task, Err(MoveTaskError::SourceNotFound)), "{task:?}");
+    assert!(
+        matches!(task, Err(MoveTaskError::SourceNotFound)),
+        "{task:?}"
+    );
 }
 
 #[tokio::test]
@@ -168,9 +184,16 @@ async fn a_settings_edit_made_away_from_the_owner_is_not_applied_over_one_that_c
             config: Box::new(theirs),
         })
         .await;
-    assert!(matches!(replaced, Reply::Replaced(Ok(None))), "{replaced:?}");
+    assert!(
+        matches!(replaced, Reply::Replaced(Ok(None))),
+        "{replaced:?}"
+    );
     assert_eq!(
-        engine.queue_info(&key("q")).expect("info").config.visibility_timeout_ms,
+        engine
+            .queue_info(&key("q"))
+            .expect("info")
+            .config
+            .visibility_timeout_ms,
         7_000
     );
 }
@@ -192,7 +215,11 @@ async fn a_settings_edit_through_a_remote_node_runs_the_callers_rule_and_lands_a
         .expect("edited");
     assert_eq!(edited.config.visibility_timeout_ms, 9_000);
     assert_eq!(
-        engine.queue_info(&key("q")).expect("info").config.visibility_timeout_ms,
+        engine
+            .queue_info(&key("q"))
+            .expect("info")
+            .config
+            .visibility_timeout_ms,
         9_000
     );
     let refused = remote
@@ -200,7 +227,10 @@ async fn a_settings_edit_through_a_remote_node_runs_the_callers_rule_and_lands_a
             Err(EngineError::InvalidArgument("the caller's own rule".into()))
         })
         .await;
-    assert!(matches!(refused, Err(EngineError::InvalidArgument(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(_))),
+        "{refused:?}"
+    );
 }
 
 #[test]

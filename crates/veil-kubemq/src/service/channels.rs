@@ -83,7 +83,8 @@ impl Inner {
         &self,
         call: Call<pb::QueuesInfoRequest>,
     ) -> Answer<pb::QueuesInfoResponse> {
-        Served::new(self.visible_queues_info(call.message, &call.caller), false)
+        let (info, failed) = self.visible_queues_info(call.message, &call.caller).await;
+        Served::new(info, failed)
     }
 
     async fn answer_request(
@@ -139,7 +140,7 @@ impl Inner {
                 self.delete_channel(channel).await
             }
             ChannelRequest::List => {
-                let mut queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+                let mut queues = self.engine.list_queues(DEFAULT_NAMESPACE, "").await?;
                 queues.retain(|q| caller.sees(&request.client_id, &q.key.name));
                 Ok(convert::channel_list_json(&queues, tag("channel_search")))
             }
@@ -155,22 +156,29 @@ impl Inner {
     }
 
     /// QueuesInfo lists only the channels the caller may touch. Its request names no ClientID, so the policy
-    /// is asked for the token's bound client id, or the empty one.
-    fn visible_queues_info(
+    /// is asked for the token's bound client id, or the empty one. Its reply has no error field: when the
+    /// queues cannot be listed (a cluster's owner unreachable), it lists none and counts as failed.
+    async fn visible_queues_info(
         &self,
         request: pb::QueuesInfoRequest,
         caller: &Caller,
-    ) -> pb::QueuesInfoResponse {
-        let mut queues = self.engine.list_queues(DEFAULT_NAMESPACE, "");
+    ) -> (pb::QueuesInfoResponse, bool) {
+        let listed = self.engine.list_queues(DEFAULT_NAMESPACE, "").await;
+        let failed = listed.is_err();
+        let mut queues = listed.unwrap_or_else(|error| {
+            tracing::warn!(%error, "kubemq QueuesInfo could not list the queues");
+            Vec::new()
+        });
         let client_id = caller.bound_client_id().unwrap_or("");
         queues.retain(|q| caller.sees(client_id, &q.key.name));
         let info = {
             let subscribers = self.subscribers.lock();
             convert::queues_info(&queues, &request.queue_name, &subscribers)
         };
-        pb::QueuesInfoResponse {
+        let response = pb::QueuesInfoResponse {
             ref_request_id: request.request_id,
             info: Some(info),
-        }
+        };
+        (response, failed)
     }
 }

@@ -31,7 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use veil_core::{
-    Consumer, CreateOutcome, Engine, Message, Millis, Permission, QueueConfig, QueueKey,
+    Consumer, CreateOutcome, Dispatch, Message, Millis, Permission, QueueConfig, QueueKey,
     ReceiptRule, ReceiveOptions, VisibilityChange, DEFAULT_NAMESPACE,
 };
 use veil_http::{Admission, Pipeline, Trip, Who};
@@ -60,7 +60,7 @@ pub struct KubemqService {
 
 /// What every handler works with.
 struct Inner {
-    engine: Arc<Engine>,
+    engine: Dispatch,
     settings: Settings,
     /// Turns true when the server stops: stream loops stop reading and answer `CloseByServer`.
     shutdown: watch::Receiver<bool>,
@@ -80,7 +80,7 @@ struct Inner {
 
 impl KubemqService {
     pub fn new(
-        engine: Arc<Engine>,
+        engine: impl Into<Dispatch>,
         settings: Settings,
         shutdown: watch::Receiver<bool>,
         telemetry: Telemetry,
@@ -96,12 +96,13 @@ impl KubemqService {
 
     /// A service whose unary RPCs enter `admission` first (the listener's limit, [`crate::serve`]).
     pub fn with_admission(
-        engine: Arc<Engine>,
+        engine: impl Into<Dispatch>,
         settings: Settings,
         shutdown: watch::Receiver<bool>,
         telemetry: Telemetry,
         admission: Admission,
     ) -> Self {
+        let engine: Dispatch = engine.into();
         let started_at_s = i64::try_from(engine.now() / 1_000).unwrap_or(0);
         Self {
             inner: Arc::new(Inner {
@@ -255,7 +256,7 @@ impl Inner {
     /// KubeMQ creates a channel on first use; Veil creates the queue with KubeMQ's settings.
     async fn ensure(&self, channel: &str) -> Result<QueueKey, KubemqError> {
         let key = key(channel);
-        if self.engine.queue_exists(&key) {
+        if self.engine.queue_exists(&key).await? {
             return Ok(key);
         }
         let config = QueueConfig {
@@ -515,9 +516,9 @@ mod telemetry_tests;
 
 /// An engine on memory and a manual clock, for the tests that call the service directly.
 #[cfg(test)]
-fn test_engine() -> Arc<Engine> {
+fn test_engine() -> Arc<veil_core::Engine> {
     let clock = veil_core::ManualClock::new(1_700_000_000_000);
-    let engine = Engine::open(
+    let engine = veil_core::Engine::open(
         Arc::new(veil_core::memory_store::MemoryStore::new()),
         Arc::new(clock),
         veil_core::ReceiptKey::new([7; 32]),

@@ -235,7 +235,11 @@ impl Service {
     /// Checks the one permission `action` needs on its queue (docs/security.md's table) before the handler
     /// runs. A queue that cannot be told (a malformed URL or ARN) is left to the handler, which reports it.
     /// ListQueues needs no check here: it shows only the queues the caller sees.
-    pub(super) async fn authorize(&self, context: &RequestContext, action: &Action) -> SqsResult<()> {
+    pub(super) async fn authorize(
+        &self,
+        context: &RequestContext,
+        action: &Action,
+    ) -> SqsResult<()> {
         let Some((name, permission)) = required(action) else {
             return Ok(());
         };

@@ -269,7 +269,11 @@ impl Service {
     /// caller needs `send` on each queue whose redrive policy names this one — checked at the start, as AWS
     /// checks a redrive's permissions. A message from a queue that has since stopped naming this one goes back
     /// to it too, unchecked: it returns a queue's own message to it (docs/security.md, "SQS").
-    async fn authorize_return(&self, context: &RequestContext, sources: &[QueueKey]) -> SqsResult<()> {
+    async fn authorize_return(
+        &self,
+        context: &RequestContext,
+        sources: &[QueueKey],
+    ) -> SqsResult<()> {
         for key in sources {
             self.authorize_send(context, key).await?;
         }

@@ -80,7 +80,7 @@ impl Service {
                 let stored = config.protocol_settings.get(POLICY_SETTING);
                 let policy =
                     with_statement(stored.map(String::as_str), &label, statement.clone(), &arn)
-                    .map_err(EngineError::InvalidArgument)?;
+                        .map_err(EngineError::InvalidArgument)?;
                 config
                     .protocol_settings
                     .insert(POLICY_SETTING.to_string(), policy);
