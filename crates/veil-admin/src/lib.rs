@@ -16,7 +16,7 @@ pub mod settings;
 use std::sync::Arc;
 
 use axum::Router;
-use veil_core::Engine;
+use veil_core::Dispatch;
 
 pub use api::ApiDoc;
 pub use health::{Phase, Readiness};
@@ -24,7 +24,7 @@ pub use prometheus_client::registry::Registry;
 pub use series::Series;
 
 /// The engine the admin endpoint serves: empty while the store opens, replaced when the server reopens it.
-pub type EngineSlot = Arc<parking_lot::RwLock<Option<Arc<Engine>>>>;
+pub type EngineSlot = Arc<parking_lot::RwLock<Option<Dispatch>>>;
 
 /// What every admin handler shares.
 #[derive(Clone)]
@@ -100,7 +100,7 @@ impl AdminState {
         self
     }
 
-    fn engine(&self) -> Result<Arc<Engine>, api::ApiError> {
+    fn engine(&self) -> Result<Dispatch, api::ApiError> {
         self.engine.read().clone().ok_or(api::ApiError::Starting)
     }
 }

@@ -25,7 +25,11 @@ pub(crate) fn routes() -> Router<AdminState> {
 
 async fn metrics(State(state): State<AdminState>) -> Response {
     let engine = state.engine.read().clone();
-    let queues = engine.map(|engine| engine.overview());
+    // Without them (the store opening, a cluster's owner unreachable) the server's own metrics still answer.
+    let queues = match engine {
+        Some(engine) => engine.overview().await.ok(),
+        None => None,
+    };
     let mut text = String::with_capacity(4096 + queues.as_ref().map_or(0, |q| q.len() * 1536));
     if prometheus_client::encoding::prometheus_text::encode(&mut text, &state.registry).is_err() {
         return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n").into_response();

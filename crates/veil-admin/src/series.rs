@@ -7,7 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::Serialize;
 use utoipa::ToSchema;
-use veil_core::{Engine, Millis, QueueKey};
+use veil_core::{Dispatch, Millis, QueueKey, QueueOverview};
 
 use crate::limits;
 
@@ -29,10 +29,9 @@ pub struct Series {
 }
 
 impl Series {
-    /// Takes one sample of every queue; queues that no longer exist are forgotten.
-    pub fn sample(&self, engine: &Engine) {
-        let at_ms: Millis = engine.now();
-        let overview = engine.overview();
+    /// Takes one sample of every queue, as `overview` shows them at `at_ms`; queues that no longer exist are
+    /// forgotten.
+    pub fn sample(&self, at_ms: Millis, overview: Vec<QueueOverview>) {
         let mut samples = self.samples.lock();
         samples.retain(|key, _| overview.binary_search_by(|q| q.key.cmp(key)).is_ok());
         for queue in overview {
@@ -58,14 +57,20 @@ impl Series {
     }
 
     /// Samples every `limits::SERIES_INTERVAL_S` until the task is aborted.
-    pub fn spawn_sampler(&self, engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
+    /// A sample that cannot be taken (a cluster's owner unreachable) is skipped.
+    pub fn spawn_sampler(&self, engine: impl Into<Dispatch>) -> tokio::task::JoinHandle<()> {
+        let engine: Dispatch = engine.into();
         let series = self.clone();
         tokio::spawn(async move {
             let period = std::time::Duration::from_secs(limits::SERIES_INTERVAL_S);
             let mut tick = tokio::time::interval(period);
             loop {
                 tick.tick().await;
-                series.sample(&engine);
+                let at_ms = engine.now();
+                match engine.overview().await {
+                    Ok(overview) => series.sample(at_ms, overview),
+                    Err(error) => tracing::debug!(%error, "no series sample this time"),
+                }
             }
         })
     }

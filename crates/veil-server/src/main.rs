@@ -302,7 +302,7 @@ impl Admin {
     }
 
     fn engine_opened(&self, engine: &Arc<Engine>) {
-        *self.engine.write() = Some(engine.clone());
+        *self.engine.write() = Some(engine.clone().into());
     }
 
     /// The engine is about to be dropped (its store failed and is reopened): the API answers "starting"

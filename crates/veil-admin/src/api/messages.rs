@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use veil_core::{
-    AttributeData, AttributeValue, Engine, Message, QueueKey, ReceiptRule, ReceiveOptions, Ttl,
+    AttributeData, AttributeValue, Dispatch, Message, QueueKey, ReceiptRule, ReceiveOptions, Ttl,
     VisibilityChange,
 };
 
@@ -60,7 +60,7 @@ pub(crate) async fn browse(
     Ok(Json(views(engine, messages)))
 }
 
-fn views(engine: &Engine, messages: Vec<Message>) -> MessageList {
+fn views(engine: &Dispatch, messages: Vec<Message>) -> MessageList {
     let now = engine.now();
     MessageList {
         messages: messages
@@ -87,7 +87,7 @@ pub(crate) async fn send(
             limits::SEND_MESSAGES_MAX
         )));
     }
-    let limit = engine.message_size_limit(&key)?;
+    let limit = engine.message_size_limit(&key).await?;
     let messages = request
         .messages
         .into_iter()
@@ -251,7 +251,7 @@ pub(crate) async fn visibility(
 
 /// Finds a message by its seq (digits) or its id (a UUID; this scans the queue).
 pub(crate) async fn find(
-    engine: &Engine,
+    engine: &Dispatch,
     key: &QueueKey,
     message: &str,
 ) -> Result<Message, ApiError> {
@@ -337,7 +337,7 @@ pub(crate) async fn history(
         Ok(id) => id.into_bytes(),
         Err(_) => find(engine, &key, &message).await?.payload.message_id,
     };
-    if let Some(found) = engine.history(&key, &id)? {
+    if let Some(found) = engine.history(&key, &id).await? {
         return Ok(Json(HistoryView::from(found)));
     }
     // Stored but never delivered (or delivered while the queue's history was off): no deliveries to show.

@@ -35,6 +35,7 @@ pub(crate) async fn list(
     let engine = &state.engine()?;
     let queues = engine
         .overview()
+        .await?
         .iter()
         .filter(|q| {
             params
@@ -79,7 +80,7 @@ pub(crate) async fn create(
     match engine.create_queue(key.clone(), config).await? {
         CreateOutcome::Created(_) => {
             audit("create_queue", &key, "ok");
-            Ok((StatusCode::CREATED, detail_of(&state, &key)?))
+            Ok((StatusCode::CREATED, detail_of(&state, &key).await?))
         }
         CreateOutcome::Existing(_) => Err(ApiError::QueueExists(format!(
             "{}/{}",
@@ -144,12 +145,13 @@ fn apply_settings(config: &mut QueueConfig, settings: &QueueSettings) -> Result<
     Ok(())
 }
 
-fn detail_of(state: &AdminState, key: &QueueKey) -> Result<Json<QueueDetail>, ApiError> {
+async fn detail_of(state: &AdminState, key: &QueueKey) -> Result<Json<QueueDetail>, ApiError> {
     let engine = &state.engine()?;
-    let info = engine.queue_info(key)?;
-    let overview = engine.overview_of(key)?;
+    let info = engine.queue_info(key).await?;
+    let overview = engine.overview_of(key).await?;
     let sources = engine
-        .dead_letter_sources(key)?
+        .dead_letter_sources(key)
+        .await?
         .iter()
         .map(QueueRef::from)
         .collect();
@@ -168,7 +170,7 @@ pub(crate) async fn detail(
     State(state): State<AdminState>,
     Path((namespace, queue)): Path<(String, String)>,
 ) -> ApiResult<QueueDetail> {
-    detail_of(&state, &key_of(namespace, queue))
+    detail_of(&state, &key_of(namespace, queue)).await
 }
 
 /// Changes the settings given and leaves the others.
@@ -183,7 +185,7 @@ pub(crate) async fn update(
     let engine = &state.engine()?;
     let key = key_of(namespace, queue);
     // Checked first for a precise error, then applied to the queue's settings as they are at the change.
-    apply_settings(&mut engine.queue_info(&key)?.config, &settings)?;
+    apply_settings(&mut engine.queue_info(&key).await?.config, &settings)?;
     engine
         .update_queue_config(&key, |config| {
             apply_settings(config, &settings)
@@ -191,7 +193,7 @@ pub(crate) async fn update(
         })
         .await?;
     audit("set_queue_settings", &key, "ok");
-    detail_of(&state, &key)
+    detail_of(&state, &key).await
 }
 
 /// Deletes the queue and every message in it.
@@ -276,7 +278,7 @@ pub(crate) async fn series(
     Path((namespace, queue)): Path<(String, String)>,
 ) -> ApiResult<SeriesView> {
     let key = key_of(namespace, queue);
-    state.engine()?.queue_info(&key)?;
+    state.engine()?.queue_info(&key).await?;
     Ok(Json(SeriesView {
         samples: state.series.of(&key),
     }))

@@ -21,7 +21,7 @@ pub(crate) async fn start(
 ) -> ApiResult<Redrive> {
     let engine = &state.engine()?;
     let key = key_of(namespace, queue);
-    engine.queue_info(&key)?;
+    engine.queue_info(&key).await?;
     let destination = request.to.as_ref().map(veil_core::QueueKey::from);
     let result = engine
         .start_move_task(&key, destination.as_ref(), request.rate_per_s_max)
@@ -40,9 +40,10 @@ pub(crate) async fn list(
 ) -> ApiResult<RedriveList> {
     let engine = &state.engine()?;
     let key = key_of(namespace, queue);
-    engine.queue_info(&key)?;
+    engine.queue_info(&key).await?;
     let redrives = engine
-        .move_tasks(&key)?
+        .move_tasks(&key)
+        .await?
         .into_iter()
         .map(Redrive::from)
         .collect();

@@ -39,7 +39,8 @@ async fn advance(
     Json(request): Json<AdvanceRequest>,
 ) -> ApiResult<ClockReading> {
     let clock = state.test_clock.clone().ok_or(ApiError::Starting)?;
-    let engine = state.engine()?;
+    // The test clock is a single node's: its engine is this process's own.
+    let engine = state.engine()?.local().cloned().ok_or(ApiError::Starting)?;
     clock.advance(Duration::from_millis(request.by_ms));
     engine.sweep();
     engine.drive_move_tasks().await?;
@@ -69,7 +70,7 @@ mod tests {
         )
         .expect("engine opens over an empty store");
         let slot = EngineSlot::default();
-        *slot.write() = Some(Arc::new(engine));
+        *slot.write() = Some(Arc::new(engine).into());
         AdminState::new(
             slot,
             Registry::default(),
