@@ -40,6 +40,18 @@ pub type Answer = Pin<Box<dyn Future<Output = EngineResult<Reply>> + Send>>;
 /// unavailable"; the owner's answers, errors included, come back inside the [`Reply`].
 pub trait Transport: Send + Sync + 'static {
     fn call(&self, call: Call) -> Answer;
+
+    /// This process's engine while it owns the queues: calls then run on it directly, as
+    /// [`Dispatch::Local`]'s do, without being encoded. `None` sends every call.
+    fn local(&self) -> Option<Arc<Engine>> {
+        None
+    }
+}
+
+/// Where one call runs.
+enum Target<'a> {
+    Here(Arc<Engine>),
+    There(&'a Remote),
 }
 
 /// The engine a front-end calls: this process's own, or one reached over a [`Transport`].
@@ -116,29 +128,40 @@ impl Dispatch {
         }
     }
 
+    fn target(&self) -> Target<'_> {
+        match self {
+            Self::Local(engine) => Target::Here(engine.clone()),
+            Self::Remote(remote) => match remote.transport.local() {
+                Some(engine) => Target::Here(engine),
+                None => Target::There(remote),
+            },
+        }
+    }
+
     async fn remote(remote: &Remote, call: Call) -> EngineResult<Reply> {
         remote.transport.call(call).await
     }
 
-    /// `Ok` while this node may answer ([`Engine::serving`]); a remote owner checks its own gate per call.
+    /// `Ok` while this node may answer from its engine ([`Engine::serving`]); a remote owner checks its own
+    /// gate per call.
     pub fn serving(&self) -> EngineResult<()> {
-        match self {
-            Self::Local(engine) => engine.serving(),
-            Self::Remote(_) => Ok(()),
+        match self.target() {
+            Target::Here(engine) => engine.serving(),
+            Target::There(_) => Ok(()),
         }
     }
 
     pub fn now(&self) -> Millis {
-        match self {
-            Self::Local(engine) => engine.now(),
-            Self::Remote(remote) => remote.clock.now(),
+        match self.target() {
+            Target::Here(engine) => engine.now(),
+            Target::There(remote) => remote.clock.now(),
         }
     }
 
     pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
-        match self {
-            Self::Local(engine) => engine.receipt_of_send(sent),
-            Self::Remote(remote) => remote.receipts.encode(&Receipt {
+        match self.target() {
+            Target::Here(engine) => engine.receipt_of_send(sent),
+            Target::There(remote) => remote.receipts.encode(&Receipt {
                 queue: sent.queue,
                 seq: sent.seq,
                 generation: 0,
@@ -152,9 +175,9 @@ impl Dispatch {
         key: QueueKey,
         config: QueueConfig,
     ) -> EngineResult<CreateOutcome> {
-        match self {
-            Self::Local(engine) => engine.create_queue(key, config).await,
-            Self::Remote(remote) => expect_reply!(
+        match self.target() {
+            Target::Here(engine) => engine.create_queue(key, config).await,
+            Target::There(remote) => expect_reply!(
                 Self::remote(remote, Call::CreateQueue { key, config }).await,
                 Reply::Created
             ),
@@ -163,9 +186,9 @@ impl Dispatch {
 
     #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
     pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
-        match self {
-            Self::Local(engine) => engine.delete_queue(key).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.delete_queue(key).await,
+            Target::There(remote) => {
                 let call = Call::DeleteQueue { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::Done)
             }
@@ -173,9 +196,9 @@ impl Dispatch {
     }
 
     pub async fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self {
-            Self::Local(engine) => Ok(engine.deleted_at(key)),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => Ok(engine.deleted_at(key)),
+            Target::There(remote) => {
                 let call = Call::DeletedAt { key: key.clone() };
                 expect_value!(Self::remote(remote, call).await, Reply::DeletedAt)
             }
@@ -183,9 +206,9 @@ impl Dispatch {
     }
 
     pub async fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
-        match self {
-            Self::Local(engine) => engine.queue_info(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.queue_info(key),
+            Target::There(remote) => {
                 let call = Call::QueueInfo { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::QueueInfo)
             }
@@ -193,9 +216,9 @@ impl Dispatch {
     }
 
     pub async fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> {
-        match self {
-            Self::Local(engine) => Ok(engine.queue_exists(key)),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => Ok(engine.queue_exists(key)),
+            Target::There(remote) => {
                 let call = Call::QueueExists { key: key.clone() };
                 expect_value!(Self::remote(remote, call).await, Reply::Exists)
             }
@@ -203,9 +226,9 @@ impl Dispatch {
     }
 
     pub async fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
-        match self {
-            Self::Local(engine) => engine.message_size_limit(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.message_size_limit(key),
+            Target::There(remote) => {
                 let call = Call::MessageSizeLimit { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::SizeLimit)
             }
@@ -213,9 +236,9 @@ impl Dispatch {
     }
 
     pub async fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> {
-        match self {
-            Self::Local(engine) => Ok(engine.list_queues(namespace, prefix)),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => Ok(engine.list_queues(namespace, prefix)),
+            Target::There(remote) => {
                 let call = Call::ListQueues {
                     namespace: namespace.to_owned(),
                     prefix: prefix.to_owned(),
@@ -236,9 +259,9 @@ impl Dispatch {
     where
         F: FnMut(&mut QueueConfig) -> EngineResult<()>,
     {
-        let remote = match self {
-            Self::Local(engine) => return engine.update_queue_config(key, change).await,
-            Self::Remote(remote) => remote,
+        let remote = match self.target() {
+            Target::Here(engine) => return engine.update_queue_config(key, change).await,
+            Target::There(remote) => remote,
         };
         for _ in 0..SETTINGS_EDIT_ATTEMPTS_MAX {
             let expected = self.queue_info(key).await?.config;
@@ -261,9 +284,9 @@ impl Dispatch {
     }
 
     pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
-        match self {
-            Self::Local(engine) => engine.dead_letter_sources(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.dead_letter_sources(key),
+            Target::There(remote) => {
                 let call = Call::DeadLetterSources { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::Keys)
             }
@@ -275,9 +298,9 @@ impl Dispatch {
         key: &QueueKey,
         interval_ms_min: Option<Millis>,
     ) -> EngineResult<u64> {
-        match self {
-            Self::Local(engine) => engine.purge(key, interval_ms_min).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.purge(key, interval_ms_min).await,
+            Target::There(remote) => {
                 let call = Call::Purge {
                     key: key.clone(),
                     interval_ms_min,
@@ -288,9 +311,9 @@ impl Dispatch {
     }
 
     pub async fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self {
-            Self::Local(engine) => engine.last_purge_at(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.last_purge_at(key),
+            Target::There(remote) => {
                 let call = Call::LastPurgeAt { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::LastPurgeAt)
             }
@@ -298,9 +321,9 @@ impl Dispatch {
     }
 
     pub async fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
-        match self {
-            Self::Local(engine) => engine.stats(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.stats(key),
+            Target::There(remote) => {
                 let call = Call::Stats { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::Stats)
             }
@@ -312,9 +335,9 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<SentMessage>> {
-        match self {
-            Self::Local(engine) => engine.send(key, messages).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.send(key, messages).await,
+            Target::There(remote) => {
                 let call = Call::Send {
                     key: key.clone(),
                     messages,
@@ -329,9 +352,9 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
-        match self {
-            Self::Local(engine) => engine.send_each(key, messages).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.send_each(key, messages).await,
+            Target::There(remote) => {
                 let call = Call::SendEach {
                     key: key.clone(),
                     messages,
@@ -356,9 +379,9 @@ impl Dispatch {
         key: &QueueKey,
         options: ReceiveOptions,
     ) -> EngineResult<Received> {
-        match self {
-            Self::Local(engine) => engine.receive_detailed(key, options).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.receive_detailed(key, options).await,
+            Target::There(remote) => {
                 if options.wait_ms != Some(0) {
                     crate::park::parking();
                 }
@@ -372,9 +395,9 @@ impl Dispatch {
     }
 
     pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
-        match self {
-            Self::Local(engine) => engine.peek(key, max_messages).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.peek(key, max_messages).await,
+            Target::There(remote) => {
                 let call = Call::Peek {
                     key: key.clone(),
                     max_messages,
@@ -390,9 +413,9 @@ impl Dispatch {
         receipt: &str,
         rule: ReceiptRule,
     ) -> EngineResult<DeleteOutcome> {
-        match self {
-            Self::Local(engine) => engine.delete(key, receipt, rule).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.delete(key, receipt, rule).await,
+            Target::There(remote) => {
                 let call = Call::Delete {
                     key: key.clone(),
                     receipt: receipt.to_owned(),
@@ -409,9 +432,9 @@ impl Dispatch {
         receipts: &[&str],
         rule: ReceiptRule,
     ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
-        match self {
-            Self::Local(engine) => engine.delete_batch(key, receipts, rule).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.delete_batch(key, receipts, rule).await,
+            Target::There(remote) => {
                 let call = Call::DeleteBatch {
                     key: key.clone(),
                     receipts: owned(receipts),
@@ -428,9 +451,9 @@ impl Dispatch {
         receipt: &str,
         change: VisibilityChange,
     ) -> EngineResult<Millis> {
-        match self {
-            Self::Local(engine) => engine.change_visibility(key, receipt, change).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.change_visibility(key, receipt, change).await,
+            Target::There(remote) => {
                 let call = Call::ChangeVisibility {
                     key: key.clone(),
                     receipt: receipt.to_owned(),
@@ -446,9 +469,9 @@ impl Dispatch {
         key: &QueueKey,
         entries: &[(&str, VisibilityChange)],
     ) -> EngineResult<Vec<EngineResult<Millis>>> {
-        match self {
-            Self::Local(engine) => engine.change_visibility_batch(key, entries).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.change_visibility_batch(key, entries).await,
+            Target::There(remote) => {
                 let call = Call::ChangeVisibilityBatch {
                     key: key.clone(),
                     entries: entries
@@ -468,9 +491,9 @@ impl Dispatch {
         change: VisibilityChange,
         new_body: Option<Bytes>,
     ) -> EngineResult<Updated> {
-        match self {
-            Self::Local(engine) => engine.update(key, receipt, change, new_body).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.update(key, receipt, change, new_body).await,
+            Target::There(remote) => {
                 let call = Call::Update {
                     key: key.clone(),
                     receipt: receipt.to_owned(),
@@ -489,9 +512,9 @@ impl Dispatch {
         receipt: &str,
         target: &QueueKey,
     ) -> EngineResult<()> {
-        match self {
-            Self::Local(engine) => engine.move_message(key, receipt, target).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.move_message(key, receipt, target).await,
+            Target::There(remote) => {
                 let call = Call::MoveMessage {
                     key: key.clone(),
                     receipt: receipt.to_owned(),
@@ -508,9 +531,9 @@ impl Dispatch {
         receipts: &[&str],
         target: &QueueKey,
     ) -> EngineResult<Vec<EngineResult<()>>> {
-        match self {
-            Self::Local(engine) => engine.move_messages(key, receipts, target).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.move_messages(key, receipts, target).await,
+            Target::There(remote) => {
                 let call = Call::MoveMessages {
                     key: key.clone(),
                     receipts: owned(receipts),
@@ -527,13 +550,13 @@ impl Dispatch {
         destination: Option<&QueueKey>,
         rate_per_s_max: Option<u32>,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self {
-            Self::Local(engine) => {
+        match self.target() {
+            Target::Here(engine) => {
                 engine
                     .start_move_task(source, destination, rate_per_s_max)
                     .await
             }
-            Self::Remote(remote) => {
+            Target::There(remote) => {
                 let call = Call::StartMoveTask {
                     source: source.clone(),
                     destination: destination.cloned(),
@@ -548,9 +571,9 @@ impl Dispatch {
         &self,
         source: &QueueKey,
     ) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
-        match self {
-            Self::Local(engine) => engine.move_tasks(source),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.move_tasks(source),
+            Target::There(remote) => {
                 let call = Call::MoveTasks {
                     source: source.clone(),
                 };
@@ -564,9 +587,9 @@ impl Dispatch {
         source: &QueueKey,
         id: &MoveTaskId,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self {
-            Self::Local(engine) => engine.cancel_move_task(source, id).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.cancel_move_task(source, id).await,
+            Target::There(remote) => {
                 let call = Call::CancelMoveTask {
                     source: source.clone(),
                     id: *id,
@@ -581,9 +604,9 @@ impl Dispatch {
         key: &QueueKey,
         message_id: &[u8; 16],
     ) -> EngineResult<Option<MessageHistory>> {
-        match self {
-            Self::Local(engine) => engine.history(key, message_id),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.history(key, message_id),
+            Target::There(remote) => {
                 let call = Call::History {
                     key: key.clone(),
                     message_id: *message_id,
@@ -594,18 +617,18 @@ impl Dispatch {
     }
 
     pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
-        match self {
-            Self::Local(engine) => Ok(engine.overview()),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => Ok(engine.overview()),
+            Target::There(remote) => {
                 expect_value!(Self::remote(remote, Call::Overview).await, Reply::Overview)
             }
         }
     }
 
     pub async fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
-        match self {
-            Self::Local(engine) => engine.overview_of(key),
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.overview_of(key),
+            Target::There(remote) => {
                 let call = Call::OverviewOf { key: key.clone() };
                 expect_reply!(Self::remote(remote, call).await, Reply::OverviewOf)
             }
@@ -618,9 +641,9 @@ impl Dispatch {
         from: Seq,
         max_messages: usize,
     ) -> EngineResult<Vec<Message>> {
-        match self {
-            Self::Local(engine) => engine.browse(key, from, max_messages).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.browse(key, from, max_messages).await,
+            Target::There(remote) => {
                 let call = Call::Browse {
                     key: key.clone(),
                     from,
@@ -632,9 +655,9 @@ impl Dispatch {
     }
 
     pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
-        match self {
-            Self::Local(engine) => engine.remove_message(key, seq).await,
-            Self::Remote(remote) => {
+        match self.target() {
+            Target::Here(engine) => engine.remove_message(key, seq).await,
+            Target::There(remote) => {
                 let call = Call::RemoveMessage {
                     key: key.clone(),
                     seq,

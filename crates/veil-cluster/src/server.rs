@@ -1,0 +1,101 @@
+//! The internal service: runs each call on this node's engine while it owns the queues
+//! ([`crate::routing::Routing::engine`]), and refuses it as unavailable otherwise — it never forwards, so a
+//! call crosses at most one hop and two nodes with stale views cannot bounce it between them. Every call
+//! presents the cluster's token first.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+use veil_core::dispatch::{Call, Reply};
+
+use crate::pb::engine_server::{Engine, EngineServer};
+use crate::pb::Frame;
+use crate::routing::Routing;
+use crate::token::{self, Token};
+use crate::{limits, unavailable};
+
+/// What a node answers for queues it does not own (its lease moved on, or it never had it).
+pub const NOT_OWNER: &str = "this node does not own the queues now; retry";
+
+struct Service {
+    routing: Routing,
+}
+
+#[tonic::async_trait]
+impl Engine for Service {
+    async fn call(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: Call = postcard::from_bytes(&request.into_inner().body).map_err(|error| {
+            Status::invalid_argument(format!("the call does not decode: {error}"))
+        })?;
+        let reply = match self.routing.engine() {
+            Some(engine) => engine.execute(call).await,
+            None => Reply::refusal(&call, unavailable(NOT_OWNER)),
+        };
+        let body = postcard::to_allocvec(&reply)
+            .map_err(|error| Status::internal(format!("the reply does not encode: {error}")))?;
+        Ok(Response::new(Frame { body }))
+    }
+}
+
+/// Serves the internal service on `listener` until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    routing: Routing,
+    token: Token,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), tonic::transport::Error> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "cluster RPC listening");
+    }
+    let check = move |request: Request<()>| {
+        let presented = request
+            .metadata()
+            .get(token::HEADER)
+            .map(|value| value.as_bytes());
+        match presented {
+            Some(presented) if token.admits(presented) => Ok(request),
+            _ => Err(Status::unauthenticated(
+                "the cluster token is missing or wrong: every node must use the same database",
+            )),
+        }
+    };
+    let server = EngineServer::new(Service { routing })
+        .max_decoding_message_size(limits::FRAME_BYTES_MAX)
+        .max_encoding_message_size(limits::FRAME_BYTES_MAX);
+    let service = tonic::service::interceptor::InterceptedService::new(server, check);
+    let incoming = tokio_stream_of(listener);
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_millis(
+            limits::KEEPALIVE_INTERVAL_MS,
+        )))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_millis(
+            limits::KEEPALIVE_TIMEOUT_MS,
+        )))
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await
+}
+
+/// The listener's connections as the stream tonic serves, with Nagle off.
+fn tokio_stream_of(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    // tonic sets TCP_NODELAY only on listeners it binds itself; a call is one small write each way.
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
+}
+
+/// The address a listener bound to `bind` with an OS-chosen port.
+pub async fn bind(bind: std::net::IpAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(SocketAddr::new(bind, 0)).await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
