@@ -27,7 +27,7 @@ pub struct Routing {
 enum Route {
     Nobody,
     Here(Arc<Engine>),
-    At(Peer),
+    At(Box<Peer>),
 }
 
 impl Routing {
@@ -51,7 +51,7 @@ impl Routing {
             return;
         }
         let next = match Peer::new(addr, &self.token) {
-            Ok(peer) => Route::At(peer),
+            Ok(peer) => Route::At(Box::new(peer)),
             Err(error) => {
                 tracing::warn!(%error, addr, "cannot route to the owner");
                 Route::Nobody
@@ -87,7 +87,7 @@ impl Transport for Routing {
         let route = match &*self.route.read() {
             Route::Nobody => None,
             Route::Here(engine) => Some(Err(engine.clone())),
-            Route::At(peer) => Some(Ok(peer.clone())),
+            Route::At(peer) => Some(Ok(Peer::clone(peer))),
         };
         Box::pin(async move {
             match route {

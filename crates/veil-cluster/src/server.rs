@@ -49,6 +49,7 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "cluster RPC listening");
     }
+    #[allow(clippy::result_large_err)] // tonic's interceptor signature
     let check = move |request: Request<()>| {
         let presented = request
             .metadata()
