@@ -1,11 +1,12 @@
 """Scale-out end to end: several real `veil` nodes over one real PostgreSQL 15 (tests/e2e/pg_support.py starts
 it), driven with the real SDKs (boto3, azure-storage-queue, the kubemq SDK).
 
-One node at a time leads (holds the row of `<schema>.veil_lease`) and runs the engine; the others forward their
-clients' connections to it. The tests check that a client sees one node's semantics whichever node it talks to:
+One node at a time leads (holds the row of `<schema>.veil_lease`) and runs the engine; every node decodes its own
+clients' requests and the others send each engine call to the leader over the internal RPC. The tests check that a client sees one node's semantics whichever node it talks to:
 every message sent through one node is delivered to consumers on the others, once inside its visibility window
 and never lost; a receipt issued by one node deletes through another; a long poll on a follower wakes when
-another node sends; FIFO order and deduplication hold across nodes. Then the failures: kill -9 of the leader
+another node sends; FIFO order and deduplication hold across nodes; the leader records the client's own address,
+not the node it entered. Then the failures: kill -9 of the leader
 mid-load (a follower takes over after the lease lapses, nothing acknowledged is lost, in-flight messages come
 back), PostgreSQL stopped mid-load (every node answers its protocol's "service unavailable" at once, and resumes
 by itself when the database is back), a primary failover to a synchronous streaming standby, and a schema
@@ -16,6 +17,7 @@ Visibility timeouts are 2 s and the lease 1 s, so the whole file runs in about a
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import threading
@@ -26,13 +28,25 @@ from itertools import pairwise
 
 import grpc
 import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from azure.core.exceptions import HttpResponseError
 from azure.storage.queue import QueueClient
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
 from kubemq.grpc import kubemq_pb2, kubemq_pb2_grpc
 from kubemq.queues import QueueMessage
 
-from helpers import channel_counts, channel_name, counts, kubemq_client, make_client, wait_for_long_polls
+from helpers import (
+    DEFAULT_REGION,
+    channel_counts,
+    channel_name,
+    counts,
+    kubemq_client,
+    make_client,
+    wait_for_long_polls,
+)
 from pg_support import LEASE_TTL_MS, Cluster, PgServer, both_hosts
 
 # Every consumer's visibility timeout (seconds): a message received and not deleted is back this long after.
@@ -406,6 +420,50 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
             response.ack_all()
         finally:
             kmq.close()
+
+
+class SourceAddress(requests.adapters.HTTPAdapter):
+    """Connections from `ip` (any 127.x address is this machine's loopback), so the server sees a client address
+    no node has."""
+
+    def __init__(self, ip: str):
+        self.ip = ip
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["source_address"] = (self.ip, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def sqs_call_from(ip: str, node, action: str, params: dict) -> dict:
+    """One SigV4-signed SQS JSON call to `node`, made from the address `ip`."""
+    body = json.dumps(params)
+    headers = {"X-Amz-Target": f"AmazonSQS.{action}", "Content-Type": "application/x-amz-json-1.0"}
+    request = AWSRequest(method="POST", url=f"{node.endpoint}/", data=body, headers=headers)
+    SigV4Auth(Credentials("test", "test"), "sqs", DEFAULT_REGION).add_auth(request)
+    session = requests.Session()
+    session.mount("http://", SourceAddress(ip))
+    answer = session.post(f"{node.endpoint}/", data=body, headers=dict(request.headers), timeout=10)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_delivery_history_names_the_clients_own_address_whichever_node_it_entered(cluster):
+    """A follower runs the call at the leader for its client: the leader records the client's address, not the
+    follower's, and any node's admin API shows it."""
+    follower, other_follower = cluster.followers()
+    name = unique("whose")
+    leader_sqs = sqs_client(cluster.leader())
+    url = leader_sqs.create_queue(QueueName=name)["QueueUrl"]
+    sent = leader_sqs.send_message(QueueUrl=url, MessageBody="whose receive")["MessageId"]
+    got = sqs_call_from("127.0.0.2", follower, "ReceiveMessage",
+                        {"QueueUrl": url, "MaxNumberOfMessages": 1, "VisibilityTimeout": 30})
+    assert [m["MessageId"] for m in got["Messages"]] == [sent]
+    history = requests.get(
+        f"{other_follower.admin_endpoint}/api/v1/queues/default/{name}/messages/{sent}/history", timeout=10
+    ).json()
+    clients = [d["client"] for d in history["deliveries"]]
+    assert len(clients) == 1 and clients[0].startswith("127.0.0.2:"), clients
 
 
 def test_fifo_order_group_hiding_and_deduplication_hold_across_nodes(cluster):

@@ -68,6 +68,14 @@ impl Routing {
         }
     }
 
+    /// The owner's address while another node owns the queues.
+    pub fn follows(&self) -> Option<String> {
+        match &*self.route.read() {
+            Route::At(peer) => Some(peer.addr().to_owned()),
+            _ => None,
+        }
+    }
+
     /// This node's engine while it owns the queues.
     pub fn engine(&self) -> Option<Arc<Engine>> {
         match &*self.route.read() {

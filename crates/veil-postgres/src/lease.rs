@@ -12,13 +12,13 @@ use veil_core::StoreError;
 
 use crate::connect::db_error;
 
-/// Where the leader serves each protocol for the nodes that forward to it (`host:port`).
+/// Where the leader takes the other nodes' engine calls: its internal RPC service (`host:port`,
+/// crates/veil-cluster). A row written by an older build, which named relay listeners instead, reads as no
+/// address: its followers answer "unavailable" until a node of this build leads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaderAddrs {
-    pub sqs: String,
-    pub azure: String,
-    pub kubemq: String,
-    pub admin: String,
+    #[serde(default)]
+    pub rpc: String,
 }
 
 /// A lease this node holds.

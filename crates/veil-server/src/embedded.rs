@@ -86,7 +86,7 @@ pub async fn serve_embedded(
     log_listening(settings);
     loop {
         let Opened { store, engine, .. } = opened;
-        admin.engine_opened(&engine);
+        admin.engine_opened(engine.clone());
         let sampler = admin.series.spawn_sampler(engine.clone());
         // Every listener is bound and the store is open: ready for traffic.
         admin.readiness.set(veil_admin::Phase::Ready);

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
-use veil_core::{Clock, Engine, OffsetClock, ReceiptKey, SystemClock};
+use veil_core::{Clock, Dispatch, Engine, OffsetClock, ReceiptKey, SystemClock};
 use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::Telemetry;
 
@@ -197,11 +197,38 @@ async fn serve_engine(
 ) -> Result<(), ServeError> {
     let sweeper = spawn_sweeper(engine.clone());
     let mover = spawn_move_task_driver(engine.clone());
+    let served = serve_protocols(
+        engine.into(),
+        secret,
+        sockets,
+        settings,
+        telemetry,
+        tls,
+        stopped,
+    )
+    .await;
+    sweeper.abort();
+    mover.abort();
+    served
+}
+
+/// Serves the three protocols on `sockets`, each calling the engine through `dispatch` (this process's own,
+/// or a cluster's owner), until `stopped` turns true; then drains their requests.
+async fn serve_protocols(
+    dispatch: Dispatch,
+    secret: Vec<u8>,
+    sockets: Sockets,
+    settings: &Settings,
+    telemetry: &Telemetry,
+    tls: &TlsConfigs,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
     let sqs_app = veil_sqs::router(
-        engine.clone(),
+        dispatch.clone(),
         sqs_config(settings, telemetry, tls.sqs.is_some())?,
     );
-    let azure_app = veil_azure::router(engine.clone(), azure_config(settings, telemetry, secret)?);
+    let azure_app =
+        veil_azure::router(dispatch.clone(), azure_config(settings, telemetry, secret)?);
     let kubemq_config = kubemq_config(settings, telemetry, tls.kubemq.clone())?;
     let limits = &settings.listeners;
     let (_, _, kubemq_served) = tokio::join!(
@@ -232,10 +259,8 @@ async fn serve_engine(
         ),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
-        veil_kubemq::serve(engine.clone(), kubemq_config, sockets.kubemq, stopped),
+        veil_kubemq::serve(dispatch, kubemq_config, sockets.kubemq, stopped),
     );
-    sweeper.abort();
-    mover.abort();
     kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
 }
 
@@ -301,8 +326,8 @@ impl Admin {
         }
     }
 
-    fn engine_opened(&self, engine: &Arc<Engine>) {
-        *self.engine.write() = Some(engine.clone().into());
+    fn engine_opened(&self, engine: impl Into<Dispatch>) {
+        *self.engine.write() = Some(engine.into());
     }
 
     /// The engine is about to be dropped (its store failed and is reopened): the API answers "starting"

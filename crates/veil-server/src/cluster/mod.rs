@@ -1,38 +1,39 @@
-//! A node of a cluster over PostgreSQL (docs/cluster.md, docs/decisions/0007-scale-out.md).
+//! A node of a cluster over PostgreSQL (docs/cluster.md, docs/decisions/0011-partitioned-ownership.md).
 //!
-//! Every node binds the four public listeners and puts a *door* behind each (`door.rs`): a TCP relay that
-//! hands each client connection to wherever it can be served now. One node at a time holds the leader lease
-//! (`veil_postgres::lease`) and runs the ordinary engine over `PgStore` on internal listeners whose addresses
-//! the lease row publishes; every door relays to those, the leader's own included. While no node can serve
-//! (the database is down, a new leader still loading), doors relay to this node's *unavailable* servers
-//! (`unavailable.rs`), which answer every request with the protocol's "service unavailable".
+//! Every node serves every protocol and the admin endpoint on its own listeners, TLS included, and calls the
+//! engine through one `Dispatch` whose transport is this node's [`Routing`] (crates/veil-cluster). One node at
+//! a time holds the leader lease (`veil_postgres::lease`) and runs the engine over `PgStore`: its own calls run
+//! on it directly, and the other nodes send theirs to it over the internal RPC, whose address the lease row
+//! publishes. The client's own address stays with its request on the node it entered (audit log, delivery
+//! history, Azure's `sip`). While no node can serve (the database is down, a new leader still loading), the
+//! calls fail as unavailable and each protocol answers its "service unavailable".
 //!
 //! The node's loop: keep a control connection, measure the database clock, and try to take the lease every
-//! retry interval; as a follower, point the doors at the holder. As the leader: open the store fenced by the
-//! lease's epoch, rebuild the engine from the database, serve, renew the lease every quarter of its term, and
-//! step down — stop serving, drop the engine — when a renewal fails past the term, the store fails (its
-//! memory may be ahead of the database, so only a reload is safe), or the node stops (then it releases the
-//! lease so the next node need not wait for it to lapse). Within a term the engine answers only while the lease
-//! is surely held (`TermGate`): a leader resumed from a pause past its lease answers "unavailable" at once.
+//! retry interval; as a follower, route to the holder. As the leader: open the store fenced by the lease's
+//! epoch, rebuild the engine from the database, route to it, renew the lease every quarter of its term, and
+//! step down — route nowhere, drain, drop the engine — when a renewal fails past the term, the store fails
+//! (its memory may be ahead of the database, so only a reload is safe), or the node stops (then it releases
+//! the lease so the next node need not wait for it to lapse). Within a term the engine answers only while the
+//! lease is surely held (`TermGate`): a leader resumed from a pause past its lease answers "unavailable" at
+//! once, to its own clients and to the calls other nodes send it.
 
-pub mod door;
 pub mod settings;
-pub mod unavailable;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_postgres::Client;
-use veil_core::{Engine, ReceiptKey, StoreError};
+use veil_cluster::routing::Routing;
+use veil_cluster::token::Token;
+use veil_core::dispatch::Remote;
+use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
 use veil_postgres::lease::{self, LeaderAddrs, Lease};
 use veil_postgres::{DbClock, PgStore};
 use veil_telemetry::Telemetry;
 
-use self::door::{Route, Targets};
 use self::settings::PostgresSettings;
 use crate::config::Settings;
 use crate::{bind, Admin, ServeError, Sockets, TlsConfigs};
@@ -42,6 +43,8 @@ use crate::{bind, Admin, ServeError, Sockets, TlsConfigs};
 const LEASE_MARGIN_PERCENT: u32 = 20;
 /// How long a stepping-down leader waits for its requests to drain before it drops the engine anyway.
 const DRAIN_MS_MAX: u64 = 5_000;
+/// How often a draining leader looks whether its last request let go of the engine.
+const DRAIN_POLL_MS: u64 = 10;
 
 /// What a node runs with.
 pub struct Node<'a> {
@@ -54,29 +57,93 @@ pub struct Node<'a> {
 /// Runs this node until `shutdown` turns true.
 pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), ServeError> {
     let settings = node.settings;
-    let (route, routes) = watch::channel(Route::Unavailable);
-    let unavailable = unavailable::start(node.tls, settings).await?;
-    let doors = door::open_all(settings, routes, unavailable.addrs(), shutdown.clone()).await?;
-    tracing::info!(
-        node = %node.postgres.node_id,
-        sqs = %settings.sqs_listen,
-        azure = %settings.azure.listen,
-        kubemq = %settings.kubemq.listen,
-        admin = %settings.admin.listen,
-        "cluster node listening; looking for the database and the leader"
-    );
+    let postgres = node.postgres;
     let mut member = Member {
         node: &node,
-        route,
+        routing: None,
+        rpc_addr: String::new(),
+        readiness: None,
         clock: DbClock::default(),
         control: None,
         secret: None,
-        shutdown,
+        shutdown: shutdown.clone(),
     };
+    tracing::info!(node = %postgres.node_id, "cluster node starting; waiting for the database");
+    // The cluster's secret keys receipts and the internal RPC's token: nothing is served before it is known.
+    let Some(secret) = member.first_contact().await? else {
+        return Ok(());
+    };
+    let token = Token::of(&secret);
+    let routing = Routing::new(token.clone());
+    let (rpc_listener, rpc_local) =
+        veil_cluster::server::bind(postgres.bind)
+            .await
+            .map_err(|source| ServeError::Listen {
+                addr: SocketAddr::new(postgres.bind, 0),
+                source,
+            })?;
+    let dispatch = Dispatch::Remote(Arc::new(Remote::new(
+        Box::new(routing.clone()),
+        Arc::new(member.clock.clone()),
+        ReceiptKey::new(secret),
+    )));
+    let admin = Admin::start(
+        bind(settings.admin.listen).await?,
+        node.tls.admin.clone(),
+        settings.listeners.admin.limits.clone(),
+        settings.admin.guard(),
+        node.telemetry,
+        None,
+    );
+    admin.engine_opened(dispatch.clone());
+    let sampler = admin.series.spawn_sampler(dispatch.clone());
+    let sockets = Sockets {
+        sqs: bind(settings.sqs_listen).await?,
+        azure: bind(settings.azure.listen).await?,
+        kubemq: bind(settings.kubemq.listen).await?,
+    };
+    crate::log_listening(settings);
+    let (stop_serving, serving_stopped) = watch::channel(false);
+    let serving = {
+        let (settings, telemetry, tls) =
+            (settings.clone(), node.telemetry.clone(), node.tls.clone());
+        let dispatch = dispatch.clone();
+        tokio::spawn(async move {
+            crate::serve_protocols(
+                dispatch,
+                secret.to_vec(),
+                sockets,
+                &settings,
+                &telemetry,
+                &tls,
+                serving_stopped,
+            )
+            .await
+        })
+    };
+    let rpc = tokio::spawn(veil_cluster::server::serve(
+        rpc_listener,
+        routing.clone(),
+        token,
+        shutdown,
+    ));
+    member.rpc_addr = format!("{}:{}", postgres.advertise, rpc_local.port());
+    member.routing = Some(routing.clone());
+    member.readiness = Some(admin.readiness.clone());
     let result = member.run().await;
-    member.route.send_replace(Route::Unavailable);
-    doors.stop().await;
-    unavailable.stop().await;
+    admin.readiness.set(veil_admin::Phase::Stopping);
+    routing.nobody();
+    stop_serving.send_replace(true);
+    match serving.await {
+        Ok(Err(error)) => tracing::warn!(%error, "serving ended with an error"),
+        Err(error) => tracing::warn!(%error, "serving task failed"),
+        Ok(Ok(())) => {}
+    }
+    if let Ok(Err(error)) = rpc.await {
+        tracing::warn!(%error, "the cluster RPC ended with an error");
+    }
+    sampler.abort();
+    admin.stop().await;
     tracing::info!("node stopped; bye");
     result
 }
@@ -84,8 +151,12 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
 /// The node's state between terms.
 struct Member<'a, 'n> {
     node: &'a Node<'n>,
-    /// Where the doors relay new connections.
-    route: watch::Sender<Route>,
+    /// Where this node's engine calls go; `None` only before the first contact with the database.
+    routing: Option<Routing>,
+    /// This node's internal RPC address as other nodes reach it (`host:port`), published while it leads.
+    rpc_addr: String,
+    /// The admin endpoint's `/readyz`: ready while some node serves the queues.
+    readiness: Option<veil_admin::Readiness>,
     /// The engine's clock while this node leads; synced at every lease attempt and renewal.
     clock: DbClock,
     /// The control connection (lease, clock); `None` after a failure, reopened on the next round.
@@ -98,23 +169,16 @@ struct Member<'a, 'n> {
 impl Member<'_, '_> {
     async fn run(&mut self) -> Result<(), ServeError> {
         let retry = self.node.postgres.retry_interval();
-        // Bound before each attempt to lead, so that the lease row can name them.
-        let mut internal: Option<Internal> = None;
         while !*self.shutdown.borrow() {
-            match self.round(&mut internal).await {
-                Ok(Some(lease)) => {
-                    // Bound just before; taken for the term (the next attempt binds new ones).
-                    if let Some(sockets) = internal.take() {
-                        self.lead(lease, sockets).await;
-                    }
-                }
+            match self.round().await {
+                Ok(Some(lease)) => self.lead(lease).await,
                 Ok(None) => {}
                 Err(RoundError::Fatal(error)) => return Err(error),
                 Err(RoundError::Database(error)) => {
                     if self.control.take().is_some() {
                         tracing::warn!(%error, "database unreachable; answering 'service unavailable'");
                     }
-                    self.route.send_replace(Route::Unavailable);
+                    self.route_nowhere();
                 }
             }
             let mut shutdown = self.shutdown.clone();
@@ -126,11 +190,28 @@ impl Member<'_, '_> {
         Ok(())
     }
 
-    /// One round as a follower: (re)connect, sync the clock, try to take the lease, else follow its holder.
-    async fn round(
-        &mut self,
-        internal: &mut Option<Internal>,
-    ) -> Result<Option<Lease>, RoundError> {
+    /// Until the database answered once and gave the cluster's secret; `None` if the node stopped first.
+    async fn first_contact(&mut self) -> Result<Option<[u8; 32]>, ServeError> {
+        let retry = self.node.postgres.retry_interval();
+        loop {
+            match self.connect().await {
+                Ok(()) => return Ok(self.secret),
+                Err(RoundError::Fatal(error)) => return Err(error),
+                Err(RoundError::Database(error)) => {
+                    self.control = None;
+                    tracing::warn!(%error, "database unreachable; retrying");
+                }
+            }
+            let mut shutdown = self.shutdown.clone();
+            tokio::select! {
+                () = tokio::time::sleep(retry) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(None),
+            }
+        }
+    }
+
+    /// (Re)connects the control connection (migrating the schema) and reads the cluster's secret once.
+    async fn connect(&mut self) -> Result<(), RoundError> {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
         if self.control.is_none() {
@@ -163,11 +244,22 @@ impl Member<'_, '_> {
                 .await?,
             );
         }
+        Ok(())
+    }
+
+    /// One round as a follower: (re)connect, sync the clock, try to take the lease, else follow its holder.
+    async fn round(&mut self) -> Result<Option<Lease>, RoundError> {
+        let postgres = self.node.postgres;
+        let timeout = postgres.options().call_timeout();
+        self.connect().await?;
+        let client = self
+            .control
+            .as_ref()
+            .ok_or(RoundError::Database(StoreError::Closed))?;
         bounded(timeout, self.clock.sync(client)).await?;
-        if internal.is_none() {
-            *internal = Some(Internal::bind(postgres).await?);
-        }
-        let addrs = internal.as_ref().map(Internal::addrs).unwrap_or_default();
+        let addrs = LeaderAddrs {
+            rpc: self.rpc_addr.clone(),
+        };
         let ttl = postgres.lease_ttl();
         if let Some(lease) = bounded(
             timeout,
@@ -178,29 +270,48 @@ impl Member<'_, '_> {
             return Ok(Some(lease));
         }
         match bounded(timeout, lease::holder(client)).await? {
-            Some(holder) => {
-                let targets = Targets::resolve(&holder.addrs).await;
-                let changed = self.route.send_if_modified(|route| {
-                    let next = targets.clone().map_or(Route::Unavailable, Route::Leader);
-                    let changed = *route != next;
-                    *route = next;
-                    changed
-                });
-                if changed {
-                    tracing::info!(leader = %holder.node, epoch = holder.epoch, "following the leader");
-                }
-            }
-            None => {
-                self.route.send_replace(Route::Unavailable);
-            }
+            Some(holder) => self.follow(&holder),
+            None => self.route_nowhere(),
         }
         Ok(None)
     }
 
+    fn follow(&self, holder: &lease::LeaseHolder) {
+        let Some(routing) = &self.routing else {
+            return;
+        };
+        if routing.follows().as_deref() != Some(holder.addrs.rpc.as_str()) {
+            tracing::info!(leader = %holder.node, epoch = holder.epoch, rpc = %holder.addrs.rpc, "following the leader");
+        }
+        routing.follow(&holder.addrs.rpc);
+        self.set_ready(routing.served());
+    }
+
+    /// No node serves now, as far as this node can tell: every call answers "unavailable".
+    fn route_nowhere(&self) {
+        if let Some(routing) = &self.routing {
+            routing.nobody();
+        }
+        self.set_ready(false);
+    }
+
+    fn set_ready(&self, ready: bool) {
+        if let Some(readiness) = &self.readiness {
+            let phase = if ready {
+                veil_admin::Phase::Ready
+            } else {
+                veil_admin::Phase::Starting
+            };
+            readiness.set(phase);
+        }
+    }
+
     /// One term as the leader, until it ends; every error ends it (and is logged).
-    async fn lead(&mut self, lease: Lease, internal: Internal) {
+    async fn lead(&mut self, lease: Lease) {
         let started = Instant::now();
         tracing::info!(node = %lease.node, epoch = lease.epoch, "took the leader lease; loading the queues");
+        // Until the engine is rebuilt no node serves: the previous leader's route is gone.
+        self.route_nowhere();
         let (opened, renewed_at) = self.open_renewing(&lease).await;
         let (store, engine) = match opened {
             Ok(opened) => opened,
@@ -215,39 +326,27 @@ impl Member<'_, '_> {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "leading: engine rebuilt from the database"
         );
-        let Some(targets) = Targets::of(&internal) else {
-            tracing::warn!("the internal listeners have no address; stepping down");
-            self.step_down_lease(&lease).await;
-            return;
-        };
-        let usable = self.usable_term();
-        let gate = TermGate::new(renewed_at, usable);
+        let gate = TermGate::new(renewed_at, self.usable_term());
         let open = gate.clone();
         engine.gate_serving(Box::new(move || open.open()));
-        let (term_end, term_ended) = watch::channel(false);
-        let term = self.serve(engine.clone(), internal, term_ended.clone());
-        let serving = tokio::spawn(term);
-        self.route.send_replace(Route::Leader(targets));
+        let sweeper = crate::spawn_sweeper(engine.clone());
+        let mover = crate::spawn_move_task_driver(engine.clone());
+        if let Some(routing) = &self.routing {
+            routing.lead(engine.clone());
+        }
+        self.set_ready(true);
         let why = self.hold(&lease, &store, &gate).await;
         tracing::warn!(
             epoch = lease.epoch,
             reason = why,
             "leaving the leader's term"
         );
-        // New connections go to the unavailable servers until the next leader is known.
-        self.route.send_replace(Route::Unavailable);
-        term_end.send_replace(true);
-        let mut serving = serving;
-        match tokio::time::timeout(Duration::from_millis(DRAIN_MS_MAX), &mut serving).await {
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "serving ended with an error"),
-            Ok(Err(error)) => tracing::warn!(%error, "serving task failed"),
-            Err(_) => {
-                // Its listeners and connections go with it: nothing of this term may keep serving.
-                tracing::warn!("requests did not drain in time; dropping them");
-                serving.abort();
-            }
-            Ok(Ok(Ok(()))) => {}
-        }
+        // New calls answer "unavailable" until the next leader is known; long polls end at once.
+        self.route_nowhere();
+        engine.shutdown();
+        sweeper.abort();
+        mover.abort();
+        drain(&engine).await;
         drop(engine);
         store.close();
         if *self.shutdown.borrow() {
@@ -328,51 +427,20 @@ async fn open_blocking(
     .map_err(|error| ServeError::Cluster(format!("opening the store failed: {error}")))?
 }
 
-impl Member<'_, '_> {
-    /// Serves the engine on the internal listeners until `term_ended` turns true.
-    fn serve(
-        &self,
-        engine: Arc<Engine>,
-        internal: Internal,
-        term_ended: watch::Receiver<bool>,
-    ) -> impl std::future::Future<Output = Result<(), ServeError>> + Send + 'static {
-        let settings = self.node.settings.clone();
-        let telemetry = self.node.telemetry.clone();
-        let tls = self.node.tls.clone();
-        let secret = self
-            .secret
-            .map(|secret| secret.to_vec())
-            .unwrap_or_default();
-        async move {
-            let admin = Admin::start(
-                internal.admin,
-                tls.admin.clone(),
-                settings.listeners.admin.limits.clone(),
-                settings.admin.guard(),
-                &telemetry,
-                None,
-            );
-            admin.engine_opened(&engine);
-            let sampler = admin.series.spawn_sampler(engine.clone());
-            admin.readiness.set(veil_admin::Phase::Ready);
-            let stopped =
-                crate::stop_engine_on(engine.clone(), term_ended, Some(admin.readiness.clone()));
-            let served = crate::serve_engine(
-                engine,
-                secret,
-                internal.sockets,
-                &settings,
-                &telemetry,
-                &tls,
-                stopped,
-            )
-            .await;
-            sampler.abort();
-            admin.stop().await;
-            served
+/// Waits until the requests of a term let go of its engine (each holds it while it runs), at most
+/// `DRAIN_MS_MAX`: the store then closes under whatever is left, which fails as unavailable.
+async fn drain(engine: &Arc<Engine>) {
+    let deadline = Instant::now() + Duration::from_millis(DRAIN_MS_MAX);
+    while Arc::strong_count(engine) > 1 {
+        if Instant::now() >= deadline {
+            tracing::warn!("requests did not drain in time; closing the store under them");
+            return;
         }
+        tokio::time::sleep(Duration::from_millis(DRAIN_POLL_MS)).await;
     }
+}
 
+impl Member<'_, '_> {
     /// How long after a successful renewal began this node may count on its lease.
     fn usable_term(&self) -> Duration {
         self.node.postgres.lease_ttl() * (100 - LEASE_MARGIN_PERCENT) / 100
@@ -496,43 +564,6 @@ impl From<StoreError> for RoundError {
 impl From<ServeError> for RoundError {
     fn from(error: ServeError) -> Self {
         Self::Fatal(error)
-    }
-}
-
-/// The internal listeners a leader serves on, bound before it asks for the lease.
-pub struct Internal {
-    sockets: Sockets,
-    admin: TcpListener,
-    advertise: String,
-}
-
-impl Internal {
-    async fn bind(postgres: &PostgresSettings) -> Result<Self, ServeError> {
-        let any = SocketAddr::new(postgres.bind, 0);
-        Ok(Self {
-            sockets: Sockets {
-                sqs: bind(any).await?,
-                azure: bind(any).await?,
-                kubemq: bind(any).await?,
-            },
-            admin: bind(any).await?,
-            advertise: postgres.advertise.clone(),
-        })
-    }
-
-    fn port(listener: &TcpListener) -> u16 {
-        listener.local_addr().map(|addr| addr.port()).unwrap_or(0)
-    }
-
-    /// The addresses the lease row publishes: the advertised host with each listener's port.
-    fn addrs(&self) -> LeaderAddrs {
-        let at = |listener: &TcpListener| format!("{}:{}", self.advertise, Self::port(listener));
-        LeaderAddrs {
-            sqs: at(&self.sockets.sqs),
-            azure: at(&self.sockets.azure),
-            kubemq: at(&self.sockets.kubemq),
-            admin: at(&self.admin),
-        }
     }
 }
 

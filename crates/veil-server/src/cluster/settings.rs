@@ -32,11 +32,11 @@ pub struct ClusterArgs {
     /// How long the leader's lease lasts unless renewed (renewed every quarter of it) [default: 5000]
     #[arg(long, env = "VEIL_LEASE_TTL_MS")]
     pub lease_ttl_ms: Option<u64>,
-    /// Address the leader's internal listeners bind to; other nodes forward connections there
-    /// [default: 127.0.0.1]
+    /// Address this node's internal RPC binds to (a port the system picks); other nodes send the engine
+    /// calls of their clients there while this node leads [default: 127.0.0.1]
     #[arg(long, env = "VEIL_CLUSTER_BIND")]
     pub cluster_bind: Option<IpAddr>,
-    /// Host name or address other nodes reach this node's internal listeners by [default: --cluster-bind]
+    /// Host name or address other nodes reach this node's internal RPC by [default: --cluster-bind]
     #[arg(long, env = "VEIL_CLUSTER_ADVERTISE")]
     pub cluster_advertise: Option<String>,
     /// Connections the leader reads message bodies over, beside its writer connections [default: 4]
