@@ -38,6 +38,17 @@ fn owner() -> (Arc<Engine>, ManualClock) {
     (Arc::new(engine), clock)
 }
 
+/// An owner with the queue `q`, and a node that reaches it remotely.
+async fn owner_of_q() -> (Arc<Engine>, ManualClock, Dispatch) {
+    let (engine, clock) = owner();
+    engine
+        .create_queue(key("q"), QueueConfig::default())
+        .await
+        .expect("created");
+    let remote = remote(&engine, &clock);
+    (engine, clock, remote)
+}
+
 fn remote(owner: &Arc<Engine>, clock: &ManualClock) -> Dispatch {
     Dispatch::Remote(Arc::new(Remote::new(
         Box::new(Loopback {
@@ -88,12 +99,7 @@ async fn a_message_sent_through_a_remote_node_is_the_owners_message() {
 
 #[tokio::test]
 async fn a_receipt_from_a_remote_receive_settles_the_message_at_the_owner() {
-    let (engine, clock) = owner();
-    let remote = remote(&engine, &clock);
-    engine
-        .create_queue(key("q"), QueueConfig::default())
-        .await
-        .expect("created");
+    let (engine, _clock, remote) = owner_of_q().await;
     remote
         .send(&key("q"), vec![NewMessage::new("a"), NewMessage::new("b")])
         .await
@@ -140,13 +146,8 @@ async fn the_owners_errors_reach_the_caller_as_they_were() {
 
 #[tokio::test]
 async fn an_owner_past_its_term_answers_every_remote_call_as_unavailable() {
-    let (engine, clock) = owner();
-    engine
-        .create_queue(key("q"), QueueConfig::default())
-        .await
-        .expect("created");
+    let (engine, _clock, remote) = owner_of_q().await;
     engine.gate_serving(Box::new(|| false));
-    let remote = remote(&engine, &clock);
     let sent = remote.send(&key("q"), vec![NewMessage::new("late")]).await;
     assert!(
         matches!(sent, Err(EngineError::Store(StoreError::Unavailable(_)))),
@@ -162,11 +163,7 @@ async fn an_owner_past_its_term_answers_every_remote_call_as_unavailable() {
 
 #[tokio::test]
 async fn a_settings_edit_made_away_from_the_owner_is_not_applied_over_one_that_came_between() {
-    let (engine, _clock) = owner();
-    engine
-        .create_queue(key("q"), QueueConfig::default())
-        .await
-        .expect("created");
+    let (engine, _clock, _remote) = owner_of_q().await;
     let read = engine.queue_info(&key("q")).expect("info").config;
     let mut theirs = read.clone();
     theirs.visibility_timeout_ms = 5_000;
@@ -200,12 +197,7 @@ async fn a_settings_edit_made_away_from_the_owner_is_not_applied_over_one_that_c
 
 #[tokio::test]
 async fn a_settings_edit_through_a_remote_node_runs_the_callers_rule_and_lands_at_the_owner() {
-    let (engine, clock) = owner();
-    let remote = remote(&engine, &clock);
-    engine
-        .create_queue(key("q"), QueueConfig::default())
-        .await
-        .expect("created");
+    let (engine, _clock, remote) = owner_of_q().await;
     let edited = remote
         .update_queue_config(&key("q"), |config| {
             config.visibility_timeout_ms = 9_000;
