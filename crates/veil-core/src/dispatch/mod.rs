@@ -138,6 +138,17 @@ impl Dispatch {
         }
     }
 
+    /// Where an operation runs, once this node's own engine, if it is that, may still answer: the gate is
+    /// checked for every operation (the protocols', the admin API's, an open stream's), not only where a
+    /// front-end asks [`Dispatch::serving`].
+    fn serving_target(&self) -> EngineResult<Target<'_>> {
+        let target = self.target();
+        if let Target::Here(engine) = &target {
+            engine.serving()?;
+        }
+        Ok(target)
+    }
+
     async fn remote(remote: &Remote, call: Call) -> EngineResult<Reply> {
         remote.transport.call(call).await
     }
@@ -175,7 +186,7 @@ impl Dispatch {
         key: QueueKey,
         config: QueueConfig,
     ) -> EngineResult<CreateOutcome> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.create_queue(key, config).await,
             Target::There(remote) => expect_reply!(
                 Self::remote(remote, Call::CreateQueue { key, config }).await,
@@ -186,7 +197,7 @@ impl Dispatch {
 
     #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
     pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.delete_queue(key).await,
             Target::There(remote) => {
                 let call = Call::DeleteQueue { key: key.clone() };
@@ -196,7 +207,7 @@ impl Dispatch {
     }
 
     pub async fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => Ok(engine.deleted_at(key)),
             Target::There(remote) => {
                 let call = Call::DeletedAt { key: key.clone() };
@@ -206,7 +217,7 @@ impl Dispatch {
     }
 
     pub async fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.queue_info(key),
             Target::There(remote) => {
                 let call = Call::QueueInfo { key: key.clone() };
@@ -216,7 +227,7 @@ impl Dispatch {
     }
 
     pub async fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => Ok(engine.queue_exists(key)),
             Target::There(remote) => {
                 let call = Call::QueueExists { key: key.clone() };
@@ -226,7 +237,7 @@ impl Dispatch {
     }
 
     pub async fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.message_size_limit(key),
             Target::There(remote) => {
                 let call = Call::MessageSizeLimit { key: key.clone() };
@@ -236,7 +247,7 @@ impl Dispatch {
     }
 
     pub async fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => Ok(engine.list_queues(namespace, prefix)),
             Target::There(remote) => {
                 let call = Call::ListQueues {
@@ -259,7 +270,7 @@ impl Dispatch {
     where
         F: FnMut(&mut QueueConfig) -> EngineResult<()>,
     {
-        let remote = match self.target() {
+        let remote = match self.serving_target()? {
             Target::Here(engine) => return engine.update_queue_config(key, change).await,
             Target::There(remote) => remote,
         };
@@ -284,7 +295,7 @@ impl Dispatch {
     }
 
     pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.dead_letter_sources(key),
             Target::There(remote) => {
                 let call = Call::DeadLetterSources { key: key.clone() };
@@ -298,7 +309,7 @@ impl Dispatch {
         key: &QueueKey,
         interval_ms_min: Option<Millis>,
     ) -> EngineResult<u64> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.purge(key, interval_ms_min).await,
             Target::There(remote) => {
                 let call = Call::Purge {
@@ -311,7 +322,7 @@ impl Dispatch {
     }
 
     pub async fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.last_purge_at(key),
             Target::There(remote) => {
                 let call = Call::LastPurgeAt { key: key.clone() };
@@ -321,7 +332,7 @@ impl Dispatch {
     }
 
     pub async fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.stats(key),
             Target::There(remote) => {
                 let call = Call::Stats { key: key.clone() };
@@ -335,7 +346,7 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<SentMessage>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.send(key, messages).await,
             Target::There(remote) => {
                 let call = Call::Send {
@@ -352,7 +363,7 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.send_each(key, messages).await,
             Target::There(remote) => {
                 let call = Call::SendEach {
@@ -379,7 +390,7 @@ impl Dispatch {
         key: &QueueKey,
         options: ReceiveOptions,
     ) -> EngineResult<Received> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.receive_detailed(key, options).await,
             Target::There(remote) => {
                 if options.wait_ms != Some(0) {
@@ -395,7 +406,7 @@ impl Dispatch {
     }
 
     pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.peek(key, max_messages).await,
             Target::There(remote) => {
                 let call = Call::Peek {
@@ -413,7 +424,7 @@ impl Dispatch {
         receipt: &str,
         rule: ReceiptRule,
     ) -> EngineResult<DeleteOutcome> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.delete(key, receipt, rule).await,
             Target::There(remote) => {
                 let call = Call::Delete {
@@ -432,7 +443,7 @@ impl Dispatch {
         receipts: &[&str],
         rule: ReceiptRule,
     ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.delete_batch(key, receipts, rule).await,
             Target::There(remote) => {
                 let call = Call::DeleteBatch {
@@ -451,7 +462,7 @@ impl Dispatch {
         receipt: &str,
         change: VisibilityChange,
     ) -> EngineResult<Millis> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.change_visibility(key, receipt, change).await,
             Target::There(remote) => {
                 let call = Call::ChangeVisibility {
@@ -469,7 +480,7 @@ impl Dispatch {
         key: &QueueKey,
         entries: &[(&str, VisibilityChange)],
     ) -> EngineResult<Vec<EngineResult<Millis>>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.change_visibility_batch(key, entries).await,
             Target::There(remote) => {
                 let call = Call::ChangeVisibilityBatch {
@@ -491,7 +502,7 @@ impl Dispatch {
         change: VisibilityChange,
         new_body: Option<Bytes>,
     ) -> EngineResult<Updated> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.update(key, receipt, change, new_body).await,
             Target::There(remote) => {
                 let call = Call::Update {
@@ -512,7 +523,7 @@ impl Dispatch {
         receipt: &str,
         target: &QueueKey,
     ) -> EngineResult<()> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.move_message(key, receipt, target).await,
             Target::There(remote) => {
                 let call = Call::MoveMessage {
@@ -531,7 +542,7 @@ impl Dispatch {
         receipts: &[&str],
         target: &QueueKey,
     ) -> EngineResult<Vec<EngineResult<()>>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.move_messages(key, receipts, target).await,
             Target::There(remote) => {
                 let call = Call::MoveMessages {
@@ -550,7 +561,7 @@ impl Dispatch {
         destination: Option<&QueueKey>,
         rate_per_s_max: Option<u32>,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => {
                 engine
                     .start_move_task(source, destination, rate_per_s_max)
@@ -571,7 +582,7 @@ impl Dispatch {
         &self,
         source: &QueueKey,
     ) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.move_tasks(source),
             Target::There(remote) => {
                 let call = Call::MoveTasks {
@@ -587,7 +598,7 @@ impl Dispatch {
         source: &QueueKey,
         id: &MoveTaskId,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.cancel_move_task(source, id).await,
             Target::There(remote) => {
                 let call = Call::CancelMoveTask {
@@ -604,7 +615,7 @@ impl Dispatch {
         key: &QueueKey,
         message_id: &[u8; 16],
     ) -> EngineResult<Option<MessageHistory>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.history(key, message_id),
             Target::There(remote) => {
                 let call = Call::History {
@@ -617,7 +628,7 @@ impl Dispatch {
     }
 
     pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => Ok(engine.overview()),
             Target::There(remote) => {
                 expect_value!(Self::remote(remote, Call::Overview).await, Reply::Overview)
@@ -626,7 +637,7 @@ impl Dispatch {
     }
 
     pub async fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.overview_of(key),
             Target::There(remote) => {
                 let call = Call::OverviewOf { key: key.clone() };
@@ -641,7 +652,7 @@ impl Dispatch {
         from: Seq,
         max_messages: usize,
     ) -> EngineResult<Vec<Message>> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.browse(key, from, max_messages).await,
             Target::There(remote) => {
                 let call = Call::Browse {
@@ -655,7 +666,7 @@ impl Dispatch {
     }
 
     pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
-        match self.target() {
+        match self.serving_target()? {
             Target::Here(engine) => engine.remove_message(key, seq).await,
             Target::There(remote) => {
                 let call = Call::RemoveMessage {

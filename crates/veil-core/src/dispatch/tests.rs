@@ -276,3 +276,26 @@ fn every_call_survives_the_wire() {
         assert_eq!(decoded, call);
     }
 }
+
+#[tokio::test]
+async fn an_engine_past_its_term_answers_no_operation_from_memory_whoever_calls_it() {
+    let (engine, _clock, _remote) = owner_of_q().await;
+    engine.gate_serving(Box::new(|| false));
+    let local = Dispatch::Local(engine.clone());
+    let overview = local.overview().await;
+    assert!(
+        matches!(
+            overview,
+            Err(EngineError::Store(StoreError::Unavailable(_)))
+        ),
+        "the admin API's overview: {overview:?}"
+    );
+    let received = local.receive(&key("q"), immediately(1)).await;
+    assert!(
+        matches!(
+            received,
+            Err(EngineError::Store(StoreError::Unavailable(_)))
+        ),
+        "a receive of an open stream: {received:?}"
+    );
+}
