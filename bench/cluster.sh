@@ -5,8 +5,8 @@
 # veil-bench's throughput workload (batches of 10, 1 KiB bodies, CLIENTS producers and as many consumers spread
 # over QUEUES queues, DURATION s, 1 s long polls, deletes on, drained) against, interleaved over RUNS rounds:
 #   veil embedded      Veil on its embedded store (one process, one data dir)
-#   veil pg 1 node     Veil on PostgreSQL, one node (clients -> the node's door -> the leader's listener)
-#   veil pg 2 nodes    two nodes, the clients spread round-robin over their SQS ports
+#   veil pg 1 node     Veil on PostgreSQL, one node (it decodes and runs every call on its own engine)
+#   veil pg 2 nodes    two nodes, the clients spread round-robin over their SQS ports (a follower sends its calls to the leader over the internal RPC)
 #   veil pg 3 nodes    three nodes, likewise
 #   pg-skip-locked     a plain SQL queue (FOR UPDATE SKIP LOCKED) driven directly by veil-bench
 # Each Veil-on-PostgreSQL configuration gets a fresh schema (--pg-schema) in every round. Recorded per run:
