@@ -297,6 +297,19 @@ impl Service {
         if context.access.allows(key, permission) {
             return Ok(());
         }
+        // Boxed: the rare path reads the queue's policy from the engine, and its state must not sit in every
+        // request's future (`the_future_of_a_waiting_request_stays_small`).
+        Box::pin(self.authorize_by_policy(context, key, name)).await
+    }
+
+    /// [`Self::authorize_on`] once the caller's grants said no: another account's queue may let the caller in
+    /// by its `Policy`; otherwise AWS's refusal, worded by whose policy could have allowed it.
+    async fn authorize_by_policy(
+        &self,
+        context: &RequestContext,
+        key: &QueueKey,
+        name: &'static str,
+    ) -> SqsResult<()> {
         let owner = self
             .names
             .account_region(&key.namespace, &context.region)

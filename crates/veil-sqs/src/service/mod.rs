@@ -503,8 +503,8 @@ impl Service {
         match action {
             Action::CreateQueue(input) => Box::pin(self.create_queue(context, input)).await,
             Action::DeleteQueue(target) => Box::pin(self.delete_queue(context, &target)).await,
-            Action::GetQueueUrl(input) => self.get_queue_url(context, input).await,
-            Action::ListQueues(input) => self.list_queues(context, input).await,
+            Action::GetQueueUrl(input) => Box::pin(self.get_queue_url(context, input)).await,
+            Action::ListQueues(input) => Box::pin(self.list_queues(context, input)).await,
             Action::GetQueueAttributes(input) => {
                 Box::pin(self.get_queue_attributes(context, input)).await
             }
@@ -513,11 +513,11 @@ impl Service {
             }
             Action::PurgeQueue(target) => Box::pin(self.purge_queue(context, &target)).await,
             Action::ListDeadLetterSourceQueues(input) => {
-                self.list_dead_letter_source_queues(context, input).await
+                Box::pin(self.list_dead_letter_source_queues(context, input)).await
             }
             Action::TagQueue(input) => Box::pin(self.tag_queue(context, input)).await,
             Action::UntagQueue(input) => Box::pin(self.untag_queue(context, input)).await,
-            Action::ListQueueTags(target) => self.list_queue_tags(context, &target).await,
+            Action::ListQueueTags(target) => Box::pin(self.list_queue_tags(context, &target)).await,
             Action::SendMessage(input) => Box::pin(self.send_message(context, input)).await,
             Action::ReceiveMessage(input) => Box::pin(self.receive_message(context, input)).await,
             Action::DeleteMessage(input) => Box::pin(self.delete_message(context, input)).await,
@@ -541,7 +541,7 @@ impl Service {
                 Box::pin(self.start_message_move_task(context, input)).await
             }
             Action::ListMessageMoveTasks(input) => {
-                self.list_message_move_tasks(context, input).await
+                Box::pin(self.list_message_move_tasks(context, input)).await
             }
             Action::CancelMessageMoveTask(input) => {
                 Box::pin(self.cancel_message_move_task(context, input)).await
