@@ -1,4 +1,4 @@
-//! How a front-end reaches the engine that owns a queue (ARCHITECTURE.md, "Routing at the engine API"):
+//! How a front-end reaches the engine that owns a queue (docs/cluster.md, "Routing at the engine API"):
 //! [`Dispatch::Local`] calls this process's engine; [`Dispatch::Remote`] sends each operation as a [`Call`]
 //! to the node that owns the queue, which runs it with [`Engine::execute`] and answers with its [`Reply`].
 //! The front-ends hold a `Dispatch` and never learn which: the protocol crates decode, authorize and encode;
@@ -120,7 +120,7 @@ macro_rules! expect_value {
 }
 
 impl Dispatch {
-    /// This process's engine, when the queues are served here.
+    /// The engine of a `Local` dispatch (a single node's); `None` for a cluster node's, even while it leads.
     pub fn local(&self) -> Option<&Arc<Engine>> {
         match self {
             Self::Local(engine) => Some(engine),
