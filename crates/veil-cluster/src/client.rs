@@ -54,10 +54,11 @@ impl Peer {
 
     /// Runs `call` at the peer.
     pub async fn call(&self, call: Call) -> EngineResult<Reply> {
+        let call_wait_ms = wait_ms(&call);
         let body = postcard::to_allocvec(&call)
             .map_err(|error| unavailable(format!("cannot encode the call: {error}")))?;
         let mut request = tonic::Request::new(Frame { body });
-        request.set_timeout(Duration::from_millis(limits::CALL_MS_MAX));
+        request.set_timeout(bound_of(call_wait_ms));
         request
             .metadata_mut()
             .insert(token::HEADER, self.token.clone());
@@ -71,5 +72,59 @@ impl Peer {
         })?;
         postcard::from_bytes(&frame.into_inner().body)
             .map_err(|error| unavailable(format!("the owner's reply does not decode: {error}")))
+    }
+}
+
+/// How long `call` may wait at the owner by its own request: a receive's long poll (the queue's default wait
+/// when it names none, at most the engine's limit), nothing for any other call.
+fn wait_ms(call: &Call) -> u64 {
+    match call {
+        Call::Receive { options, .. } => options
+            .wait_ms
+            .unwrap_or(veil_core::limits::RECEIVE_WAIT_MS_MAX)
+            .min(veil_core::limits::RECEIVE_WAIT_MS_MAX),
+        _ => 0,
+    }
+}
+
+/// The bound of a call that may wait `wait_ms` at the owner.
+fn bound_of(wait_ms: u64) -> Duration {
+    Duration::from_millis(wait_ms.saturating_add(limits::CALL_BEYOND_WAIT_MS_MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use veil_core::{QueueKey, ReceiveOptions};
+
+    fn receive(wait_ms: Option<u64>) -> Call {
+        Call::Receive {
+            key: QueueKey::new("ns", "q"),
+            options: ReceiveOptions {
+                wait_ms,
+                ..ReceiveOptions::new(1)
+            },
+        }
+    }
+
+    #[test]
+    fn a_long_poll_across_nodes_is_bounded_by_its_own_wait_not_by_a_fixed_call_time() {
+        let hour_ms = veil_core::limits::RECEIVE_WAIT_MS_MAX;
+        let beyond = Duration::from_millis(limits::CALL_BEYOND_WAIT_MS_MAX);
+        assert_eq!(
+            bound_of(wait_ms(&receive(Some(hour_ms)))),
+            Duration::from_millis(hour_ms) + beyond
+        );
+        assert_eq!(bound_of(wait_ms(&receive(Some(0)))), beyond);
+        assert_eq!(
+            bound_of(wait_ms(&receive(None))),
+            Duration::from_millis(hour_ms) + beyond,
+            "without a wait of its own a receive may wait as long as its queue's default"
+        );
+        let list = Call::ListQueues {
+            namespace: "ns".into(),
+            prefix: String::new(),
+        };
+        assert_eq!(bound_of(wait_ms(&list)), beyond);
     }
 }
