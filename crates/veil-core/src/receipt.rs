@@ -55,6 +55,17 @@ impl ReceiptKey {
         out
     }
 
+    /// The receipt a send returns for its message (Azure's pop receipt of a put): its first generation,
+    /// issued when it was sent. One rule for the owner's engine and for a cluster node answering in its stead.
+    pub fn of_send(&self, sent: &crate::model::SentMessage) -> String {
+        self.encode(&Receipt {
+            queue: sent.queue,
+            seq: sent.seq,
+            generation: 0,
+            issued_at: sent.sent_at,
+        })
+    }
+
     pub fn encode(&self, receipt: &Receipt) -> String {
         let mut bytes = Vec::with_capacity(FIELDS_BYTES + MAC_BYTES);
         bytes.extend_from_slice(&receipt.queue.to_be_bytes());

@@ -26,7 +26,7 @@ use crate::error::{EngineError, EngineResult};
 use crate::history::MessageHistory;
 use crate::model::*;
 use crate::move_task::{MoveTaskError, MoveTaskId, MoveTaskRecord};
-use crate::receipt::{Receipt, ReceiptKey};
+use crate::receipt::ReceiptKey;
 use crate::store::StoreError;
 
 /// How many times a settings edit made away from the owner is retried when another edit came between.
@@ -172,12 +172,7 @@ impl Dispatch {
     pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
         match self.target() {
             Target::Here(engine) => engine.receipt_of_send(sent),
-            Target::There(remote) => remote.receipts.encode(&Receipt {
-                queue: sent.queue,
-                seq: sent.seq,
-                generation: 0,
-                issued_at: sent.sent_at,
-            }),
+            Target::There(remote) => remote.receipts.of_send(sent),
         }
     }
 

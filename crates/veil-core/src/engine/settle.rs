@@ -16,12 +16,7 @@ impl Engine {
     /// protocol whose put returns a receipt (Azure) can update or delete the message with it. Issued on request
     /// because most sends never need one.
     pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
-        self.receipts.encode(&Receipt {
-            queue: sent.queue,
-            seq: sent.seq,
-            generation: 0,
-            issued_at: sent.sent_at,
-        })
+        self.receipts.of_send(sent)
     }
 
     pub(super) fn decode_receipt(&self, queue: QueueId, receipt: &str) -> EngineResult<Receipt> {
