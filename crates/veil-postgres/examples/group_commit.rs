@@ -64,7 +64,8 @@ async fn main() {
     let Some(options) = test_options("group_commit_bench") else {
         return;
     };
-    let store = Arc::new(PgStore::open(options, None).expect("the store opens"));
+    let store =
+        Arc::new(PgStore::open(options, veil_postgres::Scope::Whole).expect("the store opens"));
     store
         .submit(vec![StoreOp::PutQueue(QueueRecord {
             id: 1,

@@ -9,6 +9,8 @@
 //! - `store`: [`PgStore`], veil-core's `Store` over the schema, with group commit and the lease's fencing
 //!   epoch checked inside every write transaction;
 //! - `lease`: the leader lease, its epoch and the addresses its holder serves on;
+//! - `partition`, `partition_lease`: which partition a queue belongs to, the cluster's partition count, and
+//!   each partition's lease and epoch, and the nodes alive now;
 //! - `clock`: [`DbClock`], the engine's clock in a cluster: the database's time, so every leader decides
 //!   visibility on one clock;
 //! - `secret`: the cluster's shared secret (receipt key, Azure delegation keys, forwarding token).
@@ -20,6 +22,8 @@ pub mod connect;
 pub mod lease;
 pub mod limits;
 pub mod migrations;
+pub mod partition;
+pub mod partition_lease;
 pub mod secret;
 pub mod settings;
 pub mod store;
@@ -28,4 +32,4 @@ pub mod testing;
 pub use clock::DbClock;
 pub use connect::{connect, PgOptions};
 pub use lease::{LeaderAddrs, Lease, LeaseHolder};
-pub use store::PgStore;
+pub use store::{PgStore, Scope};

@@ -27,3 +27,7 @@ pub const POOL_SIZE_MAX: usize = 64;
 /// The most writer connections `writers` may ask for: each is one of the database's `max_connections` and one
 /// more transaction a barrier (store/lanes.rs) waits for.
 pub const WRITERS_MAX: usize = 16;
+
+/// The most partitions a cluster may have (fixed when it is created): each is a lease row every node reads
+/// each round, and its queue ids start at `partition << 40`.
+pub const PARTITIONS_MAX: u32 = 1_024;

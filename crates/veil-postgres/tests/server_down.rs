@@ -96,7 +96,7 @@ async fn a_stopped_server_fails_commits_quickly_as_unavailable() {
         statement_timeout: TIMEOUT_NEVER_REACHED,
         ..shared
     };
-    let store = PgStore::open(options.clone(), None).expect("opens");
+    let store = PgStore::open(options.clone(), veil_postgres::Scope::Whole).expect("opens");
     let failed = store.failed();
     store
         .submit(vec![StoreOp::PutQueue(record())])
@@ -111,5 +111,8 @@ async fn a_stopped_server_fails_commits_quickly_as_unavailable() {
         Err(StoreError::Unavailable(_))
     ));
     unavailable_without_a_timeout(store.read_payloads(1, &[0]), "a read after the stop");
-    unavailable_without_a_timeout(PgStore::open(options, None), "an open after the stop");
+    unavailable_without_a_timeout(
+        PgStore::open(options, veil_postgres::Scope::Whole),
+        "an open after the stop",
+    );
 }

@@ -318,7 +318,7 @@ fn dump(store: &dyn Store) -> Dump {
 }
 
 fn open(options: &PgOptions) -> PgStore {
-    PgStore::open(options.clone(), None).expect("the store opens")
+    PgStore::open(options.clone(), veil_postgres::Scope::Whole).expect("the store opens")
 }
 
 #[tokio::test]
@@ -375,10 +375,11 @@ async fn a_database_written_under_schema_v2_keeps_everything_across_the_upgrade(
     let src = veil_postgres::connect::quote_ident(&current.schema);
     client
         .batch_execute(&format!(
-            "INSERT INTO veil_queue SELECT * FROM {src}.veil_queue;
+            "INSERT INTO veil_queue SELECT id, namespace, name, record, sends, deliveries, redeliveries,
+                  deletes, expiries, dead_letter_moves, dead_letter_drops FROM {src}.veil_queue;
              INSERT INTO veil_store_meta SELECT * FROM {src}.veil_store_meta;
              INSERT INTO veil_dedup SELECT * FROM {src}.veil_dedup;
-             INSERT INTO veil_move_task SELECT * FROM {src}.veil_move_task;
+             INSERT INTO veil_move_task SELECT number, record FROM {src}.veil_move_task;
              INSERT INTO veil_message (queue, seq, message_id, sent_at, state, redrive, fifo_group, moved_from,
                                        attrs, body_md5, body)
                   SELECT s.queue, s.seq, b.message_id, b.sent_at, s.state, s.redrive, s.fifo_group,
@@ -484,7 +485,8 @@ async fn a_failed_lane_fails_every_lane() {
     };
     options.writers = 4;
     drop(open(&options));
-    let store = PgStore::open(options.clone(), Some(0)).expect("opens under epoch 0");
+    let store = PgStore::open(options.clone(), veil_postgres::Scope::Leader { epoch: 0 })
+        .expect("opens under epoch 0");
     let queues: Vec<_> = (1..=2)
         .map(|id| StoreOp::PutQueue(queue(id, &format!("q{id}"), false)))
         .collect();
@@ -532,7 +534,8 @@ async fn a_deposed_leader_cannot_write() {
     };
     // The migrations make the lease row (epoch 0).
     drop(open(&options));
-    let store = PgStore::open(options.clone(), Some(0)).expect("opens under epoch 0");
+    let store = PgStore::open(options.clone(), veil_postgres::Scope::Leader { epoch: 0 })
+        .expect("opens under epoch 0");
     let failed = store.failed();
     store
         .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
@@ -592,7 +595,7 @@ async fn an_unreachable_database_fails_open_quickly() {
         statement_timeout: Duration::from_secs(30),
         ..options
     };
-    match PgStore::open(options, None) {
+    match PgStore::open(options, veil_postgres::Scope::Whole) {
         Err(StoreError::Unavailable(why)) => {
             assert!(!why.contains("timed out"), "waited for a timeout: {why}")
         }
@@ -614,7 +617,7 @@ async fn a_schema_migrated_by_a_newer_veil_is_refused() {
         )
         .await
         .unwrap();
-    let result = PgStore::open(options, None);
+    let result = PgStore::open(options, veil_postgres::Scope::Whole);
     assert!(
         matches!(result, Err(StoreError::Incompatible(_))),
         "{:?}",
@@ -628,7 +631,7 @@ async fn reads_after_a_failure_answer_within_the_call_timeout() {
         return;
     };
     drop(open(&options));
-    let store = PgStore::open(options.clone(), Some(0)).unwrap();
+    let store = PgStore::open(options.clone(), veil_postgres::Scope::Leader { epoch: 0 }).unwrap();
     store
         .submit(vec![
             StoreOp::PutQueue(queue(1, "orders", false)),

@@ -78,7 +78,8 @@ impl TestStore {
     }
 
     pub fn postgres(options: veil_postgres::PgOptions) -> Self {
-        let store = PgStore::open(options.clone(), None).expect("the PostgreSQL store opens");
+        let store = PgStore::open(options.clone(), veil_postgres::Scope::Whole)
+            .expect("the PostgreSQL store opens");
         Self::Postgres(PgTestStore {
             options,
             current: parking_lot::RwLock::new(Arc::new(store)),
@@ -90,7 +91,8 @@ impl TestStore {
         if let Self::Postgres(pg) = self {
             let mut current = pg.current.write();
             *current = Arc::new(
-                PgStore::open(pg.options.clone(), None).expect("the PostgreSQL store reopens"),
+                PgStore::open(pg.options.clone(), veil_postgres::Scope::Whole)
+                    .expect("the PostgreSQL store reopens"),
             );
         }
     }

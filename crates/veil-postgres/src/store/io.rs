@@ -26,6 +26,7 @@ use tokio_postgres::{Client, Statement};
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
 use super::sql::{self, big, Loaded, Prepared};
+use super::Scope;
 use super::{batch, lanes, plan};
 use crate::connect::{connect, db_error, unavailable, PgOptions};
 use crate::limits::{GROUP_BYTES_MAX, GROUP_OPS_MAX, LOAD_TIMEOUT_MS, MIGRATION_TIMEOUT_MS};
@@ -91,7 +92,7 @@ pub struct Started {
 
 /// Starts the I/O thread: connects the writer, applies the migrations, prepares the statements and loads; on
 /// failure the thread ends and the error is returned.
-pub fn start(options: PgOptions, fence: Option<i64>) -> Result<Started, StoreError> {
+pub fn start(options: PgOptions, scope: Scope) -> Result<Started, StoreError> {
     let (jobs, jobs_rx) = mpsc::unbounded_channel();
     let (reads, reads_rx) = mpsc::unbounded_channel();
     let (failed_tx, failed) = watch::channel(false);
@@ -115,7 +116,7 @@ pub fn start(options: PgOptions, fence: Option<i64>) -> Result<Started, StoreErr
             };
             runtime.block_on(run(
                 options,
-                fence,
+                scope,
                 (jobs_rx, reads_rx),
                 (failed_tx, counted),
                 ready,
@@ -142,7 +143,7 @@ pub fn start(options: PgOptions, fence: Option<i64>) -> Result<Started, StoreErr
 
 async fn run(
     options: PgOptions,
-    fence: Option<i64>,
+    scope: Scope,
     (jobs, reads): (
         mpsc::UnboundedReceiver<Job>,
         mpsc::UnboundedReceiver<ReadJob>,
@@ -157,7 +158,7 @@ async fn run(
     };
     let mut writers = Vec::with_capacity(options.writers);
     for lane in 0..options.writers.max(1) {
-        match Writer::open(&options, fence, shared.clone(), lane == 0).await {
+        match Writer::open(&options, scope, shared.clone(), lane == 0).await {
             Ok(writer) => writers.push(writer),
             Err(error) => {
                 let _opener_gone = ready.send(Err(error));
@@ -238,7 +239,6 @@ struct Writer {
     /// `None` once failed or closed: the connection is dropped, which rolls back whatever it had begun.
     client: Option<Client>,
     prepared: Prepared,
-    fence: Option<i64>,
     call_timeout: Duration,
     shared: Shared,
 }
@@ -247,7 +247,7 @@ impl Writer {
     /// Connects a writer; the first (`migrate`) applies the migrations before it prepares its statements.
     async fn open(
         options: &PgOptions,
-        fence: Option<i64>,
+        scope: Scope,
         shared: Shared,
         migrate: bool,
     ) -> Result<Self, StoreError> {
@@ -267,13 +267,12 @@ impl Writer {
             .await
             .map_err(|_| unavailable("applying the migrations timed out"))??;
         }
-        let prepared = timeout(options.call_timeout(), Prepared::new(&client))
+        let prepared = timeout(options.call_timeout(), Prepared::new(&client, scope))
             .await
             .map_err(|_| unavailable("preparing the store's statements timed out"))??;
         Ok(Self {
             client: Some(client),
             prepared,
-            fence,
             call_timeout: options.call_timeout(),
             shared,
         })
@@ -335,7 +334,7 @@ impl Writer {
         }
         let client = self.client.as_mut().ok_or(StoreError::Closed)?;
         let bound = Duration::from_millis(LOAD_TIMEOUT_MS) + self.call_timeout;
-        timeout(bound, sql::load(client))
+        timeout(bound, sql::load(client, self.prepared.scope))
             .await
             .map_err(|_| unavailable("loading from PostgreSQL timed out"))?
     }
@@ -345,13 +344,9 @@ impl Writer {
             return Err(refusal);
         }
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
-        let row = timeout(self.call_timeout, client.query_one(sql::COUNTS, &[]))
+        timeout(self.call_timeout, sql::counts(client, self.prepared.scope))
             .await
             .map_err(|_| unavailable("counting in PostgreSQL timed out"))?
-            .map_err(db_error)?;
-        let messages: i64 = row.try_get(0).map_err(db_error)?;
-        let histories: i64 = row.try_get(1).map_err(db_error)?;
-        Ok((messages as u64, histories as u64))
     }
 
     async fn commit_group(&mut self, group: Vec<(Vec<StoreOp>, Done)>) {
@@ -391,11 +386,8 @@ impl Writer {
     async fn transaction(&self, ops: Vec<StoreOp>) -> Result<(), StoreError> {
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
         let mut statements = Vec::new();
-        if let Some(epoch) = self.fence {
-            statements.push((
-                self.prepared.fence.clone(),
-                vec![sql::p(epoch)] as sql::Params,
-            ));
+        if let Some(fence) = self.prepared.fence() {
+            statements.push(fence);
         }
         for step in plan::plan(ops) {
             match step {

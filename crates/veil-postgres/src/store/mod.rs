@@ -12,7 +12,7 @@ mod batch;
 mod io;
 mod lanes;
 mod plan;
-mod sql;
+pub(crate) mod sql;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -30,8 +30,37 @@ use veil_core::{
 
 use crate::connect::{unavailable, PgOptions};
 use crate::limits::{ANSWER_MARGIN_MS, LOAD_TIMEOUT_MS};
+use crate::partition::Partition;
 use io::{Job, ReadJob, Reply};
 use sql::Loaded;
+
+/// Which queues a store holds and how its writes are fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every queue, unfenced: one process owns the database (tests, tools).
+    Whole,
+    /// Every queue, fenced by the single leader lease's epoch (docs/decisions/0007-scale-out.md).
+    Leader { epoch: i64 },
+    /// One partition's queues and move tasks, fenced by that partition's lease epoch
+    /// (docs/decisions/0011-partitioned-ownership.md). Queue ids come from the partition's own range.
+    Partition {
+        partition: Partition,
+        /// The cluster's partition count: every queue this store writes must hash to `partition`.
+        count: u32,
+        epoch: i64,
+    },
+}
+
+impl Scope {
+    /// The partition written into the catalog rows (queues, move tasks): 0 outside partitions, where every
+    /// queue counts as partition 0 until the cluster's partition count is fixed (`partition::establish`).
+    pub fn partition(self) -> Partition {
+        match self {
+            Self::Partition { partition, .. } => partition,
+            Self::Whole | Self::Leader { .. } => 0,
+        }
+    }
+}
 
 /// The PostgreSQL store.
 pub struct PgStore {
@@ -49,12 +78,12 @@ pub struct PgStore {
 
 impl PgStore {
     /// Connects (on the store's own I/O thread and runtime), applies the migrations, and reads what the
-    /// engine loads at start-up. With `fence_epoch`, every write transaction first checks that the lease's
-    /// epoch is still this one and fails with `StoreError::Unavailable` (and refuses all later writes) when
-    /// it is not. Blocks the calling thread.
-    pub fn open(options: PgOptions, fence_epoch: Option<i64>) -> Result<Self, StoreError> {
+    /// engine loads at start-up: the queues of `scope`. Under a lease, every write transaction first checks
+    /// that the lease's epoch is still the scope's and fails with `StoreError::Unavailable` (and refuses all
+    /// later writes) when it is not. Blocks the calling thread.
+    pub fn open(options: PgOptions, scope: Scope) -> Result<Self, StoreError> {
         let call_timeout = options.call_timeout();
-        let started = io::start(options, fence_epoch)?;
+        let started = io::start(options, scope)?;
         Ok(Self {
             jobs: started.jobs,
             reads: started.reads,

@@ -9,10 +9,12 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 use veil_core::{
     Attributes, Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState,
-    MoveTaskRecord, MovedFrom, Payload, QueueId, QueueRecord, Seq, StoreError, StoreOp,
+    MoveTaskRecord, MovedFrom, Payload, QueueId, QueueKey, QueueRecord, Seq, StoreError, StoreOp,
 };
 
+use super::Scope;
 use crate::connect::db_error;
+use crate::partition::partition_of;
 
 /// A u64 id, sequence number or time as PostgreSQL's bigint, bit for bit (values past `i64::MAX`, such as a
 /// never-expiring time, come back unchanged).
@@ -53,7 +55,8 @@ struct PayloadRest {
     dedup_id: Option<String>,
 }
 
-const PUT_QUEUE: &str = "INSERT INTO veil_queue (id, namespace, name, record) VALUES ($1, $2, $3, $4) \
+const PUT_QUEUE: &str =
+    "INSERT INTO veil_queue (id, namespace, name, record, partition) VALUES ($1, $2, $3, $4, $5) \
      ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name, record = EXCLUDED.record";
 /// The queue, its messages (state with history, body) and its deduplication ids.
 const DELETE_QUEUE: &str = "WITH q AS (DELETE FROM veil_queue WHERE id = $1), \
@@ -75,22 +78,27 @@ const MOVE_MESSAGE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 A
      SELECT $3::bigint, $4::bigint, message_id, sent_at, $8::bytea, attrs, body_md5, body FROM gone \
      ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, \
      moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+/// The next queue id outside partitions, and a partition's own (migrations/V5__partitions.sql).
 const PUT_NEXT_QUEUE_ID: &str =
     "INSERT INTO veil_store_meta (name, value) VALUES ('next_queue_id', $1) \
      ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value";
-const PUT_MOVE_TASK: &str = "INSERT INTO veil_move_task (number, record) VALUES ($1, $2) \
-     ON CONFLICT (number) DO UPDATE SET record = EXCLUDED.record";
-const DELETE_MOVE_TASK: &str = "DELETE FROM veil_move_task WHERE number = $1";
-/// The fencing check (migrations/V3__narrow_state.sql): fails the transaction unless the lease's epoch is
-/// still this one, and holds the lease row against a new holder's epoch bump until the transaction ends.
-pub const FENCE: &str = "SELECT veil_fence($1)";
+const PUT_PARTITION_NEXT_QUEUE_ID: &str =
+    "UPDATE veil_partition SET next_queue_id = $1 WHERE partition = $2";
+const PUT_MOVE_TASK: &str =
+    "INSERT INTO veil_move_task (partition, number, record) VALUES ($1, $2, $3) \
+     ON CONFLICT (partition, number) DO UPDATE SET record = EXCLUDED.record";
+const DELETE_MOVE_TASK: &str = "DELETE FROM veil_move_task WHERE partition = $1 AND number = $2";
+/// The fencing check (migrations/V3__narrow_state.sql, V5 for a partition's): fails the transaction unless
+/// the lease's epoch is still this one, and holds the lease row against a new holder's epoch bump until the
+/// transaction ends.
+const FENCE: &str = "SELECT veil_fence($1)";
+const FENCE_PARTITION: &str = "SELECT veil_fence_partition($1, $2)";
 /// The SQLSTATE `veil_fence` fails with.
 pub const FENCED_SQLSTATE: &str = "VL001";
 
 pub const READ_PAYLOADS: &str =
     "SELECT seq, message_id, sent_at, moved_from, attrs, body_md5, body \
      FROM veil_body WHERE queue = $1 AND seq = ANY($2)";
-pub const COUNTS: &str = "SELECT count(*), count(history) FROM veil_state";
 
 /// The writer connection's prepared statements: one per operation written alone, one per kind of change of
 /// a batch (`super::batch`).
@@ -102,8 +110,10 @@ pub struct Prepared {
     put_next_queue_id: Statement,
     put_move_task: Statement,
     delete_move_task: Statement,
-    pub fence: Statement,
+    fence: Statement,
     pub batch: BatchStatements,
+    /// What the statements write and fence: the partition in catalog rows, the lease whose epoch they check.
+    pub scope: Scope,
 }
 
 /// A batch's statements, in the order a batch is written.
@@ -119,18 +129,23 @@ pub struct BatchStatements {
 
 impl Prepared {
     /// Prepares every statement, pipelined (one round trip).
-    pub async fn new(client: &Client) -> Result<Self, StoreError> {
+    pub async fn new(client: &Client, scope: Scope) -> Result<Self, StoreError> {
         use super::batch::sql as b;
+        let partitioned = matches!(scope, Scope::Partition { .. });
         let all = futures_util::future::try_join_all(
             [
                 PUT_QUEUE,
                 DELETE_QUEUE,
                 PURGE_QUEUE,
                 MOVE_MESSAGE,
-                PUT_NEXT_QUEUE_ID,
+                if partitioned {
+                    PUT_PARTITION_NEXT_QUEUE_ID
+                } else {
+                    PUT_NEXT_QUEUE_ID
+                },
                 PUT_MOVE_TASK,
                 DELETE_MOVE_TASK,
-                FENCE,
+                if partitioned { FENCE_PARTITION } else { FENCE },
                 b::DELETE_DEDUPS,
                 b::PUT_DEDUPS,
                 b::DELETE_MESSAGES,
@@ -166,7 +181,25 @@ impl Prepared {
                 put_bodies: next()?,
                 put_counters: next()?,
             },
+            scope,
         })
+    }
+
+    /// The fencing check that opens every write transaction under a lease.
+    pub fn fence(&self) -> Option<(Statement, Params)> {
+        let params = match self.scope {
+            Scope::Whole => return None,
+            Scope::Leader { epoch } => vec![p(epoch)],
+            Scope::Partition {
+                partition, epoch, ..
+            } => vec![p(partition as i32), p(epoch)],
+        };
+        Some((self.fence.clone(), params))
+    }
+
+    /// The partition catalog rows are written with.
+    fn partition(&self) -> i32 {
+        self.scope.partition() as i32
     }
 }
 
@@ -194,15 +227,19 @@ pub fn payload_rest(payload: &Payload) -> Result<Vec<u8>, StoreError> {
 /// The statement that applies `op`, one of the operations a batch does not hold (`plan`), with its parameters.
 pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params), StoreError> {
     Ok(match op {
-        StoreOp::PutQueue(record) => (
-            prepared.put_queue.clone(),
-            vec![
-                p(big(record.id)),
-                p(record.key.namespace.clone()),
-                p(record.key.name.clone()),
-                p(encode(&record)?),
-            ],
-        ),
+        StoreOp::PutQueue(record) => {
+            check_partition(prepared.scope, &record.key)?;
+            (
+                prepared.put_queue.clone(),
+                vec![
+                    p(big(record.id)),
+                    p(record.key.namespace.clone()),
+                    p(record.key.name.clone()),
+                    p(encode(&record)?),
+                    p(prepared.partition()),
+                ],
+            )
+        }
         StoreOp::DeleteQueue(queue) => (prepared.delete_queue.clone(), vec![p(big(queue))]),
         StoreOp::PurgeQueue(queue) => (prepared.purge_queue.clone(), vec![p(big(queue))]),
         StoreOp::MoveMessage {
@@ -225,14 +262,25 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
                 p(Some(encode(&moved_from)?)),
             ],
         ),
-        StoreOp::PutNextQueueId(next) => (prepared.put_next_queue_id.clone(), vec![p(big(next))]),
+        StoreOp::PutNextQueueId(next) => {
+            let mut params = vec![p(big(next))];
+            if let Scope::Partition { partition, .. } = prepared.scope {
+                params.push(p(partition as i32));
+            }
+            (prepared.put_next_queue_id.clone(), params)
+        }
         StoreOp::PutMoveTask(record) => (
             prepared.put_move_task.clone(),
-            vec![p(big(record.number)), p(encode(&record)?)],
+            vec![
+                p(prepared.partition()),
+                p(big(record.number)),
+                p(encode(&record)?),
+            ],
         ),
-        StoreOp::DeleteMoveTask { number } => {
-            (prepared.delete_move_task.clone(), vec![p(big(number))])
-        }
+        StoreOp::DeleteMoveTask { number } => (
+            prepared.delete_move_task.clone(),
+            vec![p(prepared.partition()), p(big(number))],
+        ),
         batched => {
             return Err(StoreError::Io(format!(
                 "internal: {} is written in a batch, not alone",
@@ -240,6 +288,24 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
             )))
         }
     })
+}
+
+/// A partition's store holds only the queues that hash to it: an engine asked to create one elsewhere is a
+/// routing defect, refused before it reaches the catalog.
+fn check_partition(scope: Scope, key: &QueueKey) -> Result<(), StoreError> {
+    if let Scope::Partition {
+        partition, count, ..
+    } = scope
+    {
+        let belongs = partition_of(key, count);
+        if belongs != partition {
+            return Err(StoreError::Io(format!(
+                "internal: queue {}/{} belongs to partition {belongs}, not to this store's {partition}",
+                key.namespace, key.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn op_name(op: &StoreOp) -> &'static str {
@@ -316,7 +382,91 @@ pub struct Loaded {
 pub const WRITER_PLANS: &str =
     "SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off";
 
-pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
+/// How a scope narrows what a store reads: the rows of its partition's queues, or every row.
+struct Filter {
+    partition: Option<i32>,
+}
+
+impl Filter {
+    fn of(scope: Scope) -> Self {
+        Self {
+            partition: match scope {
+                Scope::Partition { partition, .. } => Some(partition as i32),
+                Scope::Whole | Scope::Leader { .. } => None,
+            },
+        }
+    }
+
+    /// `sql` with `{queues}` replaced by a condition on its `queue` column (`AND`ed to `{and}` when there is
+    /// one), and the parameters that condition takes.
+    fn query(&self, sql: &str) -> (String, Vec<&(dyn ToSql + Sync)>) {
+        match &self.partition {
+            None => (sql.replace("{where}", "").replace("{and}", ""), Vec::new()),
+            Some(partition) => {
+                let condition = "queue IN (SELECT id FROM veil_queue WHERE partition = $1)";
+                (
+                    sql.replace("{where}", &format!("WHERE {condition}"))
+                        .replace("{and}", &format!("AND {condition}")),
+                    vec![partition as &(dyn ToSql + Sync)],
+                )
+            }
+        }
+    }
+
+    /// `sql` with `{own}` replaced by a condition on the table's own `partition` column.
+    fn own(&self, sql: &str) -> (String, Vec<&(dyn ToSql + Sync)>) {
+        match &self.partition {
+            None => (sql.replace("{own}", ""), Vec::new()),
+            Some(partition) => (
+                sql.replace("{own}", "WHERE partition = $1"),
+                vec![partition as &(dyn ToSql + Sync)],
+            ),
+        }
+    }
+}
+
+/// Stored messages and delivery histories of the scope's queues.
+pub async fn counts(client: &Client, scope: Scope) -> Result<(u64, u64), StoreError> {
+    let filter = Filter::of(scope);
+    let (sql, params) = filter.query("SELECT count(*), count(history) FROM veil_state {where}");
+    let row = client.query_one(&sql, &params).await.map_err(db_error)?;
+    let messages: i64 = get(&row, 0)?;
+    let histories: i64 = get(&row, 1)?;
+    Ok((unbig(messages), unbig(histories)))
+}
+
+/// The next queue id the scope hands out.
+async fn next_queue_id(
+    txn: &tokio_postgres::Transaction<'_>,
+    scope: Scope,
+) -> Result<QueueId, StoreError> {
+    let row = match scope {
+        Scope::Partition { partition, .. } => txn
+            .query_opt(
+                "SELECT next_queue_id FROM veil_partition WHERE partition = $1",
+                &[&(partition as i32)],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("partition {partition} is not in veil_partition"))
+            })
+            .map(Some)?,
+        Scope::Whole | Scope::Leader { .. } => txn
+            .query_opt(
+                "SELECT value FROM veil_store_meta WHERE name = 'next_queue_id'",
+                &[],
+            )
+            .await
+            .map_err(db_error)?,
+    };
+    row.map(|row| get::<i64>(&row, 0).map(unbig))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+pub async fn load(client: &mut Client, scope: Scope) -> Result<Loaded, StoreError> {
+    let filter = Filter::of(scope);
     let txn = client
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
@@ -333,26 +483,13 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
     ))
     .await
     .map_err(db_error)?;
-    let next_queue_id = txn
-        .query_opt(
-            "SELECT value FROM veil_store_meta WHERE name = 'next_queue_id'",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-        .map(|row| get::<i64>(&row, 0).map(unbig))
-        .transpose()?
-        .unwrap_or(0);
+    let next_queue_id = next_queue_id(&txn, scope).await?;
     let mut queues = Vec::new();
-    for row in txn
-        .query(
-            "SELECT record, sends, deliveries, redeliveries, deletes, expiries, dead_letter_moves, \
-             dead_letter_drops FROM veil_queue ORDER BY id",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-    {
+    let (sql, params) = filter.own(
+        "SELECT record, sends, deliveries, redeliveries, deletes, expiries, dead_letter_moves, \
+         dead_letter_drops FROM veil_queue {own} ORDER BY id",
+    );
+    for row in txn.query(&sql, &params).await.map_err(db_error)? {
         let record: QueueRecord = decode(get(&row, 0)?, "a queue")?;
         let n = |i| get::<i64>(&row, i).map(unbig);
         let counters = Counters {
@@ -367,14 +504,10 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
         queues.push((record, counters));
     }
     let (mut messages, mut redrives, mut groups) = (Vec::new(), Vec::new(), Vec::new());
-    for row in txn
-        .query(
-            "SELECT queue, seq, state, redrive, fifo_group FROM veil_state ORDER BY queue, seq",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-    {
+    let (sql, params) = filter.query(
+        "SELECT queue, seq, state, redrive, fifo_group FROM veil_state {where} ORDER BY queue, seq",
+    );
+    for row in txn.query(&sql, &params).await.map_err(db_error)? {
         let queue = unbig(get(&row, 0)?);
         let seq = unbig(get(&row, 1)?);
         messages.push((queue, seq, decode(get(&row, 2)?, "a message state")?));
@@ -386,14 +519,10 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
         }
     }
     let mut dedup = Vec::new();
-    for row in txn
-        .query(
-            "SELECT queue, key, sent_at, message_id, seq FROM veil_dedup ORDER BY queue, key",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-    {
+    let (sql, params) = filter.query(
+        "SELECT queue, key, sent_at, message_id, seq FROM veil_dedup {where} ORDER BY queue, key",
+    );
+    for row in txn.query(&sql, &params).await.map_err(db_error)? {
         dedup.push((
             unbig(get(&row, 0)?),
             get(&row, 1)?,
@@ -405,22 +534,15 @@ pub async fn load(client: &mut Client) -> Result<Loaded, StoreError> {
         ));
     }
     let mut move_tasks = Vec::new();
-    for row in txn
-        .query("SELECT record FROM veil_move_task ORDER BY number", &[])
-        .await
-        .map_err(db_error)?
-    {
+    let (sql, params) = filter.own("SELECT record FROM veil_move_task {own} ORDER BY number");
+    for row in txn.query(&sql, &params).await.map_err(db_error)? {
         move_tasks.push(decode(get(&row, 0)?, "a move task")?);
     }
     let mut histories = Vec::new();
-    for row in txn
-        .query(
-            "SELECT queue, seq, history FROM veil_state WHERE history IS NOT NULL ORDER BY queue, seq",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-    {
+    let (sql, params) = filter.query(
+        "SELECT queue, seq, history FROM veil_state WHERE history IS NOT NULL {and} ORDER BY queue, seq",
+    );
+    for row in txn.query(&sql, &params).await.map_err(db_error)? {
         histories.push((
             unbig(get(&row, 0)?),
             unbig(get(&row, 1)?),

@@ -415,7 +415,10 @@ async fn open_blocking(
     secret: [u8; 32],
 ) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
     tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-        let store = Arc::new(PgStore::open(options, Some(epoch))?);
+        let store = Arc::new(PgStore::open(
+            options,
+            veil_postgres::Scope::Leader { epoch },
+        )?);
         let engine = Arc::new(Engine::open(
             store.clone(),
             Arc::new(clock),

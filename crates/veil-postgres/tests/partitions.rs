@@ -1,0 +1,267 @@
+//! Partitions against a real PostgreSQL (skipped without `VEIL_TEST_POSTGRES_URL`; ./scripts/test starts
+//! one): the partition count is fixed once and places the queues that were there before; a partition's store
+//! loads only its queues, hands out ids from its own range and refuses a queue of another partition; each
+//! partition's lease fences its own writes and no other's; nodes see each other alive.
+
+use std::time::Duration;
+
+use veil_core::*;
+use veil_postgres::partition::{self, first_queue_id, partition_of};
+use veil_postgres::partition_lease::{self, PartitionLease};
+use veil_postgres::testing::test_options;
+use veil_postgres::{connect, LeaderAddrs, PgOptions, PgStore, Scope};
+
+const PARTITIONS: u32 = 4;
+const TERM: Duration = Duration::from_secs(30);
+
+fn queue(id: QueueId, name: &str) -> QueueRecord {
+    QueueRecord {
+        id,
+        key: QueueKey::new(DEFAULT_NAMESPACE, name),
+        config: QueueConfig::default(),
+        created_at: 1_000,
+        modified_at: 2_000,
+        seq_reserved: 64,
+    }
+}
+
+/// A queue name that hashes to `partition`, the `n`th such.
+fn name_in(partition: u32, n: usize) -> String {
+    (0..)
+        .map(|i| format!("queue-{i}"))
+        .filter(|name| {
+            partition_of(&QueueKey::new(DEFAULT_NAMESPACE, name), PARTITIONS) == partition
+        })
+        .nth(n)
+        .expect("some name hashes to every partition")
+}
+
+fn addrs(rpc: &str) -> LeaderAddrs {
+    LeaderAddrs { rpc: rpc.into() }
+}
+
+/// A database with eight queues made before partitions (ids 1 to 8), and the cluster's count fixed.
+async fn established(test: &str) -> Option<(PgOptions, Vec<QueueRecord>)> {
+    let options = test_options(test)?;
+    let whole = PgStore::open(options.clone(), Scope::Whole).expect("opens");
+    let before: Vec<_> = (1..=8).map(|id| queue(id, &format!("old-{id}"))).collect();
+    whole
+        .submit(before.iter().cloned().map(StoreOp::PutQueue).collect())
+        .await
+        .expect("the queues are written");
+    whole
+        .submit(vec![StoreOp::PutNextQueueId(9)])
+        .await
+        .expect("the counter is written");
+    whole.close();
+    let mut client = connect(&options).await.expect("connects");
+    assert_eq!(
+        partition::establish(&mut client, PARTITIONS).await.unwrap(),
+        PARTITIONS
+    );
+    Some((options, before))
+}
+
+async fn take(options: &PgOptions, partition: u32, node: &str) -> PartitionLease {
+    let client = connect(options).await.unwrap();
+    partition_lease::try_acquire(&client, partition, node, &addrs(node), TERM)
+        .await
+        .unwrap()
+        .expect("the partition is free")
+}
+
+fn open(options: &PgOptions, lease: PartitionLease) -> PgStore {
+    PgStore::open(
+        options.clone(),
+        Scope::Partition {
+            partition: lease.partition,
+            count: PARTITIONS,
+            epoch: lease.epoch,
+        },
+    )
+    .expect("the partition's store opens")
+}
+
+#[tokio::test]
+async fn the_partition_count_is_fixed_once_and_places_the_queues_already_there() {
+    let Some((options, before)) = established("partitions_fixed").await else {
+        return;
+    };
+    let mut client = connect(&options).await.unwrap();
+    assert_eq!(
+        partition::establish(&mut client, 16).await.unwrap(),
+        PARTITIONS,
+        "a later setting does not change the count in force"
+    );
+    assert_eq!(partition::count(&client).await.unwrap(), Some(PARTITIONS));
+    for record in &before {
+        let row = client
+            .query_one(
+                "SELECT partition FROM veil_queue WHERE id = $1",
+                &[&(record.id as i64)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            row.get::<_, i32>(0) as u32,
+            partition_of(&record.key, PARTITIONS),
+            "{} sits in its hash's partition",
+            record.key.name
+        );
+    }
+    assert_eq!(partition_lease::table(&client).await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_partitions_store_loads_only_its_queues_and_numbers_new_ones_from_its_range() {
+    let Some((options, before)) = established("partitions_load").await else {
+        return;
+    };
+    for partition in 0..PARTITIONS {
+        let store = open(&options, take(&options, partition, "node-a").await);
+        let snapshot = store.load_queues().unwrap();
+        let mut loaded: Vec<_> = snapshot.queues.iter().map(|(r, _)| r.id).collect();
+        loaded.sort_unstable();
+        let expected: Vec<_> = before
+            .iter()
+            .filter(|r| partition_of(&r.key, PARTITIONS) == partition)
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            loaded, expected,
+            "partition {partition} loads its own queues"
+        );
+        let first = if partition == 0 {
+            9
+        } else {
+            first_queue_id(partition) as u64
+        };
+        assert_eq!(
+            snapshot.next_queue_id, first,
+            "partition {partition} continues its own id range"
+        );
+        store
+            .submit(vec![
+                StoreOp::PutQueue(queue(first, &name_in(partition, 0))),
+                StoreOp::PutNextQueueId(first + 1),
+            ])
+            .await
+            .expect("a queue of the partition is written");
+        store.close();
+        let reopened = open(&options, take(&options, partition, "node-a").await);
+        assert_eq!(reopened.load_queues().unwrap().next_queue_id, first + 1);
+        reopened.close();
+    }
+}
+
+#[tokio::test]
+async fn a_partitions_store_refuses_a_queue_of_another_partition() {
+    let Some((options, _)) = established("partitions_refuse").await else {
+        return;
+    };
+    let store = open(&options, take(&options, 1, "node-a").await);
+    match store
+        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(2, 0)))])
+        .await
+    {
+        Err(StoreError::Io(message)) => {
+            assert!(message.contains("belongs to partition 2"), "{message}")
+        }
+        other => panic!("expected the queue refused, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_partitions_lease_fences_its_own_writes_and_no_others() {
+    let Some((options, _)) = established("partitions_fence").await else {
+        return;
+    };
+    let mine = take(&options, 1, "node-a").await;
+    let other = take(&options, 2, "node-a").await;
+    let (store, untouched) = (open(&options, mine), open(&options, other));
+    store
+        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))])
+        .await
+        .expect("the owner writes");
+    let client = connect(&options).await.unwrap();
+    partition_lease::release(&client, "node-a", mine)
+        .await
+        .unwrap();
+    let taken = take(&options, 1, "node-b").await;
+    assert_eq!(taken.epoch, mine.epoch + 1, "a takeover bumps the epoch");
+    match store
+        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))])
+        .await
+    {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("no longer owns partition 1"), "{message}")
+        }
+        other => panic!("expected the deposed owner fenced, got {other:?}"),
+    }
+    untouched
+        .submit(vec![StoreOp::PutQueue(queue(2 << 40, &name_in(2, 0)))])
+        .await
+        .expect("another partition's owner writes on");
+}
+
+#[tokio::test]
+async fn a_live_lease_is_never_taken_and_a_renewal_says_which_are_still_held() {
+    let Some((options, _)) = established("partitions_lease").await else {
+        return;
+    };
+    let client = connect(&options).await.unwrap();
+    let a = take(&options, 0, "node-a").await;
+    let b = take(&options, 3, "node-a").await;
+    assert_eq!(
+        partition_lease::try_acquire(&client, 0, "node-b", &addrs("b"), TERM)
+            .await
+            .unwrap(),
+        None,
+        "a live lease is not taken"
+    );
+    partition_lease::release(&client, "node-a", b)
+        .await
+        .unwrap();
+    take(&options, 3, "node-b").await;
+    let held = partition_lease::renew(&client, "node-a", &[a, b], TERM)
+        .await
+        .unwrap();
+    assert_eq!(held, vec![0], "partition 3 went to node-b");
+    let table = partition_lease::table(&client).await.unwrap();
+    let owners: Vec<_> = table
+        .iter()
+        .map(|row| (row.node.as_str(), row.live))
+        .collect();
+    assert_eq!(
+        owners,
+        vec![("node-a", true), ("", false), ("", false), ("node-b", true)]
+    );
+    assert_eq!(table[3].addrs, addrs("node-b"));
+}
+
+#[tokio::test]
+async fn nodes_see_each_other_alive_until_they_leave() {
+    let Some(options) = test_options("partitions_nodes") else {
+        return;
+    };
+    PgStore::open(options.clone(), Scope::Whole)
+        .unwrap()
+        .close();
+    let client = connect(&options).await.unwrap();
+    let beat = |node: &'static str| {
+        let client = &client;
+        async move { partition_lease::heartbeat(client, node, &addrs(node), TERM).await }
+    };
+    assert_eq!(beat("node-b").await.unwrap(), vec!["node-b"]);
+    assert_eq!(beat("node-a").await.unwrap(), vec!["node-a", "node-b"]);
+    partition_lease::leave(&client, "node-b").await.unwrap();
+    assert_eq!(beat("node-a").await.unwrap(), vec!["node-a"]);
+    partition_lease::heartbeat(&client, "node-c", &addrs("c"), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        beat("node-a").await.unwrap(),
+        vec!["node-a"],
+        "a node whose term ran out is not counted"
+    );
+}
