@@ -258,10 +258,12 @@ class Cluster:
         self.wait_ready()
         return self
 
-    def leader_id(self, pg: PgServer | None = None) -> tuple[str, int] | None:
-        """(node, epoch) of the unexpired lease, on the database's clock; None while nobody leads."""
+    def leader_id(self, pg: PgServer | None = None, partition: int = 0) -> tuple[str, int] | None:
+        """(node, epoch) of the unexpired lease of `partition` (with one partition, the node that runs every
+        queue), on the database's clock; None while nobody owns it."""
         row = (pg or self.pg).sql(
-            f"SELECT node || ' ' || epoch FROM {self.schema}.veil_lease WHERE expires_at > clock_timestamp()"
+            f"SELECT node || ' ' || epoch FROM {self.schema}.veil_partition "
+            f"WHERE partition = {partition} AND expires_at > clock_timestamp()"
         )
         if not row:
             return None

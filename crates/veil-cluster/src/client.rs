@@ -15,6 +15,17 @@ use crate::pb::Frame;
 use crate::token::{self, Token};
 use crate::{limits, unavailable};
 
+/// Why a call to another node got no reply.
+#[derive(Debug)]
+pub enum CallError {
+    /// The node does not own the call's partition (any more): it ran nothing, so the call may go to the
+    /// partition's next owner.
+    NotOwner,
+    /// No answer: the node unreachable, gone, or past the call's bound. Whether the call took effect there
+    /// is unknown.
+    Failed(veil_core::EngineError),
+}
+
 /// Another node's engine service.
 #[derive(Clone)]
 pub struct Peer {
@@ -52,26 +63,33 @@ impl Peer {
         &self.addr
     }
 
-    /// Runs `call` at the peer.
-    pub async fn call(&self, call: Call) -> EngineResult<Reply> {
-        let call_wait_ms = wait_ms(&call);
-        let body = postcard::to_allocvec(&call)
-            .map_err(|error| unavailable(format!("cannot encode the call: {error}")))?;
-        let mut request = tonic::Request::new(Frame { body });
+    /// Runs `call` at the peer; a call without a queue for its `partitions` (empty otherwise).
+    pub async fn call(&self, call: &Call, partitions: Vec<u32>) -> Result<Reply, CallError> {
+        let call_wait_ms = wait_ms(call);
+        let body = postcard::to_allocvec(call).map_err(|error| {
+            CallError::Failed(unavailable(format!("cannot encode the call: {error}")))
+        })?;
+        let mut request = tonic::Request::new(Frame { body, partitions });
         request.set_timeout(bound_of(call_wait_ms));
         request
             .metadata_mut()
             .insert(token::HEADER, self.token.clone());
         let mut client = self.client.clone();
         let frame = client.call(request).await.map_err(|status| {
-            unavailable(format!(
-                "the node that owns the queues ({}) did not answer: {}",
+            if status.code() == tonic::Code::FailedPrecondition {
+                return CallError::NotOwner;
+            }
+            CallError::Failed(unavailable(format!(
+                "the node that owns the queue ({}) did not answer: {}",
                 self.addr,
                 status.message()
-            ))
+            )))
         })?;
-        postcard::from_bytes(&frame.into_inner().body)
-            .map_err(|error| unavailable(format!("the owner's reply does not decode: {error}")))
+        postcard::from_bytes(&frame.into_inner().body).map_err(|error| {
+            CallError::Failed(unavailable(format!(
+                "the owner's reply does not decode: {error}"
+            )))
+        })
     }
 }
 

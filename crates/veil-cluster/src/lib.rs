@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod limits;
+pub mod ownership;
 pub mod routing;
 pub mod server;
 pub mod token;

@@ -13,3 +13,7 @@ pub const CONNECT_MS_MAX: u64 = 1_000;
 /// long instead of at the call's own bound (ms).
 pub const KEEPALIVE_INTERVAL_MS: u64 = 1_000;
 pub const KEEPALIVE_TIMEOUT_MS: u64 = 2_000;
+/// How long a call waits for its partition's next owner when the one it knew handed it over (or none is
+/// known while the database is reachable): a partition moving between nodes costs its callers this much
+/// latency at most, not an error (ms).
+pub const REROUTE_WAIT_MS_MAX: u64 = 2_000;

@@ -1,23 +1,24 @@
-//! The internal service: runs each call on this node's engine while it owns the queues
-//! ([`crate::routing::Routing::engine`]), and refuses it as unavailable otherwise — it never forwards, so a
-//! call crosses at most one hop and two nodes with stale views cannot bounce it between them. Every call
-//! presents the cluster's token first.
+//! The internal service: runs each call on this node's engine for the call's partition while it owns it,
+//! and refuses it as unavailable otherwise — it never forwards, so a call crosses at most one hop and two
+//! nodes with stale views cannot bounce it between them. A call without a queue is answered for the
+//! partitions the caller names, all of which this node must own. Every call presents the cluster's token
+//! first.
 
 use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
-use veil_core::dispatch::{Call, Reply};
+use veil_core::dispatch::Call;
 
+use crate::limits;
 use crate::pb::engine_server::{Engine, EngineServer};
 use crate::pb::Frame;
 use crate::routing::Routing;
 use crate::token::{self, Token};
-use crate::{limits, unavailable};
 
 /// What a node answers for queues it does not own (its lease moved on, or it never had it).
-pub const NOT_OWNER: &str = "this node does not own the queues now; retry";
+pub const NOT_OWNER: &str = "this node does not own the queue's partition now; retry";
 
 struct Service {
     routing: Routing,
@@ -26,16 +27,29 @@ struct Service {
 #[tonic::async_trait]
 impl Engine for Service {
     async fn call(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let call: Call = postcard::from_bytes(&request.into_inner().body).map_err(|error| {
+        let frame = request.into_inner();
+        let call: Call = postcard::from_bytes(&frame.body).map_err(|error| {
             Status::invalid_argument(format!("the call does not decode: {error}"))
         })?;
-        let reply = match self.routing.engine() {
-            Some(engine) => engine.execute(call).await,
-            None => Reply::refusal(&call, unavailable(NOT_OWNER)),
+        // Not the owner: a status of its own, so that the caller knows nothing ran and may try the
+        // partition's next owner.
+        let reply = match call.queue() {
+            None => self
+                .routing
+                .answer_for(call, &frame.partitions)
+                .await
+                .ok_or_else(|| Status::failed_precondition(NOT_OWNER))?,
+            Some(key) => match self.routing.engine(self.routing.partition_of(key)) {
+                Some(engine) => engine.execute(call).await,
+                None => return Err(Status::failed_precondition(NOT_OWNER)),
+            },
         };
         let body = postcard::to_allocvec(&reply)
             .map_err(|error| Status::internal(format!("the reply does not encode: {error}")))?;
-        Ok(Response::new(Frame { body }))
+        Ok(Response::new(Frame {
+            body,
+            partitions: Vec::new(),
+        }))
     }
 }
 

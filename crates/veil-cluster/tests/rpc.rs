@@ -70,8 +70,8 @@ async fn a_follower_runs_every_call_at_the_owner() {
     let owner = node(SECRET).await;
     let follower = node(SECRET).await;
     let engine = engine();
-    owner.routing.lead(engine.clone());
-    follower.routing.follow(&owner.addr);
+    owner.routing.own(0, engine.clone());
+    follower.routing.follow(0, &owner.addr);
     follower
         .dispatch
         .create_queue(key(), QueueConfig::default())
@@ -109,8 +109,8 @@ async fn a_long_poll_through_a_follower_wakes_when_the_owner_gets_a_message() {
     let owner = node(SECRET).await;
     let follower = node(SECRET).await;
     let engine = engine();
-    owner.routing.lead(engine.clone());
-    follower.routing.follow(&owner.addr);
+    owner.routing.own(0, engine.clone());
+    follower.routing.follow(0, &owner.addr);
     engine
         .create_queue(key(), QueueConfig::default())
         .await
@@ -144,8 +144,8 @@ async fn a_long_poll_through_a_follower_wakes_when_the_owner_gets_a_message() {
 async fn a_call_without_the_clusters_secret_is_refused() {
     let owner = node(SECRET).await;
     let stranger = node([1; 32]).await;
-    owner.routing.lead(engine());
-    stranger.routing.follow(&owner.addr);
+    owner.routing.own(0, engine());
+    stranger.routing.follow(0, &owner.addr);
     let created = stranger
         .dispatch
         .create_queue(key(), QueueConfig::default())
@@ -164,9 +164,9 @@ async fn a_node_that_does_not_own_the_queues_answers_unavailable_and_never_forwa
     let follower = node(SECRET).await;
     let elsewhere = node(SECRET).await;
     // `former` believes another node owns the queues; asked directly, it must not pass the call on.
-    former.routing.follow(&elsewhere.addr);
-    elsewhere.routing.lead(engine());
-    follower.routing.follow(&former.addr);
+    former.routing.follow(0, &elsewhere.addr);
+    elsewhere.routing.own(0, engine());
+    follower.routing.follow(0, &former.addr);
     let listed = follower.dispatch.list_queues("ns", "").await;
     assert!(unavailable(&listed), "{listed:?}");
     let nobody = node(SECRET).await;
@@ -175,4 +175,136 @@ async fn a_node_that_does_not_own_the_queues_answers_unavailable_and_never_forwa
         .send(&key(), vec![NewMessage::new("x")])
         .await;
     assert!(unavailable(&sent), "no route at all: {sent:?}");
+}
+
+/// A queue name of namespace `ns` in `partition` of `count`.
+fn in_partition(partition: u32, count: u32, n: usize) -> QueueKey {
+    (0..)
+        .map(|i| QueueKey::new("ns", &format!("q{i}")))
+        .filter(|key| veil_core::partition::partition_of(key, count) == partition)
+        .nth(n)
+        .expect("some name in every partition")
+}
+
+/// Two nodes over four partitions: `a` owns 0 and 1, `b` owns 2 and 3, each partition with its own engine.
+async fn two_owners() -> (Node, Node) {
+    let (a, b) = (node(SECRET).await, node(SECRET).await);
+    for routing in [&a.routing, &b.routing] {
+        routing.set_count(4);
+    }
+    for partition in 0..4 {
+        let (owner, other) = if partition < 2 { (&a, &b) } else { (&b, &a) };
+        owner.routing.own(partition, engine());
+        other.routing.follow(partition, &owner.addr);
+    }
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_call_runs_at_its_queues_partition_owner_and_lists_gather_every_owner() {
+    let (a, b) = two_owners().await;
+    let keys: Vec<QueueKey> = (0..4).map(|p| in_partition(p, 4, 0)).collect();
+    for (n, key) in keys.iter().enumerate() {
+        // Every other queue created through the node that does not own it.
+        let entry = if n % 2 == 0 { &a } else { &b };
+        entry
+            .dispatch
+            .create_queue(key.clone(), QueueConfig::default())
+            .await
+            .expect("created at its owner");
+    }
+    for (partition, key) in keys.iter().enumerate() {
+        let owner = if partition < 2 { &a } else { &b };
+        let engine = owner
+            .routing
+            .engine(partition as u32)
+            .expect("the owner's engine");
+        assert!(
+            engine.queue_exists(key),
+            "{key:?} lives at its partition's owner"
+        );
+        b.dispatch
+            .send(key, vec![NewMessage::new("x")])
+            .await
+            .expect("sent through b");
+        assert_eq!(engine.stats(key).unwrap().visible, 1);
+    }
+    let mut expected = keys.clone();
+    expected.sort();
+    for entry in [&a, &b] {
+        let listed: Vec<QueueKey> = entry
+            .dispatch
+            .list_queues("ns", "")
+            .await
+            .expect("every owner answers")
+            .into_iter()
+            .map(|info| info.key)
+            .collect();
+        assert_eq!(
+            listed, expected,
+            "one list, every partition's queues, in order"
+        );
+        let overview = entry
+            .dispatch
+            .overview()
+            .await
+            .expect("every owner answers");
+        assert_eq!(overview.len(), 4);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_fails_rather_than_answer_for_part_of_the_queues() {
+    let (a, b) = two_owners().await;
+    b.routing.nobody(3);
+    let listed = a.dispatch.list_queues("ns", "").await;
+    assert!(
+        unavailable(&listed),
+        "b no longer owns partition 3, which a still routes to it: {listed:?}"
+    );
+    a.routing.nobody(3);
+    let listed = a.dispatch.list_queues("ns", "").await;
+    assert!(unavailable(&listed), "partition 3 has no owner: {listed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_follows_its_partition_to_the_next_owner_instead_of_failing() {
+    let (former, next, entry) = (node(SECRET).await, node(SECRET).await, node(SECRET).await);
+    let engine = engine();
+    former.routing.own(0, engine.clone());
+    entry.routing.follow(0, &former.addr);
+    entry.routing.set_reachable(true);
+    entry
+        .dispatch
+        .create_queue(key(), QueueConfig::default())
+        .await
+        .expect("created at the first owner");
+    // The partition moves: its owner lets go, and the entry node learns of the next one a little later.
+    former.routing.nobody(0);
+    let (routing, addr, moved) = (entry.routing.clone(), next.addr.clone(), engine.clone());
+    let next_routing = next.routing.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        next_routing.own(0, moved);
+        routing.follow(0, &addr);
+    });
+    entry
+        .dispatch
+        .send(&key(), vec![NewMessage::new("across the move")])
+        .await
+        .expect("the call waits for the next owner rather than failing");
+    assert_eq!(engine.stats(&key()).unwrap().visible, 1);
+    // With the database out of reach nothing is on its way: a call fails at once.
+    next.routing.nobody(0);
+    entry.routing.set_reachable(false);
+    let started = std::time::Instant::now();
+    let sent = entry
+        .dispatch
+        .send(&key(), vec![NewMessage::new("x")])
+        .await;
+    assert!(unavailable(&sent), "{sent:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "no wait without the database"
+    );
 }

@@ -16,6 +16,7 @@ pub mod memory_store;
 pub mod model;
 pub mod move_task;
 pub mod park;
+pub mod partition;
 pub mod receipt;
 mod slab;
 pub mod store;

@@ -7,32 +7,12 @@
 //! it would move queues between partitions, which nothing here does.
 
 use tokio_postgres::Client;
+pub use veil_core::partition::{partition_of, Partition};
 use veil_core::{MoveTaskRecord, QueueKey, StoreError};
 
 use crate::connect::db_error;
 use crate::limits::PARTITIONS_MAX;
 use crate::store::sql::decode;
-
-/// A partition's number, `0..count`.
-pub type Partition = u32;
-
-/// The partition of the queue `(namespace, name)` among `count`: FNV-1a (64-bit) over the namespace, a zero
-/// byte and the name, modulo `count`. Written down here because it must never change: every node of every
-/// version must place a queue where the catalog has it.
-pub fn partition_of(key: &QueueKey, count: u32) -> Partition {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let bytes = key
-        .namespace
-        .as_bytes()
-        .iter()
-        .chain([0u8].iter())
-        .chain(key.name.as_bytes());
-    let hash = bytes.fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    });
-    (hash % u64::from(count.max(1))) as Partition
-}
 
 /// The first queue id partition `partition` hands out: partitions' id ranges never meet (2^40 ids each).
 pub fn first_queue_id(partition: Partition) -> i64 {
@@ -179,52 +159,6 @@ pub async fn count(client: &Client) -> Result<Option<u32>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(namespace: &str, name: &str) -> QueueKey {
-        QueueKey {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    #[test]
-    fn a_queues_partition_never_changes_between_versions() {
-        // Pinned values: a change to the hash would move every existing queue away from its data.
-        let pinned = [
-            (key("000000000000", "orders"), 64),
-            (key("devstoreaccount1", "orders"), 64),
-            (key("kubemq", "jobs"), 16),
-        ];
-        let first: Vec<u32> = pinned.iter().map(|(k, n)| partition_of(k, *n)).collect();
-        assert_eq!(first, EXPECTED, "the partition hash changed");
-    }
-
-    /// FNV-1a computed apart from this code (a Python one-liner) for the pinned keys.
-    const EXPECTED: [u32; 3] = [22, 4, 6];
-
-    #[test]
-    fn namespace_and_name_do_not_run_together() {
-        let count = 1 << 20;
-        assert_ne!(
-            partition_of(&key("ab", "c"), count),
-            partition_of(&key("a", "bc"), count),
-            "the separator keeps (ab, c) and (a, bc) apart"
-        );
-    }
-
-    #[test]
-    fn queues_spread_over_the_partitions() {
-        let count = 16u32;
-        let mut seen = vec![0u32; count as usize];
-        for n in 0..1_600 {
-            seen[partition_of(&key("000000000000", &format!("queue-{n}")), count) as usize] += 1;
-        }
-        let (least, most) = (seen.iter().min(), seen.iter().max());
-        assert!(
-            least >= Some(&60) && most <= Some(&140),
-            "1,600 queues over 16 partitions, each 100 ± 40: {seen:?}"
-        );
-    }
 
     #[test]
     fn partitions_hand_out_ids_that_never_meet() {

@@ -141,6 +141,96 @@ pub enum Call {
         key: QueueKey,
         seq: Seq,
     },
+    /// The queues among this engine's whose redrive policy names `key`, without asking whether `key` is one
+    /// of its own: a partitioned cluster gathers these from every owner (`DeadLetterSources` asks the
+    /// queue's own owner, which checks it exists).
+    DeadLetterSourcesAmong {
+        key: QueueKey,
+    },
+}
+
+/// Several owners' replies to one call without a queue ([`Call::queue`] is `None`) as one reply: their
+/// queues together, in key order, each once. A refusal among them (an owner that could not answer) is the
+/// answer: a list of part of the queues would look like a whole one.
+pub fn merge(call: &Call, replies: Vec<Reply>) -> Reply {
+    let mut merged = match call {
+        Call::ListQueues { .. } => Reply::Queues(Vec::new()),
+        Call::Overview => Reply::Overview(Vec::new()),
+        _ => Reply::Keys(Ok(Vec::new())),
+    };
+    for reply in replies {
+        merged = match (merged, reply) {
+            (Reply::Queues(mut all), Reply::Queues(more)) => {
+                all.extend(more);
+                Reply::Queues(all)
+            }
+            (Reply::Overview(mut all), Reply::Overview(more)) => {
+                all.extend(more);
+                Reply::Overview(all)
+            }
+            (Reply::Keys(Ok(mut all)), Reply::Keys(Ok(more))) => {
+                all.extend(more);
+                Reply::Keys(Ok(all))
+            }
+            // A refusal, or a reply of another kind, which the caller reports as a mismatch.
+            (_, other) => return other,
+        };
+    }
+    match &mut merged {
+        Reply::Queues(queues) => {
+            queues.sort_by(|a, b| a.key.cmp(&b.key));
+            queues.dedup_by(|a, b| a.key == b.key);
+        }
+        Reply::Overview(queues) => {
+            queues.sort_by(|a, b| a.key.cmp(&b.key));
+            queues.dedup_by(|a, b| a.key == b.key);
+        }
+        Reply::Keys(Ok(keys)) => {
+            keys.sort();
+            keys.dedup();
+        }
+        _ => {}
+    }
+    merged
+}
+
+impl Call {
+    /// The queue whose owner runs this call; `None` for calls each owner answers for its own queues, which a
+    /// partitioned cluster gathers from every owner.
+    pub fn queue(&self) -> Option<&QueueKey> {
+        match self {
+            Call::ListQueues { .. } | Call::Overview | Call::DeadLetterSourcesAmong { .. } => None,
+            Call::CreateQueue { key, .. }
+            | Call::DeleteQueue { key }
+            | Call::DeletedAt { key }
+            | Call::QueueInfo { key }
+            | Call::QueueExists { key }
+            | Call::MessageSizeLimit { key }
+            | Call::ReplaceConfig { key, .. }
+            | Call::DeadLetterSources { key }
+            | Call::Purge { key, .. }
+            | Call::LastPurgeAt { key }
+            | Call::Stats { key }
+            | Call::Send { key, .. }
+            | Call::SendEach { key, .. }
+            | Call::Receive { key, .. }
+            | Call::Peek { key, .. }
+            | Call::Delete { key, .. }
+            | Call::DeleteBatch { key, .. }
+            | Call::ChangeVisibility { key, .. }
+            | Call::ChangeVisibilityBatch { key, .. }
+            | Call::Update { key, .. }
+            | Call::MoveMessage { key, .. }
+            | Call::MoveMessages { key, .. }
+            | Call::History { key, .. }
+            | Call::OverviewOf { key }
+            | Call::Browse { key, .. }
+            | Call::RemoveMessage { key, .. } => Some(key),
+            Call::StartMoveTask { source, .. }
+            | Call::MoveTasks { source }
+            | Call::CancelMoveTask { source, .. } => Some(source),
+        }
+    }
 }
 
 /// What a [`Call`] returned; each carries its operation's own result, errors included.
@@ -202,6 +292,9 @@ impl Engine {
                 config,
             } => Reply::Replaced(self.replace_config(&key, *expected, *config).await),
             Call::DeadLetterSources { key } => Reply::Keys(self.dead_letter_sources(&key)),
+            Call::DeadLetterSourcesAmong { key } => {
+                Reply::Keys(Ok(self.dead_letter_sources_among(&key)))
+            }
             Call::Purge {
                 key,
                 interval_ms_min,
@@ -324,7 +417,9 @@ impl Reply {
             Call::QueueInfo { .. } => Reply::QueueInfo(Err(error)),
             Call::MessageSizeLimit { .. } => Reply::SizeLimit(Err(error)),
             Call::ReplaceConfig { .. } => Reply::Replaced(Err(error)),
-            Call::DeadLetterSources { .. } => Reply::Keys(Err(error)),
+            Call::DeadLetterSources { .. } | Call::DeadLetterSourcesAmong { .. } => {
+                Reply::Keys(Err(error))
+            }
             Call::Purge { .. } => Reply::Purged(Err(error)),
             Call::LastPurgeAt { .. } => Reply::LastPurgeAt(Err(error)),
             Call::Stats { .. } => Reply::Stats(Err(error)),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use self::call::{Call, Reply};
+pub use self::call::{merge, Call, Reply};
 use crate::clock::{Clock, Millis};
 use crate::engine::{Engine, QueueOverview};
 use crate::error::{EngineError, EngineResult};
@@ -39,12 +39,20 @@ pub type Answer = Pin<Box<dyn Future<Output = EngineResult<Reply>> + Send>>;
 /// unreachable, no node owns the queue now), which front-ends answer as their protocol's "service
 /// unavailable"; the owner's answers, errors included, come back inside the [`Reply`].
 pub trait Transport: Send + Sync + 'static {
+    /// Runs `call` at the owner of its queue ([`Call::queue`]).
     fn call(&self, call: Call) -> Answer;
 
-    /// This process's engine while it owns the queues: calls then run on it directly, as
+    /// This process's engine for `key` while it owns the queue: calls then run on it directly, as
     /// [`Dispatch::Local`]'s do, without being encoded. `None` sends every call.
-    fn local(&self) -> Option<Arc<Engine>> {
+    fn local(&self, _key: &QueueKey) -> Option<Arc<Engine>> {
         None
+    }
+
+    /// Runs a call without a queue ([`Call::queue`] is `None`) at every owner, each answering for its own
+    /// queues, and [`merge`]s their replies; fails when some queues have no owner now, rather than answer
+    /// for part of them.
+    fn gather(&self, call: Call) -> Answer {
+        self.call(call)
     }
 }
 
@@ -128,25 +136,34 @@ impl Dispatch {
         }
     }
 
-    fn target(&self) -> Target<'_> {
+    /// Where the operations on `key` run.
+    fn target(&self, key: &QueueKey) -> Target<'_> {
         match self {
             Self::Local(engine) => Target::Here(engine.clone()),
-            Self::Remote(remote) => match remote.transport.local() {
+            Self::Remote(remote) => match remote.transport.local(key) {
                 Some(engine) => Target::Here(engine),
                 None => Target::There(remote),
             },
         }
     }
 
-    /// Where an operation runs, once this node's own engine, if it is that, may still answer: the gate is
-    /// checked for every operation (the protocols', the admin API's, an open stream's), not only where a
-    /// front-end asks [`Dispatch::serving`].
-    fn serving_target(&self) -> EngineResult<Target<'_>> {
-        let target = self.target();
+    /// Where an operation on `key` runs, once this node's own engine, if it is that, may still answer: the
+    /// gate is checked for every operation (the protocols', the admin API's, an open stream's), not only
+    /// where a front-end asks [`Dispatch::serving`].
+    fn serving_target(&self, key: &QueueKey) -> EngineResult<Target<'_>> {
+        let target = self.target(key);
         if let Target::Here(engine) = &target {
             engine.serving()?;
         }
         Ok(target)
+    }
+
+    /// Every owner's replies to a call without a queue, merged (this process's engine's, when `Local`).
+    async fn gathered(&self, call: Call) -> EngineResult<Reply> {
+        match self {
+            Self::Local(engine) => Ok(engine.execute(call).await),
+            Self::Remote(remote) => remote.transport.gather(call).await,
+        }
     }
 
     async fn remote(remote: &Remote, call: Call) -> EngineResult<Reply> {
@@ -156,23 +173,23 @@ impl Dispatch {
     /// `Ok` while this node may answer from its engine ([`Engine::serving`]); a remote owner checks its own
     /// gate per call.
     pub fn serving(&self) -> EngineResult<()> {
-        match self.target() {
-            Target::Here(engine) => engine.serving(),
-            Target::There(_) => Ok(()),
+        match self {
+            Self::Local(engine) => engine.serving(),
+            Self::Remote(_) => Ok(()),
         }
     }
 
     pub fn now(&self) -> Millis {
-        match self.target() {
-            Target::Here(engine) => engine.now(),
-            Target::There(remote) => remote.clock.now(),
+        match self {
+            Self::Local(engine) => engine.now(),
+            Self::Remote(remote) => remote.clock.now(),
         }
     }
 
     pub fn receipt_of_send(&self, sent: &SentMessage) -> String {
-        match self.target() {
-            Target::Here(engine) => engine.receipt_of_send(sent),
-            Target::There(remote) => remote.receipts.of_send(sent),
+        match self {
+            Self::Local(engine) => engine.receipt_of_send(sent),
+            Self::Remote(remote) => remote.receipts.of_send(sent),
         }
     }
 
@@ -181,7 +198,7 @@ impl Dispatch {
         key: QueueKey,
         config: QueueConfig,
     ) -> EngineResult<CreateOutcome> {
-        match self.serving_target()? {
+        match self.serving_target(&key)? {
             Target::Here(engine) => engine.create_queue(key, config).await,
             Target::There(remote) => expect_reply!(
                 Self::remote(remote, Call::CreateQueue { key, config }).await,
@@ -192,7 +209,7 @@ impl Dispatch {
 
     #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
     pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.delete_queue(key).await,
             Target::There(remote) => {
                 let call = Call::DeleteQueue { key: key.clone() };
@@ -202,7 +219,7 @@ impl Dispatch {
     }
 
     pub async fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => Ok(engine.deleted_at(key)),
             Target::There(remote) => {
                 let call = Call::DeletedAt { key: key.clone() };
@@ -212,7 +229,7 @@ impl Dispatch {
     }
 
     pub async fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.queue_info(key),
             Target::There(remote) => {
                 let call = Call::QueueInfo { key: key.clone() };
@@ -222,7 +239,7 @@ impl Dispatch {
     }
 
     pub async fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => Ok(engine.queue_exists(key)),
             Target::There(remote) => {
                 let call = Call::QueueExists { key: key.clone() };
@@ -232,7 +249,7 @@ impl Dispatch {
     }
 
     pub async fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.message_size_limit(key),
             Target::There(remote) => {
                 let call = Call::MessageSizeLimit { key: key.clone() };
@@ -241,17 +258,17 @@ impl Dispatch {
         }
     }
 
+    /// Every owner's queues of `namespace` whose name starts with `prefix`, in key order.
     pub async fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> {
-        match self.serving_target()? {
-            Target::Here(engine) => Ok(engine.list_queues(namespace, prefix)),
-            Target::There(remote) => {
-                let call = Call::ListQueues {
-                    namespace: namespace.to_owned(),
-                    prefix: prefix.to_owned(),
-                };
-                expect_value!(Self::remote(remote, call).await, Reply::Queues)
-            }
+        if let Self::Local(engine) = self {
+            engine.serving()?;
+            return Ok(engine.list_queues(namespace, prefix));
         }
+        let call = Call::ListQueues {
+            namespace: namespace.to_owned(),
+            prefix: prefix.to_owned(),
+        };
+        expect_value!(self.gathered(call).await, Reply::Queues)
     }
 
     /// Applies `change` to a queue's settings; nothing is stored if it fails. Away from the owner the edit
@@ -265,7 +282,7 @@ impl Dispatch {
     where
         F: FnMut(&mut QueueConfig) -> EngineResult<()>,
     {
-        let remote = match self.serving_target()? {
+        let remote = match self.serving_target(key)? {
             Target::Here(engine) => return engine.update_queue_config(key, change).await,
             Target::There(remote) => remote,
         };
@@ -289,14 +306,24 @@ impl Dispatch {
         )))
     }
 
+    /// The queues whose redrive policy names `key`, sorted; `key` must exist. A cluster asks every owner.
     pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
-        match self.serving_target()? {
-            Target::Here(engine) => engine.dead_letter_sources(key),
-            Target::There(remote) => {
-                let call = Call::DeadLetterSources { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::Keys)
-            }
+        if let Self::Local(engine) = self {
+            engine.serving()?;
+            return engine.dead_letter_sources(key);
         }
+        if !self.queue_exists(key).await? {
+            // The owner's own answer for a missing queue.
+            let call = Call::DeadLetterSources { key: key.clone() };
+            return match self.serving_target(key)? {
+                Target::Here(engine) => engine.dead_letter_sources(key),
+                Target::There(remote) => {
+                    expect_reply!(Self::remote(remote, call).await, Reply::Keys)
+                }
+            };
+        }
+        let call = Call::DeadLetterSourcesAmong { key: key.clone() };
+        expect_reply!(self.gathered(call).await, Reply::Keys)
     }
 
     pub async fn purge(
@@ -304,7 +331,7 @@ impl Dispatch {
         key: &QueueKey,
         interval_ms_min: Option<Millis>,
     ) -> EngineResult<u64> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.purge(key, interval_ms_min).await,
             Target::There(remote) => {
                 let call = Call::Purge {
@@ -317,7 +344,7 @@ impl Dispatch {
     }
 
     pub async fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.last_purge_at(key),
             Target::There(remote) => {
                 let call = Call::LastPurgeAt { key: key.clone() };
@@ -327,7 +354,7 @@ impl Dispatch {
     }
 
     pub async fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.stats(key),
             Target::There(remote) => {
                 let call = Call::Stats { key: key.clone() };
@@ -341,7 +368,7 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<SentMessage>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.send(key, messages).await,
             Target::There(remote) => {
                 let call = Call::Send {
@@ -358,7 +385,7 @@ impl Dispatch {
         key: &QueueKey,
         messages: Vec<NewMessage>,
     ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.send_each(key, messages).await,
             Target::There(remote) => {
                 let call = Call::SendEach {
@@ -385,7 +412,7 @@ impl Dispatch {
         key: &QueueKey,
         options: ReceiveOptions,
     ) -> EngineResult<Received> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.receive_detailed(key, options).await,
             Target::There(remote) => {
                 if options.wait_ms != Some(0) {
@@ -401,7 +428,7 @@ impl Dispatch {
     }
 
     pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.peek(key, max_messages).await,
             Target::There(remote) => {
                 let call = Call::Peek {
@@ -419,7 +446,7 @@ impl Dispatch {
         receipt: &str,
         rule: ReceiptRule,
     ) -> EngineResult<DeleteOutcome> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.delete(key, receipt, rule).await,
             Target::There(remote) => {
                 let call = Call::Delete {
@@ -438,7 +465,7 @@ impl Dispatch {
         receipts: &[&str],
         rule: ReceiptRule,
     ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.delete_batch(key, receipts, rule).await,
             Target::There(remote) => {
                 let call = Call::DeleteBatch {
@@ -457,7 +484,7 @@ impl Dispatch {
         receipt: &str,
         change: VisibilityChange,
     ) -> EngineResult<Millis> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.change_visibility(key, receipt, change).await,
             Target::There(remote) => {
                 let call = Call::ChangeVisibility {
@@ -475,7 +502,7 @@ impl Dispatch {
         key: &QueueKey,
         entries: &[(&str, VisibilityChange)],
     ) -> EngineResult<Vec<EngineResult<Millis>>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.change_visibility_batch(key, entries).await,
             Target::There(remote) => {
                 let call = Call::ChangeVisibilityBatch {
@@ -497,7 +524,7 @@ impl Dispatch {
         change: VisibilityChange,
         new_body: Option<Bytes>,
     ) -> EngineResult<Updated> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.update(key, receipt, change, new_body).await,
             Target::There(remote) => {
                 let call = Call::Update {
@@ -518,7 +545,7 @@ impl Dispatch {
         receipt: &str,
         target: &QueueKey,
     ) -> EngineResult<()> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.move_message(key, receipt, target).await,
             Target::There(remote) => {
                 let call = Call::MoveMessage {
@@ -537,7 +564,7 @@ impl Dispatch {
         receipts: &[&str],
         target: &QueueKey,
     ) -> EngineResult<Vec<EngineResult<()>>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.move_messages(key, receipts, target).await,
             Target::There(remote) => {
                 let call = Call::MoveMessages {
@@ -556,7 +583,7 @@ impl Dispatch {
         destination: Option<&QueueKey>,
         rate_per_s_max: Option<u32>,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.serving_target()? {
+        match self.serving_target(source)? {
             Target::Here(engine) => {
                 engine
                     .start_move_task(source, destination, rate_per_s_max)
@@ -577,7 +604,7 @@ impl Dispatch {
         &self,
         source: &QueueKey,
     ) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
-        match self.serving_target()? {
+        match self.serving_target(source)? {
             Target::Here(engine) => engine.move_tasks(source),
             Target::There(remote) => {
                 let call = Call::MoveTasks {
@@ -593,7 +620,7 @@ impl Dispatch {
         source: &QueueKey,
         id: &MoveTaskId,
     ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.serving_target()? {
+        match self.serving_target(source)? {
             Target::Here(engine) => engine.cancel_move_task(source, id).await,
             Target::There(remote) => {
                 let call = Call::CancelMoveTask {
@@ -610,7 +637,7 @@ impl Dispatch {
         key: &QueueKey,
         message_id: &[u8; 16],
     ) -> EngineResult<Option<MessageHistory>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.history(key, message_id),
             Target::There(remote) => {
                 let call = Call::History {
@@ -622,17 +649,17 @@ impl Dispatch {
         }
     }
 
+    /// Every owner's queues, in key order.
     pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
-        match self.serving_target()? {
-            Target::Here(engine) => Ok(engine.overview()),
-            Target::There(remote) => {
-                expect_value!(Self::remote(remote, Call::Overview).await, Reply::Overview)
-            }
+        if let Self::Local(engine) = self {
+            engine.serving()?;
+            return Ok(engine.overview());
         }
+        expect_value!(self.gathered(Call::Overview).await, Reply::Overview)
     }
 
     pub async fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.overview_of(key),
             Target::There(remote) => {
                 let call = Call::OverviewOf { key: key.clone() };
@@ -647,7 +674,7 @@ impl Dispatch {
         from: Seq,
         max_messages: usize,
     ) -> EngineResult<Vec<Message>> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.browse(key, from, max_messages).await,
             Target::There(remote) => {
                 let call = Call::Browse {
@@ -661,7 +688,7 @@ impl Dispatch {
     }
 
     pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
-        match self.serving_target()? {
+        match self.serving_target(key)? {
             Target::Here(engine) => engine.remove_message(key, seq).await,
             Target::There(remote) => {
                 let call = Call::RemoveMessage {

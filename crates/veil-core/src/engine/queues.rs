@@ -116,9 +116,15 @@ impl Engine {
 
     /// Queues whose redrive policy names `key` as their dead-letter queue.
     pub fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
+        self.state.lock().queue_id(key)?;
+        Ok(self.dead_letter_sources_among(key))
+    }
+
+    /// The queues of this engine whose redrive policy names `key`, sorted, whether or not `key` is one of
+    /// them (a partitioned cluster asks every owner).
+    pub fn dead_letter_sources_among(&self, key: &QueueKey) -> Vec<QueueKey> {
         let state = self.state.lock();
-        state.queue_id(key)?;
-        Ok(state
+        state
             .queues
             .values()
             .filter(|q| {
@@ -131,7 +137,7 @@ impl Engine {
             .map(|q| q.record.key.clone())
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
-            .collect())
+            .collect()
     }
 
     /// Deletes every message of the queue. Returns how many there were. With `interval_ms_min`, refuses (with

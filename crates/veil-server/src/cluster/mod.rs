@@ -1,37 +1,48 @@
 //! A node of a cluster over PostgreSQL (docs/cluster.md, docs/decisions/0011-partitioned-ownership.md).
 //!
 //! Every node serves every protocol and the admin endpoint on its own listeners, TLS included, and calls the
-//! engine through one `Dispatch` whose transport is this node's [`Routing`] (crates/veil-cluster). One node at
-//! a time holds the leader lease (`veil_postgres::lease`) and runs the engine over `PgStore`: its own calls run
-//! on it directly, and the other nodes send theirs to it over the internal RPC, whose address the lease row
-//! publishes. The client's own address stays with its request on the node it entered (audit log, delivery
-//! history, Azure's `sip`). While no node can serve (the database is down, a new leader still loading), the
+//! engine through one `Dispatch` whose transport is this node's [`Routing`] (crates/veil-cluster). The
+//! queues are spread over a fixed number of partitions (`veil_postgres::partition`), each owned by one node
+//! at a time under its own lease (`veil_postgres::partition_lease`): the owner runs an engine over a
+//! `PgStore` that holds only that partition's queues and fences its writes with the partition's epoch. A
+//! call on a queue this node owns runs on its engine; one on a queue another node owns goes to that node's
+//! internal RPC, whose address the lease row publishes; a list or an overview asks every owner. The client's
+//! own address stays with its request on the node it entered (audit log, delivery history, Azure's `sip`).
+//! While a partition has no owner that can serve (the database is down, a new owner still loading), its
 //! calls fail as unavailable and each protocol answers its "service unavailable".
 //!
-//! The node's loop: keep a control connection, measure the database clock, and try to take the lease every
-//! retry interval; as a follower, route to the holder. As the leader: open the store fenced by the lease's
-//! epoch, rebuild the engine from the database, route to it, renew the lease every quarter of its term, and
-//! step down — route nowhere, drain, drop the engine — when a renewal fails past the term, the store fails
-//! (its memory may be ahead of the database, so only a reload is safe), or the node stops (then it releases
-//! the lease so the next node need not wait for it to lapse). Within a term the engine answers only while the
-//! lease is surely held (`TermGate`): a leader resumed from a pause past its lease answers "unavailable" at
-//! once, to its own clients and to the calls other nodes send it.
+//! The node's loop, every round (a quarter of the lease term, or the retry interval if shorter): keep a
+//! control connection, fix the partition count if no node has, measure the database clock, renew every
+//! lease it holds in one statement, say it is alive, read the leases, route each partition, and follow the
+//! ownership plan (crates/veil-cluster/src/ownership.rs): take lapsed partitions up to its fair share,
+//! hand one surplus partition back — drain, then release — when another node is short. Taking a partition
+//! opens its store and rebuilds its engine off the loop, renewing meanwhile. A partition is left — route
+//! nowhere, drain, drop the engine — when its renewal fails past the term, its store fails (memory may be
+//! ahead of the database, so only a reload is safe), or the node stops (then every lease is released so the
+//! other nodes need not wait for them to lapse). Within a term an engine answers only while its lease is
+//! surely held (`TermGate`): a node resumed from a pause past its leases answers "unavailable" at once, to
+//! its own clients and to the calls other nodes send it.
 
 pub mod settings;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_postgres::Client;
+use veil_cluster::ownership::{self, Slot};
 use veil_cluster::routing::Routing;
 use veil_cluster::token::Token;
 use veil_core::dispatch::Remote;
+use veil_core::partition::Partition;
 use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
-use veil_postgres::lease::{self, LeaderAddrs, Lease};
-use veil_postgres::{DbClock, PgStore};
+use veil_postgres::lease::LeaderAddrs;
+use veil_postgres::partition_lease::{self, PartitionLease, PartitionRow};
+use veil_postgres::{DbClock, PgStore, Scope};
 use veil_telemetry::Telemetry;
 
 use self::settings::PostgresSettings;
@@ -66,6 +77,13 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         clock: DbClock::default(),
         control: None,
         secret: None,
+        count: None,
+        share: 1,
+        owned: BTreeMap::new(),
+        loading: BTreeMap::new(),
+        opening: JoinSet::new(),
+        draining: BTreeMap::new(),
+        drained: mpsc::unbounded_channel(),
         shutdown: shutdown.clone(),
     };
     tracing::info!(node = %postgres.node_id, "cluster node starting; waiting for the database");
@@ -75,6 +93,9 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     };
     let token = Token::of(&secret);
     let routing = Routing::new(token.clone());
+    if let Some(count) = member.count {
+        routing.set_count(count);
+    }
     let (rpc_listener, rpc_local) =
         veil_cluster::server::bind(postgres.bind)
             .await
@@ -132,7 +153,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     member.readiness = Some(admin.readiness.clone());
     let result = member.run().await;
     admin.readiness.set(veil_admin::Phase::Stopping);
-    routing.nobody();
+    routing.nobody_anywhere();
     stop_serving.send_replace(true);
     match serving.await {
         Ok(Err(error)) => tracing::warn!(%error, "serving ended with an error"),
@@ -148,46 +169,101 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     result
 }
 
-/// The node's state between terms.
+/// The node's state between rounds.
 struct Member<'a, 'n> {
     node: &'a Node<'n>,
     /// Where this node's engine calls go; `None` only before the first contact with the database.
     routing: Option<Routing>,
-    /// This node's internal RPC address as other nodes reach it (`host:port`), published while it leads.
+    /// This node's internal RPC address as other nodes reach it (`host:port`), published in its leases.
     rpc_addr: String,
-    /// The admin endpoint's `/readyz`: ready while some node serves the queues.
+    /// The admin endpoint's `/readyz`: ready while some node serves every partition.
     readiness: Option<veil_admin::Readiness>,
-    /// The engine's clock while this node leads; synced at every lease attempt and renewal.
+    /// Every engine's clock on this node; synced every round.
     clock: DbClock,
-    /// The control connection (lease, clock); `None` after a failure, reopened on the next round.
+    /// The control connection (leases, clock); `None` after a failure, reopened on the next round.
     control: Option<Client>,
     /// The cluster's shared secret, read once from the database.
     secret: Option<[u8; 32]>,
+    /// The cluster's partition count, once fixed.
+    count: Option<u32>,
+    /// This node's fair share of the partitions as of the last round (⌈P / live nodes⌉): the partitions
+    /// it may hold split its connections.
+    share: usize,
+    /// The partitions this node serves.
+    owned: BTreeMap<Partition, Owned>,
+    /// Partitions whose lease this node holds while their store opens (in `opening`), with their gates.
+    loading: BTreeMap<Partition, (PartitionLease, TermGate)>,
+    /// The opens in flight; each answers with its lease.
+    opening: JoinSet<Opened>,
+    /// Partitions handed back, whose leases are kept (and renewed) until their engines drained, then
+    /// released: the next owner starts when no request of this node's is left on them.
+    draining: BTreeMap<Partition, (PartitionLease, TermGate)>,
+    /// Says which partition finished draining.
+    drained: (
+        mpsc::UnboundedSender<Partition>,
+        mpsc::UnboundedReceiver<Partition>,
+    ),
     shutdown: watch::Receiver<bool>,
 }
 
+/// A partition this node serves.
+struct Owned {
+    lease: PartitionLease,
+    store: Arc<PgStore>,
+    engine: Arc<Engine>,
+    gate: TermGate,
+    sweeper: JoinHandle<()>,
+    mover: JoinHandle<()>,
+}
+
+/// A finished open: the lease it was for, and the store and engine, or why not.
+type Opened = (
+    PartitionLease,
+    Result<(Arc<PgStore>, Arc<Engine>), ServeError>,
+);
+
 impl Member<'_, '_> {
     async fn run(&mut self) -> Result<(), ServeError> {
-        let retry = self.node.postgres.retry_interval();
+        let tick = self.tick();
         while !*self.shutdown.borrow() {
-            match self.round().await {
-                Ok(Some(lease)) => self.lead(lease).await,
-                Ok(None) => {}
-                Err(RoundError::Fatal(error)) => return Err(error),
+            let round = self.round().await;
+            if let Some(routing) = &self.routing {
+                routing.set_reachable(round.is_ok());
+            }
+            match round {
+                Ok(()) => {}
+                Err(RoundError::Fatal(error)) => {
+                    self.leave().await;
+                    return Err(error);
+                }
                 Err(RoundError::Database(error)) => {
                     if self.control.take().is_some() {
                         tracing::warn!(%error, "database unreachable; answering 'service unavailable'");
                     }
-                    self.route_nowhere();
+                    self.route_others_nowhere();
                 }
             }
+            self.leave_lapsed_terms();
+            self.set_ready();
             let mut shutdown = self.shutdown.clone();
             tokio::select! {
-                () = tokio::time::sleep(retry) => {}
+                () = tokio::time::sleep(tick) => {}
                 _ = shutdown.wait_for(|stop| *stop) => {}
+                Some(opened) = self.opening.join_next(), if !self.opening.is_empty() => match opened {
+                    Ok(opened) => self.install(opened).await,
+                    Err(error) => tracing::warn!(%error, "opening a partition failed"),
+                },
+                Some(partition) = self.drained.1.recv() => self.release_drained(partition).await,
             }
         }
+        self.leave().await;
         Ok(())
+    }
+
+    /// How often the loop runs a round: often enough to renew the leases four times a term.
+    fn tick(&self) -> Duration {
+        let postgres = self.node.postgres;
+        postgres.retry_interval().min(postgres.lease_ttl() / 4)
     }
 
     /// Until the database answered once and gave the cluster's secret; `None` if the node stopped first.
@@ -210,7 +286,8 @@ impl Member<'_, '_> {
         }
     }
 
-    /// (Re)connects the control connection (migrating the schema) and reads the cluster's secret once.
+    /// (Re)connects the control connection (migrating the schema), reads the cluster's secret once and fixes
+    /// or learns the partition count once.
     async fn connect(&mut self) -> Result<(), RoundError> {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
@@ -233,7 +310,7 @@ impl Member<'_, '_> {
         }
         let client = self
             .control
-            .as_ref()
+            .as_mut()
             .ok_or(RoundError::Database(StoreError::Closed))?;
         if self.secret.is_none() {
             self.secret = Some(
@@ -244,11 +321,39 @@ impl Member<'_, '_> {
                 .await?,
             );
         }
+        if self.count.is_none() {
+            let count = bounded(
+                timeout,
+                veil_postgres::partition::establish(client, postgres.partitions),
+            )
+            .await
+            .map_err(|error| match error {
+                StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
+                other => RoundError::Database(other),
+            })?;
+            if count != postgres.partitions {
+                tracing::info!(
+                    partitions = count,
+                    asked = postgres.partitions,
+                    "the cluster's partition count was fixed before; it stays"
+                );
+            }
+            if let Some(routing) = &self.routing {
+                routing.set_count(count);
+            }
+            self.count = Some(count);
+        }
         Ok(())
     }
 
-    /// One round as a follower: (re)connect, sync the clock, try to take the lease, else follow its holder.
-    async fn round(&mut self) -> Result<Option<Lease>, RoundError> {
+    fn addrs(&self) -> LeaderAddrs {
+        LeaderAddrs {
+            rpc: self.rpc_addr.clone(),
+        }
+    }
+
+    /// One round: connect, sync the clock, renew, say this node is alive, route, and follow the plan.
+    async fn round(&mut self) -> Result<(), RoundError> {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
         self.connect().await?;
@@ -257,168 +362,379 @@ impl Member<'_, '_> {
             .as_ref()
             .ok_or(RoundError::Database(StoreError::Closed))?;
         bounded(timeout, self.clock.sync(client)).await?;
-        let addrs = LeaderAddrs {
-            rpc: self.rpc_addr.clone(),
-        };
+        self.renew().await?;
+        self.leave_failed_stores();
+        let client = self
+            .control
+            .as_ref()
+            .ok_or(RoundError::Database(StoreError::Closed))?;
         let ttl = postgres.lease_ttl();
-        if let Some(lease) = bounded(
+        let addrs = self.addrs();
+        let live = bounded(
             timeout,
-            lease::try_acquire(client, &postgres.node_id, &addrs, ttl),
+            partition_lease::heartbeat(client, &postgres.node_id, &addrs, ttl),
         )
-        .await?
-        {
-            return Ok(Some(lease));
+        .await?;
+        let table = bounded(timeout, partition_lease::table(client)).await?;
+        self.route(&table);
+        let slots: Vec<Slot> = table
+            .iter()
+            .map(|row| Slot {
+                partition: row.partition,
+                owner: row.live.then(|| row.node.clone()),
+            })
+            .collect();
+        self.share = slots.len().div_ceil(live.len().max(1)).max(1);
+        let plan = ownership::plan(&postgres.node_id, &live, &slots);
+        if let Some(partition) = plan.hand_back {
+            if self.owned.contains_key(&partition) {
+                self.leave_partition(partition, "handing it back to a node below its share", true);
+            }
         }
-        match bounded(timeout, lease::holder(client)).await? {
-            Some(holder) => self.follow(&holder),
-            None => self.route_nowhere(),
+        for partition in plan.take {
+            let client = self
+                .control
+                .as_ref()
+                .ok_or(RoundError::Database(StoreError::Closed))?;
+            let attempt = Instant::now();
+            let taken = bounded(
+                timeout,
+                partition_lease::try_acquire(client, partition, &postgres.node_id, &addrs, ttl),
+            )
+            .await?;
+            if let Some(lease) = taken {
+                self.load(lease, attempt);
+            }
         }
-        Ok(None)
+        Ok(())
     }
 
-    fn follow(&self, holder: &lease::LeaseHolder) {
+    /// Routes every partition this node does not serve: to its live owner, or nowhere.
+    fn route(&self, table: &[PartitionRow]) {
         let Some(routing) = &self.routing else {
             return;
         };
-        if routing.follows().as_deref() != Some(holder.addrs.rpc.as_str()) {
-            tracing::info!(leader = %holder.node, epoch = holder.epoch, rpc = %holder.addrs.rpc, "following the leader");
-        }
-        routing.follow(&holder.addrs.rpc);
-        self.set_ready(routing.served());
-    }
-
-    /// No node serves now, as far as this node can tell: every call answers "unavailable".
-    fn route_nowhere(&self) {
-        if let Some(routing) = &self.routing {
-            routing.nobody();
-        }
-        self.set_ready(false);
-    }
-
-    fn set_ready(&self, ready: bool) {
-        if let Some(readiness) = &self.readiness {
-            let phase = if ready {
-                veil_admin::Phase::Ready
+        for row in table {
+            if self.owned.contains_key(&row.partition) {
+                continue;
+            }
+            let elsewhere = row.live && row.node != self.node.postgres.node_id;
+            if elsewhere && !row.addrs.rpc.is_empty() {
+                if routing.route(row.partition) == veil_cluster::routing::RouteView::Nobody {
+                    tracing::debug!(partition = row.partition, owner = %row.node, "following the owner");
+                }
+                routing.follow(row.partition, &row.addrs.rpc);
             } else {
-                veil_admin::Phase::Starting
-            };
-            readiness.set(phase);
+                routing.nobody(row.partition);
+            }
         }
     }
 
-    /// One term as the leader, until it ends; every error ends it (and is logged).
-    async fn lead(&mut self, lease: Lease) {
-        let started = Instant::now();
-        tracing::info!(node = %lease.node, epoch = lease.epoch, "took the leader lease; loading the queues");
-        // Until the engine is rebuilt no node serves: the previous leader's route is gone.
-        self.route_nowhere();
-        let (opened, renewed_at) = self.open_renewing(&lease).await;
+    /// The database is out of reach: no owner elsewhere can be known, so their partitions answer
+    /// "unavailable"; this node's own serve on while their terms last.
+    fn route_others_nowhere(&self) {
+        let (Some(routing), Some(count)) = (&self.routing, self.count) else {
+            return;
+        };
+        for partition in 0..count {
+            if !self.owned.contains_key(&partition) {
+                routing.nobody(partition);
+            }
+        }
+    }
+
+    fn set_ready(&self) {
+        let (Some(readiness), Some(routing)) = (&self.readiness, &self.routing) else {
+            return;
+        };
+        let phase = if routing.served() {
+            veil_admin::Phase::Ready
+        } else {
+            veil_admin::Phase::Starting
+        };
+        readiness.set(phase);
+    }
+
+    /// How long after a successful renewal began this node may count on a lease.
+    fn usable_term(&self) -> Duration {
+        self.node.postgres.lease_ttl() * (100 - LEASE_MARGIN_PERCENT) / 100
+    }
+
+    /// Renews every lease this node holds, in one statement bounded by the shortest term left; leaves the
+    /// partitions another node took.
+    async fn renew(&mut self) -> Result<(), RoundError> {
+        let postgres = self.node.postgres;
+        let mut held: Vec<(PartitionLease, TermGate)> = Vec::new();
+        held.extend(self.owned.values().map(|o| (o.lease, o.gate.clone())));
+        held.extend(self.loading.values().cloned());
+        held.extend(self.draining.values().cloned());
+        if held.is_empty() {
+            return Ok(());
+        }
+        let left = held
+            .iter()
+            .map(|(_, gate)| gate.left())
+            .min()
+            .unwrap_or_default();
+        let client = self
+            .control
+            .as_ref()
+            .ok_or(RoundError::Database(StoreError::Closed))?;
+        let leases: Vec<PartitionLease> = held.iter().map(|(lease, _)| *lease).collect();
+        let attempt = Instant::now();
+        let renewal =
+            partition_lease::renew(client, &postgres.node_id, &leases, postgres.lease_ttl());
+        let still = match tokio::time::timeout(left, renewal).await {
+            Ok(renewed) => renewed?,
+            Err(_) => {
+                self.control = None;
+                return Err(RoundError::Database(StoreError::Unavailable(
+                    "the leases could not be renewed in time".into(),
+                )));
+            }
+        };
+        for (lease, gate) in &held {
+            if still.contains(&lease.partition) {
+                gate.renewed(attempt);
+            }
+        }
+        let lost: Vec<Partition> = leases
+            .iter()
+            .map(|lease| lease.partition)
+            .filter(|partition| !still.contains(partition))
+            .collect();
+        for partition in lost {
+            self.loading.remove(&partition);
+            self.draining.remove(&partition);
+            self.leave_partition(partition, "another node took the lease", false);
+        }
+        Ok(())
+    }
+
+    /// Leaves every partition whose term ran out without a renewal (the database out of reach, or slow).
+    fn leave_lapsed_terms(&mut self) {
+        let lapsed: Vec<Partition> = self
+            .owned
+            .iter()
+            .filter(|(_, owned)| !owned.gate.open())
+            .map(|(partition, _)| *partition)
+            .collect();
+        for partition in lapsed {
+            self.leave_partition(partition, "the lease could not be renewed in time", false);
+        }
+        self.loading.retain(|_, (_, gate)| gate.open());
+        self.draining.retain(|_, (_, gate)| gate.open());
+    }
+
+    /// Leaves every partition whose store failed: its engine may be ahead of the database. The lease is
+    /// released, so that whichever node takes it next reloads from the database.
+    fn leave_failed_stores(&mut self) {
+        let failed: Vec<Partition> = self
+            .owned
+            .iter()
+            .filter(|(_, owned)| *owned.store.failed().borrow())
+            .map(|(partition, _)| *partition)
+            .collect();
+        for partition in failed {
+            self.leave_partition(partition, "the store failed", true);
+        }
+    }
+
+    /// Takes `lease`'s partition: opens its store and rebuilds its engine off the loop (renewing meanwhile).
+    fn load(&mut self, lease: PartitionLease, taken_at: Instant) {
+        let (Some(secret), Some(count)) = (self.secret, self.count) else {
+            return;
+        };
+        tracing::info!(
+            partition = lease.partition,
+            epoch = lease.epoch,
+            "took a partition; loading its queues"
+        );
+        let gate = TermGate::new(taken_at, self.usable_term());
+        self.loading.insert(lease.partition, (lease, gate));
+        let options = self.partition_options();
+        let scope = Scope::Partition {
+            partition: lease.partition,
+            count,
+            epoch: lease.epoch,
+        };
+        let clock = self.clock.clone();
+        self.opening.spawn(async move {
+            let started = Instant::now();
+            let opened = open_blocking(options, scope, clock, secret).await;
+            if opened.is_ok() {
+                tracing::info!(
+                    partition = lease.partition,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "partition loaded"
+                );
+            }
+            (lease, opened)
+        });
+    }
+
+    /// One partition's connections: the node's pool and writers shared among the partitions of its fair
+    /// share, at least one each.
+    fn partition_options(&self) -> veil_postgres::PgOptions {
+        let mut options = self.node.postgres.options();
+        let share = self.share;
+        let per = |total: usize| (total / share).max(1);
+        options.pool_size = per(options.pool_size);
+        options.writers = per(options.writers);
+        options
+    }
+
+    /// Serves a partition whose open finished, if its lease is still held.
+    async fn install(&mut self, (lease, opened): Opened) {
+        let held = self
+            .loading
+            .get(&lease.partition)
+            .filter(|(held, _)| *held == lease)
+            .map(|(_, gate)| gate.clone());
         let (store, engine) = match opened {
             Ok(opened) => opened,
             Err(error) => {
-                tracing::warn!(%error, "cannot open the store as the leader; stepping down");
-                self.step_down_lease(&lease).await;
+                tracing::warn!(%error, partition = lease.partition, "cannot open the partition's store; releasing it");
+                self.loading.remove(&lease.partition);
+                self.release(lease).await;
                 return;
             }
         };
-        tracing::info!(
-            epoch = lease.epoch,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "leading: engine rebuilt from the database"
-        );
-        let gate = TermGate::new(renewed_at, self.usable_term());
+        let Some(gate) = held else {
+            tracing::warn!(
+                partition = lease.partition,
+                "the lease was lost while loading"
+            );
+            close_off_loop(store);
+            return;
+        };
+        self.loading.remove(&lease.partition);
         let open = gate.clone();
         engine.gate_serving(Box::new(move || open.open()));
         let sweeper = crate::spawn_sweeper(engine.clone());
         let mover = crate::spawn_move_task_driver(engine.clone());
         if let Some(routing) = &self.routing {
-            routing.lead(engine.clone());
+            routing.own(lease.partition, engine.clone());
         }
-        self.set_ready(true);
-        let why = self.hold(&lease, &store, &gate).await;
-        tracing::warn!(
+        tracing::info!(
+            partition = lease.partition,
             epoch = lease.epoch,
-            reason = why,
-            "leaving the leader's term"
+            "serving the partition"
         );
-        // New calls answer "unavailable" until the next leader is known; long polls end at once.
-        self.route_nowhere();
-        engine.shutdown();
-        sweeper.abort();
-        mover.abort();
-        drain(&engine).await;
-        drop(engine);
-        store.close();
-        if *self.shutdown.borrow() {
-            self.step_down_lease(&lease).await;
+        self.owned.insert(
+            lease.partition,
+            Owned {
+                lease,
+                store,
+                engine,
+                gate,
+                sweeper,
+                mover,
+            },
+        );
+    }
+
+    /// Stops serving `partition`: new calls answer "unavailable" until its next owner is known, long polls
+    /// end at once, and the engine drains off the loop. With `hand_back` the lease is kept until the drain
+    /// ends, then released.
+    fn leave_partition(&mut self, partition: Partition, why: &str, hand_back: bool) {
+        let Some(owned) = self.owned.remove(&partition) else {
+            return;
+        };
+        tracing::warn!(
+            partition,
+            epoch = owned.lease.epoch,
+            reason = why,
+            "leaving the partition"
+        );
+        if let Some(routing) = &self.routing {
+            routing.nobody(partition);
+        }
+        if hand_back {
+            self.draining
+                .insert(partition, (owned.lease, owned.gate.clone()));
+        }
+        let drained = self.drained.0.clone();
+        tokio::spawn(async move {
+            retire(owned).await;
+            let _loop_gone = drained.send(partition);
+        });
+    }
+
+    /// Releases a handed-back partition once its engine drained.
+    async fn release_drained(&mut self, partition: Partition) {
+        if let Some((lease, _)) = self.draining.remove(&partition) {
+            self.release(lease).await;
         }
     }
 
-    /// Opens the store and rebuilds the engine while renewing the lease, so that a long load does not let it
-    /// lapse under the loader; returns the last successful renewal. Losing the lease meanwhile fails the open.
-    async fn open_renewing(
-        &mut self,
-        lease: &Lease,
-    ) -> (Result<(Arc<PgStore>, Arc<Engine>), ServeError>, Instant) {
-        let ttl = self.node.postgres.lease_ttl();
-        let mut renewed_at = Instant::now();
-        let opening = self.open(lease);
-        tokio::pin!(opening);
-        let mut lost = false;
-        loop {
-            tokio::select! {
-                opened = &mut opening => {
-                    if lost {
-                        if let Ok((store, _)) = &opened {
-                            store.close();
-                        }
-                        let error = ServeError::Cluster("the lease was lost while loading".into());
-                        return (Err(error), renewed_at);
-                    }
-                    return (opened, renewed_at);
-                }
-                () = tokio::time::sleep(ttl / 4), if !lost => {
-                    let attempt = Instant::now();
-                    match self.renew(lease).await {
-                        Ok(true) => renewed_at = attempt,
-                        Ok(false) => lost = true,
-                        Err(error) => tracing::warn!(%error, "cannot renew the leader lease while loading"),
-                    }
-                }
+    /// Gives `lease` up at once (best effort): the next node need not wait for it to lapse.
+    async fn release(&self, lease: PartitionLease) {
+        let postgres = self.node.postgres;
+        let timeout = postgres.options().call_timeout();
+        if let Some(client) = &self.control {
+            let released = partition_lease::release(client, &postgres.node_id, lease);
+            if let Err(error) = bounded(timeout, released).await {
+                tracing::debug!(%error, partition = lease.partition, "could not release a lease; it will lapse");
             }
         }
     }
 
-    /// Opens the store fenced by `lease` and rebuilds the engine from it, off the async threads (both block).
-    fn open(
-        &self,
-        lease: &Lease,
-    ) -> impl std::future::Future<Output = Result<(Arc<PgStore>, Arc<Engine>), ServeError>> + 'static
-    {
-        let options = self.node.postgres.options();
-        let epoch = lease.epoch;
-        let clock = self.clock.clone();
-        let secret = self.secret;
-        async move {
-            let secret = secret.ok_or(ServeError::Store(StoreError::Closed))?;
-            open_blocking(options, epoch, clock, secret).await
+    /// The node stops: every partition is left and drained together, every lease released, and the node
+    /// counted out.
+    async fn leave(&mut self) {
+        self.opening.abort_all();
+        if let Some(routing) = &self.routing {
+            routing.nobody_anywhere();
+        }
+        let owned = std::mem::take(&mut self.owned);
+        let mut leases: Vec<PartitionLease> = owned.values().map(|owned| owned.lease).collect();
+        let mut retiring = JoinSet::new();
+        for owned in owned.into_values() {
+            retiring.spawn(retire(owned));
+        }
+        while retiring.join_next().await.is_some() {}
+        leases.extend(self.loading.values().map(|(lease, _)| *lease));
+        leases.extend(self.draining.values().map(|(lease, _)| *lease));
+        for lease in leases {
+            self.release(lease).await;
+        }
+        let postgres = self.node.postgres;
+        if let Some(client) = &self.control {
+            let left = partition_lease::leave(client, &postgres.node_id);
+            if let Err(error) = bounded(postgres.options().call_timeout(), left).await {
+                tracing::debug!(%error, "could not leave the node table; this node's row will lapse");
+            }
         }
     }
+}
+
+/// Ends a partition's engine: its long polls, its timers, then — once its requests let go, at most
+/// `DRAIN_MS_MAX` — its store.
+async fn retire(owned: Owned) {
+    owned.engine.shutdown();
+    owned.sweeper.abort();
+    owned.mover.abort();
+    drain(&owned.engine).await;
+    drop(owned.engine);
+    close_off_loop(owned.store);
+}
+
+/// Closes a store (which waits for its writes in flight and its thread) off the async threads.
+fn close_off_loop(store: Arc<PgStore>) {
+    tokio::task::spawn_blocking(move || store.close());
 }
 
 /// `PgStore::open` and `Engine::open` block (the store's start-up reads, the index rebuild): off the async
 /// threads.
 async fn open_blocking(
     options: veil_postgres::PgOptions,
-    epoch: i64,
+    scope: Scope,
     clock: DbClock,
     secret: [u8; 32],
 ) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
     tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-        let store = Arc::new(PgStore::open(
-            options,
-            veil_postgres::Scope::Leader { epoch },
-        )?);
+        let store = Arc::new(PgStore::open(options, scope)?);
         let engine = Arc::new(Engine::open(
             store.clone(),
             Arc::new(clock),
@@ -430,7 +746,7 @@ async fn open_blocking(
     .map_err(|error| ServeError::Cluster(format!("opening the store failed: {error}")))?
 }
 
-/// Waits until the requests of a term let go of its engine (each holds it while it runs), at most
+/// Waits until the requests of a partition let go of its engine (each holds it while it runs), at most
 /// `DRAIN_MS_MAX`: the store then closes under whatever is left, which fails as unavailable.
 async fn drain(engine: &Arc<Engine>) {
     let deadline = Instant::now() + Duration::from_millis(DRAIN_MS_MAX);
@@ -440,77 +756,6 @@ async fn drain(engine: &Arc<Engine>) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(DRAIN_POLL_MS)).await;
-    }
-}
-
-impl Member<'_, '_> {
-    /// How long after a successful renewal began this node may count on its lease.
-    fn usable_term(&self) -> Duration {
-        self.node.postgres.lease_ttl() * (100 - LEASE_MARGIN_PERCENT) / 100
-    }
-
-    /// Holds the lease until the term must end; says why. Every renewal extends `gate`.
-    async fn hold(&mut self, lease: &Lease, store: &PgStore, gate: &TermGate) -> &'static str {
-        let postgres = self.node.postgres;
-        let ttl = postgres.lease_ttl();
-        let usable = self.usable_term();
-        let mut renewed_at = gate.renewed_at();
-        let mut failed = store.failed();
-        let mut tick = tokio::time::interval(ttl / 4);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut shutdown = self.shutdown.clone();
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = failed.wait_for(|failed| *failed) => return "the store failed",
-                _ = shutdown.wait_for(|stop| *stop) => return "the node is stopping",
-            }
-            let attempt = Instant::now();
-            // A renewal may not outlast the term it would extend: a database that hangs rather than refuses
-            // must not keep this node leading past its lease while the call waits for its own timeout.
-            let left = usable.saturating_sub(renewed_at.elapsed());
-            match tokio::time::timeout(left, self.renew(lease)).await {
-                Ok(Ok(true)) => {
-                    renewed_at = attempt;
-                    gate.renewed(attempt);
-                }
-                Ok(Ok(false)) => return "another node took the lease",
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, "cannot renew the leader lease");
-                    self.control = None;
-                }
-                Err(_) => {
-                    self.control = None;
-                    return "the lease could not be renewed in time";
-                }
-            }
-            if renewed_at.elapsed() >= usable {
-                return "the lease could not be renewed in time";
-            }
-        }
-    }
-
-    async fn renew(&mut self, lease: &Lease) -> Result<bool, StoreError> {
-        let postgres = self.node.postgres;
-        let timeout = postgres.options().call_timeout();
-        if self.control.is_none() {
-            self.control = Some(veil_postgres::connect(&postgres.options()).await?);
-        }
-        let client = self.control.as_ref().ok_or(StoreError::Closed)?;
-        let renewed = bounded(timeout, lease::renew(client, lease, postgres.lease_ttl())).await?;
-        // The clock moves with the renewals: its offset never grows stale while this node leads.
-        bounded(timeout, self.clock.sync(client)).await?;
-        Ok(renewed)
-    }
-
-    /// Gives the lease up at once (best effort): the next node need not wait for it to lapse.
-    async fn step_down_lease(&mut self, lease: &Lease) {
-        let timeout = self.node.postgres.options().call_timeout();
-        if let Some(client) = &self.control {
-            if let Err(error) = bounded(timeout, lease::release(client, lease)).await {
-                tracing::debug!(%error, "could not release the lease; it will lapse");
-            }
-        }
     }
 }
 
@@ -549,6 +794,11 @@ impl TermGate {
 
     fn open(&self) -> bool {
         self.renewed_at().elapsed() < self.usable
+    }
+
+    /// How much of the usable term is left.
+    fn left(&self) -> Duration {
+        self.usable.saturating_sub(self.renewed_at().elapsed())
     }
 }
 

@@ -18,6 +18,10 @@ use crate::config::ConfigError;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
 /// Below this a lease would be renewed more often than a loaded database answers reliably.
 pub const LEASE_TTL_MS_MIN: u64 = 500;
+/// Partitions of a new cluster: one, a single owner of every queue, until dead-letter moves and move tasks
+/// cross partitions (docs/decisions/0011-partitioned-ownership.md, the inbox); until then an operator who
+/// sets more must keep each queue's dead-letter queue in its partition.
+pub const PARTITIONS_DEFAULT: u32 = 1;
 
 /// Flags of `veil serve` for the store and the cluster.
 #[derive(Args, Debug, Default)]
@@ -39,6 +43,10 @@ pub struct ClusterArgs {
     /// Host name or address other nodes reach this node's internal RPC by [default: --cluster-bind]
     #[arg(long, env = "VEIL_CLUSTER_ADVERTISE")]
     pub cluster_advertise: Option<String>,
+    /// Partitions of a new cluster, each owned by one node at a time; fixed by the first node that starts on
+    /// a database, later values are ignored [default: 1]
+    #[arg(long, env = "VEIL_PARTITIONS")]
+    pub partitions: Option<u32>,
     /// Connections the leader reads message bodies over, beside its writer connections [default: 4]
     #[arg(long, env = "VEIL_PG_POOL_SIZE")]
     pub pg_pool_size: Option<usize>,
@@ -67,6 +75,7 @@ pub struct ClusterFile {
     lease_ttl_ms: Option<u64>,
     bind: Option<IpAddr>,
     advertise: Option<String>,
+    partitions: Option<u32>,
 }
 
 /// Where the queues live.
@@ -87,6 +96,8 @@ pub struct PostgresSettings {
     pub lease_ttl_ms: u64,
     pub bind: IpAddr,
     pub advertise: String,
+    /// The partition count this node asks for when it is the first on the database.
+    pub partitions: u32,
 }
 
 impl PostgresSettings {
@@ -154,6 +165,10 @@ impl StoreSetting {
                 .cluster_advertise
                 .or(cluster.advertise)
                 .unwrap_or_else(|| bind.to_string()),
+            partitions: args
+                .partitions
+                .or(cluster.partitions)
+                .unwrap_or(PARTITIONS_DEFAULT),
         };
         settings.validate()?;
         Ok(Self::Postgres(settings))
@@ -167,6 +182,13 @@ impl PostgresSettings {
         if self.lease_ttl_ms < LEASE_TTL_MS_MIN {
             return invalid(format!(
                 "the lease ttl must be at least {LEASE_TTL_MS_MIN} ms"
+            ));
+        }
+        let partitions_max = veil_postgres::limits::PARTITIONS_MAX;
+        if self.partitions == 0 || self.partitions > partitions_max {
+            return invalid(format!(
+                "partitions must be 1 to {partitions_max}, not {}",
+                self.partitions
             ));
         }
         if self.pg.schema.is_empty() || self.node_id.is_empty() || self.advertise.is_empty() {
@@ -225,7 +247,8 @@ mod tests {
     fn postgres_settings_come_from_flags_over_the_file_over_defaults() {
         let file = "store = \"postgres://veil@db:5432/veil\"\n\
                     [postgres]\npool_size = 8\nwriters = 6\nstatement_timeout_ms = 900\nschema = \"q\"\n\
-                    [cluster]\nnode_id = \"from-file\"\nlease_ttl_ms = 2500\nbind = \"10.0.0.5\"\n";
+                    [cluster]\nnode_id = \"from-file\"\nlease_ttl_ms = 2500\nbind = \"10.0.0.5\"\n\
+                    partitions = 16\n";
         let args = ClusterArgs {
             node_id: Some("from-flag".into()),
             pg_pool_size: Some(2),
@@ -244,6 +267,7 @@ mod tests {
         assert_eq!(postgres.pg.retry_interval_ms, RETRY_INTERVAL_MS_DEFAULT);
         assert_eq!(postgres.pg.schema, "q");
         assert_eq!(postgres.lease_ttl_ms, 2500);
+        assert_eq!(postgres.partitions, 16);
         assert_eq!(
             postgres.advertise, "10.0.0.5",
             "advertised as the bind address by default"
@@ -291,6 +315,14 @@ mod tests {
             ..ClusterArgs::default()
         });
         assert!(writers.contains("pg writers must be 1 to 16"), "{writers}");
+        let partitions = refused(ClusterArgs {
+            partitions: Some(0),
+            ..ClusterArgs::default()
+        });
+        assert!(
+            partitions.contains("partitions must be 1 to"),
+            "{partitions}"
+        );
         let garbage = resolve(
             "",
             ClusterArgs {
