@@ -50,7 +50,7 @@ struct Table {
 enum Route {
     Nobody,
     Here(Arc<Engine>),
-    At(Peer),
+    At(Box<Peer>),
 }
 
 /// How one partition is routed, for the lease loop's decisions and logs.
@@ -126,12 +126,12 @@ impl Routing {
                 return;
             }
             table.routes.iter().find_map(|route| match route {
-                Route::At(peer) if peer.addr() == addr => Some(peer.clone()),
+                Route::At(peer) if peer.addr() == addr => Some(Peer::clone(peer)),
                 _ => None,
             })
         };
         let next = match known.map_or_else(|| Peer::new(addr, &self.token), Ok) {
-            Ok(peer) => Route::At(peer),
+            Ok(peer) => Route::At(Box::new(peer)),
             Err(error) => {
                 tracing::warn!(%error, addr, partition, "cannot route to the owner");
                 Route::Nobody
@@ -276,7 +276,7 @@ impl Routing {
                 }
                 Route::At(peer) => there
                     .entry(peer.addr().to_owned())
-                    .or_insert_with(|| (peer.clone(), Vec::new()))
+                    .or_insert_with(|| (Peer::clone(peer), Vec::new()))
                     .1
                     .push(partition as Partition),
             }

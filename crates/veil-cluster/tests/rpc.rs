@@ -180,7 +180,7 @@ async fn a_node_that_does_not_own_the_queues_answers_unavailable_and_never_forwa
 /// A queue name of namespace `ns` in `partition` of `count`.
 fn in_partition(partition: u32, count: u32, n: usize) -> QueueKey {
     (0..)
-        .map(|i| QueueKey::new("ns", &format!("q{i}")))
+        .map(|i| QueueKey::new("ns", format!("q{i}")))
         .filter(|key| veil_core::partition::partition_of(key, count) == partition)
         .nth(n)
         .expect("some name in every partition")
