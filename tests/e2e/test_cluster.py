@@ -1,7 +1,7 @@
 """Scale-out end to end: several real `veil` nodes over one real PostgreSQL 15 (tests/e2e/pg_support.py starts
 it), driven with the real SDKs (boto3, azure-storage-queue, the kubemq SDK).
 
-One node at a time leads (holds the row of `<schema>.veil_lease`) and runs the engine; every node decodes its own
+With one partition (the default), one node at a time owns every queue (the row of partition 0 in `<schema>.veil_partition`) and runs the engine; every node decodes its own
 clients' requests and the others send each engine call to the leader over the internal RPC. The tests check that a client sees one node's semantics whichever node it talks to:
 every message sent through one node is delivered to consumers on the others, once inside its visibility window
 and never lost; a receipt issued by one node deletes through another; a long poll on a follower wakes when

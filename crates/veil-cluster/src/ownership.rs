@@ -78,10 +78,7 @@ pub fn plan(me: &str, live: &[String], slots: &[Slot]) -> Plan {
 
 /// Where in a list of `len` free partitions node `me` starts taking: a hash of its id.
 fn first_choice(me: &str, len: usize) -> usize {
-    let hash = me.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
-    });
-    (hash % len.max(1) as u64) as usize
+    (veil_core::partition::fnv1a([me.as_bytes()]) % len.max(1) as u64) as usize
 }
 
 #[cfg(test)]

@@ -38,7 +38,8 @@ pub struct Routing {
     /// Whether the lease loop can read the database now: only then is a partition without an owner on its
     /// way to one, worth waiting for; otherwise its calls fail at once.
     reachable: Arc<AtomicBool>,
-    token: Token,
+    /// Shared, not copied: a remote call clones the routing it runs on.
+    token: Arc<Token>,
 }
 
 struct Table {
@@ -70,7 +71,7 @@ impl Routing {
             })),
             changed: Arc::new(watch::channel(0).0),
             reachable: Arc::new(AtomicBool::new(false)),
-            token,
+            token: Arc::new(token),
         }
     }
 
@@ -313,6 +314,9 @@ impl Routing {
     /// Answers a call without a queue for `partitions`, which the caller expects this node to own, from
     /// this node's engines only (the internal service never forwards); `None` when it owns not all of them.
     pub async fn answer_for(&self, call: Call, partitions: &[Partition]) -> Option<Reply> {
+        let mut partitions = partitions.to_vec();
+        partitions.sort_unstable();
+        partitions.dedup();
         let owned: Option<Vec<Arc<Engine>>> = {
             let table = self.table.read();
             partitions

@@ -11,18 +11,17 @@ pub type Partition = u32;
 /// byte and the name, modulo `count`. Written down here because it must never change: every node of every
 /// version must place a queue where the catalog has it.
 pub fn partition_of(key: &QueueKey, count: u32) -> Partition {
+    let hash = fnv1a([key.namespace.as_bytes(), &[0u8], key.name.as_bytes()]);
+    (hash % u64::from(count.max(1))) as Partition
+}
+
+/// FNV-1a (64-bit) over `parts` one after the other: a stable hash, the same in every build and process.
+pub fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let bytes = key
-        .namespace
-        .as_bytes()
-        .iter()
-        .chain([0u8].iter())
-        .chain(key.name.as_bytes());
-    let hash = bytes.fold(OFFSET, |hash, byte| {
+    parts.into_iter().flatten().fold(OFFSET, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    });
-    (hash % u64::from(count.max(1))) as Partition
+    })
 }
 
 #[cfg(test)]

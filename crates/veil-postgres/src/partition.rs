@@ -6,7 +6,7 @@
 //! How many partitions a cluster has is fixed once, by the first node that needs it ([`establish`]): changing
 //! it would move queues between partitions, which nothing here does.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 pub use veil_core::partition::{partition_of, Partition};
 use veil_core::{MoveTaskRecord, QueueKey, StoreError};
 
@@ -33,18 +33,9 @@ pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreErr
     txn.batch_execute("LOCK TABLE veil_partition IN EXCLUSIVE MODE")
         .await
         .map_err(db_error)?;
-    if let Some(row) = txn
-        .query_opt(
-            "SELECT value FROM veil_store_meta WHERE name = 'partitions'",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-    {
-        let count: i64 = row.get(0);
+    if let Some(count) = count(&txn).await? {
         txn.commit().await.map_err(db_error)?;
-        return u32::try_from(count)
-            .map_err(|_| StoreError::Corrupt(format!("the partition count {count}")));
+        return Ok(count);
     }
     let held = txn
         .query_opt(
@@ -102,14 +93,25 @@ async fn place_queues(txn: &tokio_postgres::Transaction<'_>, count: u32) -> Resu
         ids.push(row.get(0));
         partitions.push(partition_of(&key, count) as i32);
     }
-    txn.execute(
-        "UPDATE veil_queue SET partition = placed.partition
-           FROM unnest($1::bigint[], $2::integer[]) AS placed (id, partition)
-          WHERE veil_queue.id = placed.id",
-        &[&ids, &partitions],
-    )
-    .await
-    .map_err(db_error)?;
+    place(txn, "veil_queue", "id", &ids, &partitions).await
+}
+
+/// Writes `partitions[i]` into the row of `table` whose `key` is `keys[i]`, in one statement.
+async fn place(
+    txn: &tokio_postgres::Transaction<'_>,
+    table: &str,
+    key: &str,
+    keys: &[i64],
+    partitions: &[i32],
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "UPDATE {table} SET partition = placed.partition
+           FROM unnest($1::bigint[], $2::integer[]) AS placed (key, partition)
+          WHERE {table}.{key} = placed.key"
+    );
+    txn.execute(&sql, &[&keys, &partitions])
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
@@ -128,19 +130,11 @@ async fn place_move_tasks(
         numbers.push(row.get(0));
         partitions.push(partition_of(&record.source_key, count) as i32);
     }
-    txn.execute(
-        "UPDATE veil_move_task SET partition = placed.partition
-           FROM unnest($1::bigint[], $2::integer[]) AS placed (number, partition)
-          WHERE veil_move_task.number = placed.number",
-        &[&numbers, &partitions],
-    )
-    .await
-    .map_err(db_error)?;
-    Ok(())
+    place(txn, "veil_move_task", "number", &numbers, &partitions).await
 }
 
 /// The cluster's partition count, if fixed.
-pub async fn count(client: &Client) -> Result<Option<u32>, StoreError> {
+pub async fn count(client: &impl GenericClient) -> Result<Option<u32>, StoreError> {
     let row = client
         .query_opt(
             "SELECT value FROM veil_store_meta WHERE name = 'partitions'",
