@@ -32,6 +32,9 @@ pub const RECEIVE_ATTEMPT_MS_MAX: Millis = 5 * 60 * SECOND_MS;
 /// Most messages one step of a move task without a rate moves: bounds how long a step holds the engine lock
 /// (docs/semantics.md §8).
 pub const MOVE_TASK_MOVES_PER_STEP_MAX: usize = 1_000;
+/// Most inbox entries one drain of a partition's inbox accepts (crate::inbox): bounds how long it holds the
+/// engine lock and how large its commit is.
+pub const INBOX_ENTRIES_PER_DRAIN_MAX: usize = 1_000;
 /// Finished move tasks kept per source queue, most recent first; older ones are forgotten.
 pub const MOVE_TASKS_FINISHED_PER_SOURCE_MAX: usize = 10;
 /// Upper bounds of the receive-count buckets in which each queue counts its deliveries: first deliveries,

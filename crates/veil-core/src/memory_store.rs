@@ -7,12 +7,14 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 
 use crate::history::DeliveryHistory;
+use crate::inbox::{Inbound, Outbound};
 use crate::model::{
     Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
     QueueRecord, Seq,
 };
 use crate::move_task::MoveTaskRecord;
-use crate::store::{Commit, Snapshot, Store, StoreError, StoreOp};
+use crate::partition::Partition;
+use crate::store::{Commit, InboxRead, Snapshot, Store, StoreError, StoreOp};
 
 #[derive(Default)]
 struct Inner {
@@ -25,6 +27,11 @@ struct Inner {
     dedup: BTreeMap<(QueueId, String), DedupEntry>,
     move_tasks: BTreeMap<u64, MoveTaskRecord>,
     histories: BTreeMap<(QueueId, Seq), DeliveryHistory>,
+    /// Entries sent to this store's partition (crate::inbox), by number, with the payloads they carry.
+    inbox: BTreeMap<u64, (Outbound, Payload)>,
+    next_inbox_id: u64,
+    /// Entries this store sent to other partitions, in order, for a test to deliver (`take_outbox`).
+    outbox: Vec<(Partition, Outbound, Payload)>,
 }
 
 impl Inner {
@@ -108,6 +115,36 @@ impl Inner {
                     self.histories.insert((queue, seq), history);
                 }
             }
+            StoreOp::SendToInbox {
+                from,
+                partition,
+                entry,
+            } => {
+                let payload = self.payloads.remove(&from);
+                self.delete_message(from);
+                if let Some(payload) = payload {
+                    self.outbox.push((partition, entry, payload));
+                }
+            }
+            StoreOp::AcceptInbound {
+                id,
+                to,
+                state,
+                moved_from,
+                redrive,
+                fifo_group,
+            } => {
+                if let Some((_, mut payload)) = self.inbox.remove(&id) {
+                    payload.moved_from = moved_from.or(payload.moved_from);
+                    self.put_message(to, payload, state, redrive, fifo_group);
+                }
+            }
+            StoreOp::ForwardInbound { id, to } => {
+                if let (Some((_, payload)), Some((partition, entry))) = (self.inbox.remove(&id), to)
+                {
+                    self.outbox.push((partition, entry, payload));
+                }
+            }
         }
     }
 
@@ -187,6 +224,25 @@ impl MemoryStore {
     /// Number of stored delivery histories (tests: each belongs to a stored message).
     pub fn history_count(&self) -> usize {
         self.inner.lock().histories.len()
+    }
+
+    /// The entries this store sent to other partitions' inboxes since the last call (tests deliver them with
+    /// [`MemoryStore::deliver`] to the store of the partition named).
+    pub fn take_outbox(&self) -> Vec<(Partition, Outbound, Payload)> {
+        std::mem::take(&mut self.inner.lock().outbox)
+    }
+
+    /// Puts an entry into this store's inbox, as another partition's commit would.
+    pub fn deliver(&self, entry: Outbound, payload: Payload) {
+        let mut inner = self.inner.lock();
+        inner.next_inbox_id += 1;
+        let id = inner.next_inbox_id;
+        inner.inbox.insert(id, (entry, payload));
+    }
+
+    /// Number of entries waiting in this store's inbox.
+    pub fn inbox_count(&self) -> usize {
+        self.inner.lock().inbox.len()
     }
 }
 
@@ -273,5 +329,19 @@ impl Store for MemoryStore {
             .iter()
             .map(|seq| inner.payloads.get(&(queue, *seq)).cloned())
             .collect())
+    }
+
+    fn read_inbox_later(&self, limit: usize) -> InboxRead {
+        let inner = self.inner.lock();
+        let entries = inner
+            .inbox
+            .iter()
+            .take(limit)
+            .map(|(&id, (entry, _))| Inbound {
+                id,
+                entry: entry.clone(),
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(entries)))
     }
 }

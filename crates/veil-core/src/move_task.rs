@@ -53,6 +53,8 @@ pub struct MoveTaskRecord {
     pub source: QueueId,
     pub source_key: QueueKey,
     /// `None`: each message goes back to the queue it was dead-lettered from.
+    /// The destination's id is [`DESTINATION_ELSEWHERE`] when it belongs to another partition, whose inbox
+    /// the moved messages go to.
     pub destination: Option<(QueueId, QueueKey)>,
     /// `None`: as fast as the engine's per-step cap allows.
     pub rate_per_s_max: Option<u32>,
@@ -88,3 +90,8 @@ pub enum MoveTaskError {
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
+
+/// The id a task records for a destination of another partition: ids are a partition's own, so the task knows
+/// that queue by its key alone (crate::inbox). No partition hands out this id (partition ids start at
+/// `p << 40`).
+pub const DESTINATION_ELSEWHERE: QueueId = QueueId::MAX;

@@ -7,11 +7,13 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::history::DeliveryHistory;
+use crate::inbox::{Inbound, Outbound};
 use crate::model::{
     Counters, DedupEntry, MessageRedrivePolicy, MessageState, MovedFrom, Payload, QueueId,
     QueueRecord, Seq,
 };
 use crate::move_task::MoveTaskRecord;
+use crate::partition::Partition;
 
 #[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum StoreError {
@@ -109,6 +111,30 @@ pub enum StoreOp {
         seq: Seq,
         history: DeliveryHistory,
     },
+    /// Takes a message out of its queue into the inbox of `partition`, which holds its target
+    /// ([`crate::inbox`]); its body goes with the entry, in the same transaction. Only a partition's store
+    /// (PostgreSQL) is sent this.
+    SendToInbox {
+        from: (QueueId, Seq),
+        partition: Partition,
+        entry: Outbound,
+    },
+    /// Makes inbox entry `id` the message at `to` and removes the entry, in one transaction. `moved_from`
+    /// `None` keeps the origin the message had before it left.
+    AcceptInbound {
+        id: u64,
+        to: (QueueId, Seq),
+        state: MessageState,
+        moved_from: Option<MovedFrom>,
+        redrive: Option<MessageRedrivePolicy>,
+        fifo_group: Option<String>,
+    },
+    /// Hands inbox entry `id` on to the inbox of another partition as `entry` (a message going back to the
+    /// queue it left, its target gone), or drops it (`None`: its source is gone too).
+    ForwardInbound {
+        id: u64,
+        to: Option<(Partition, Outbound)>,
+    },
 }
 
 /// Resolves once the submitted operations (and everything submitted before them) are durable.
@@ -117,6 +143,9 @@ pub type Commit = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
 /// Resolves to the payloads [`Store::read_payloads_later`] was asked for.
 pub type PayloadRead =
     Pin<Box<dyn Future<Output = Result<Vec<Option<Payload>>, StoreError>> + Send>>;
+
+/// Resolves to the entries [`Store::read_inbox_later`] found.
+pub type InboxRead = Pin<Box<dyn Future<Output = Result<Vec<Inbound>, StoreError>> + Send>>;
 
 /// What start-up reads back.
 #[derive(Debug, Default)]
@@ -167,5 +196,11 @@ pub trait Store: Send + Sync + 'static {
     /// happens at once (a local store's read is a lookup in memory or the page cache).
     fn read_payloads_later(&self, queue: QueueId, seqs: Vec<Seq>) -> PayloadRead {
         Box::pin(std::future::ready(self.read_payloads(queue, &seqs)))
+    }
+    /// The oldest entries, at most `limit`, waiting in the inbox of this store's partition (messages moved
+    /// here from queues of other partitions; [`crate::inbox`]). A store that holds every queue has no inbox.
+    fn read_inbox_later(&self, limit: usize) -> InboxRead {
+        let _ = limit;
+        Box::pin(std::future::ready(Ok(Vec::new())))
     }
 }

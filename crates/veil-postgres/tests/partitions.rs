@@ -265,3 +265,88 @@ async fn nodes_see_each_other_alive_until_they_leave() {
         "a node whose term ran out is not counted"
     );
 }
+
+/// An engine over partition `lease`'s store, placed in it, with a manual clock at `now`.
+fn engine_over(options: &PgOptions, lease: &PartitionLease, now: Millis) -> Engine {
+    Engine::open(
+        std::sync::Arc::new(open(options, *lease)),
+        std::sync::Arc::new(ManualClock::new(now)),
+        ReceiptKey::new([9; 32]),
+    )
+    .expect("the engine opens")
+    .placed(veil_core::inbox::Placement {
+        partition: lease.partition,
+        count: PARTITIONS,
+    })
+}
+
+#[tokio::test]
+async fn a_dead_letter_crosses_partitions_through_the_inbox_once_across_restarts() {
+    let Some((options, _)) = established("partitions_inbox").await else {
+        return;
+    };
+    let (source_lease, dlq_lease) = (take(&options, 0, "a").await, take(&options, 1, "b").await);
+    let dlq = QueueKey::new(DEFAULT_NAMESPACE, name_in(1, 0));
+    let source = QueueKey::new(DEFAULT_NAMESPACE, name_in(0, 0));
+    let now = 1_700_000_000_000;
+    let receiving = engine_over(&options, &dlq_lease, now);
+    receiving
+        .create_queue(dlq.clone(), QueueConfig::default())
+        .await
+        .unwrap();
+    let sending = engine_over(&options, &source_lease, now);
+    let config = QueueConfig {
+        redrive_policy: Some(RedrivePolicy {
+            dead_letter_queue: dlq.clone(),
+            max_receive_count: 1,
+        }),
+        ..QueueConfig::default()
+    };
+    sending.create_queue(source.clone(), config).await.unwrap();
+    let sent = sending
+        .send(&source, vec![NewMessage::new("poison".to_owned())])
+        .await
+        .unwrap()
+        .remove(0);
+    let receive = |visibility_ms| ReceiveOptions {
+        dead_letter: DeadLetterTiming::OnReceive,
+        max_messages: 10,
+        visibility_ms: Some(visibility_ms),
+        wait_ms: Some(0),
+        attempt_id: None,
+        consumer: None,
+    };
+    assert_eq!(sending.receive(&source, receive(0)).await.unwrap().len(), 1);
+    assert!(
+        sending
+            .receive(&source, receive(0))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the second receive dead-letters it into the other partition's inbox"
+    );
+    // Both partitions' processes die (nothing closed); the entry is in the database, not in any engine.
+    drop((sending, receiving));
+    let receiving = engine_over(&options, &dlq_lease, now);
+    assert_eq!(receiving.message_count(&dlq).unwrap(), 0);
+    assert_eq!(receiving.drain_inbox().await.unwrap(), 1);
+    assert_eq!(receiving.drain_inbox().await.unwrap(), 0, "accepted once");
+    drop(receiving);
+    let receiving = engine_over(&options, &dlq_lease, now);
+    assert_eq!(
+        receiving.drain_inbox().await.unwrap(),
+        0,
+        "the acceptance removed the entry in the same commit"
+    );
+    let moved = receiving.receive(&dlq, receive(30_000)).await.unwrap();
+    assert_eq!(moved.len(), 1, "the dead letter is there, once");
+    assert_eq!(moved[0].payload.message_id, sent.message_id);
+    assert_eq!(&moved[0].payload.body[..], b"poison");
+    assert_eq!(moved[0].payload.dead_letter_source(), Some(&source));
+    let sending = engine_over(&options, &source_lease, now);
+    assert_eq!(
+        sending.message_count(&source).unwrap(),
+        0,
+        "and gone from its source"
+    );
+}

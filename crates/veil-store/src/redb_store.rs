@@ -493,6 +493,14 @@ impl Store for RedbStore {
     }
 
     fn submit(&self, ops: Vec<StoreOp>) -> Commit {
+        if let Some(op) = ops.iter().find(|op| is_partitions_op(op)) {
+            // Refused before the log: only a cluster partition's engine sends these, and the embedded store
+            // holds every queue (one engine, no partitions, no inboxes).
+            let refused = StoreError::Io(format!(
+                "internal: the embedded store has no partitions, so no inbox for {op:?}"
+            ));
+            return Box::pin(std::future::ready(Err(refused)));
+        }
         let (done, answer) = oneshot::channel();
         let sent = match self.jobs.lock() {
             Ok(jobs) => jobs
@@ -540,4 +548,14 @@ impl Store for RedbStore {
         }
         Ok(found)
     }
+}
+
+/// The operations of a partition's inbox (veil_core::inbox), which the embedded store never takes.
+fn is_partitions_op(op: &StoreOp) -> bool {
+    matches!(
+        op,
+        StoreOp::SendToInbox { .. }
+            | StoreOp::AcceptInbound { .. }
+            | StoreOp::ForwardInbound { .. }
+    )
 }

@@ -413,6 +413,12 @@ impl<'txn> Tables<'txn> {
                 seq,
                 history,
             } => self.put_history((*queue, *seq), history),
+            // Refused by `RedbStore::submit` before they reach the log (the embedded store has no partitions).
+            StoreOp::SendToInbox { .. }
+            | StoreOp::AcceptInbound { .. }
+            | StoreOp::ForwardInbound { .. } => Err(StoreError::Corrupt(
+                "the log holds an operation of a cluster partition's inbox".into(),
+            )),
         }
     }
 

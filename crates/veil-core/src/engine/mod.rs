@@ -5,8 +5,9 @@
 //!
 //! Each operation lives in the file of its kind (ARCHITECTURE.md, veil-core): `queues` (create, settings,
 //! purge, sweep), `send`, `receive` (long polls, FIFO attempts, peek), `settle` (delete, visibility, Azure's
-//! update), `moves` (dead letters and re-queues), `history`, `admin` (operators) and `move_tasks`. This
-//! file holds what they share: the lock, the state and `on_queue`, the skeleton they run through.
+//! update), `moves` (dead letters and re-queues), `inbox` (moves arriving from other partitions), `history`,
+//! `admin` (operators) and `move_tasks`. This file holds what they share: the lock, the state and `on_queue`,
+//! the skeleton they run through.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, Millis};
 use crate::error::{EngineError, EngineResult};
+use crate::inbox::Placement;
 use crate::index::QueueIndex;
 use crate::model::*;
 use crate::receipt::ReceiptKey;
@@ -22,6 +24,7 @@ use crate::store::{Commit, Store, StoreOp};
 
 mod admin;
 mod history;
+mod inbox;
 mod move_tasks;
 mod moves;
 mod queues;
@@ -65,6 +68,9 @@ pub struct Engine {
     /// Whether this engine may still answer ([`Engine::serving`]); set once by a cluster leader, whose right to
     /// answer from memory ends with its lease. Unset: always.
     gate: std::sync::OnceLock<ServingGate>,
+    /// The partition this engine's queues belong to, when it holds one partition of a cluster: moves to a queue
+    /// of another partition go through that partition's inbox (crate::inbox). `None`: every queue is here.
+    placement: Option<Placement>,
 }
 
 /// Says whether an engine may still answer requests (see [`Engine::gate_serving`]).
@@ -116,7 +122,15 @@ impl Engine {
             receipts,
             closing: tokio::sync::watch::Sender::new(false),
             gate: std::sync::OnceLock::new(),
+            placement: None,
         })
+    }
+
+    /// Makes this engine one partition's: moves to queues of other partitions go to their inboxes, and
+    /// [`Engine::drain_inbox`] accepts what other partitions sent here.
+    pub fn placed(mut self, placement: Placement) -> Self {
+        self.placement = Some(placement);
+        self
     }
 
     /// Makes [`Engine::serving`] ask `gate` from now on. A cluster leader's engine answers from memory only

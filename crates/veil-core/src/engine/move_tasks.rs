@@ -14,15 +14,17 @@
 
 use uuid::Uuid;
 
-use super::moves::{fresh_arrival, Arrival};
+use super::moves::{Arrival, Destination};
 use super::{Engine, Locked, State};
 use crate::clock::Millis;
 use crate::error::{EngineError, EngineResult};
 use crate::history::DeliveryEnding;
+use crate::inbox::{self, ArrivalRule, Outbound};
 use crate::limits;
 use crate::model::{MoveReason, MovedFrom, QueueId, QueueKey, Seq};
 use crate::move_task::{
     MoveTaskError, MoveTaskFailure, MoveTaskId, MoveTaskRecord, MoveTaskStatus,
+    DESTINATION_ELSEWHERE,
 };
 use crate::store::{Commit, Store, StoreError, StoreOp};
 
@@ -160,7 +162,7 @@ struct Plan {
 
 /// Where one candidate goes, or why the task stops on it.
 enum Target {
-    Queue(QueueId),
+    Queue(Destination),
     Skip,
     Fail(MoveTaskFailure),
 }
@@ -186,8 +188,13 @@ impl Engine {
                 let destination = match destination {
                     None => None,
                     Some(key) => {
-                        let id = locked.state.by_key.get(key).copied();
-                        let id = id.ok_or(MoveTaskError::DestinationNotFound)?;
+                        // A destination of another partition is known by its key; the front-end checked
+                        // that it exists, and a message that finds it gone comes back (crate::inbox).
+                        let id = match self.destination(locked.state, key) {
+                            Some(Destination::Here(id)) => id,
+                            Some(Destination::Elsewhere(..)) => DESTINATION_ELSEWHERE,
+                            None => return Err(MoveTaskError::DestinationNotFound),
+                        };
                         if id == source_id {
                             return Err(MoveTaskError::DestinationIsSource);
                         }
@@ -382,7 +389,7 @@ impl Engine {
         }
         let mut locked = self.brought_up_to(state, plan.source, now, ops);
         let moved_before = locked.state.move_tasks.tasks[position].record.moved;
-        let (targets, failure) = Self::move_planned(&mut locked, position, &plan);
+        let (targets, failure) = self.move_planned(&mut locked, position, &plan);
         let done = failure.is_none() && !Self::anything_left(&mut locked, position);
         // The source's own promotions, net of what moved out.
         locked.index().waiters.wake();
@@ -406,6 +413,7 @@ impl Engine {
     /// Moves the plan's candidates that are still as planned, while the task's allowance lasts. Returns the
     /// queues they went to, and the reason the task fails if one candidate makes it stop.
     fn move_planned(
+        &self,
         locked: &mut Locked<'_>,
         position: usize,
         plan: &Plan,
@@ -427,12 +435,12 @@ impl Engine {
                 .origins
                 .as_ref()
                 .map(|origins| origins.get(i).and_then(Option::as_ref));
-            match Self::move_target(locked.state, position, origin) {
+            match self.move_target(locked.state, position, origin) {
                 Target::Skip => continue,
                 Target::Fail(reason) => return (targets, Some(reason)),
                 Target::Queue(target) => {
-                    Self::move_one(locked, position, (seq, current), target);
-                    if !targets.contains(&target) {
+                    let here = Self::move_one(locked, position, (seq, current), target);
+                    if let Some(target) = here.filter(|target| !targets.contains(target)) {
                         targets.push(target);
                     }
                 }
@@ -481,33 +489,39 @@ impl Engine {
     /// Where the candidate goes: the task's destination, else the queue its payload says it was
     /// dead-lettered from (`origin`: `None` when its payload is gone, so it is skipped).
     fn move_target(
+        &self,
         state: &State,
         position: usize,
         origin: Option<Option<&Option<QueueKey>>>,
     ) -> Target {
         let record = &state.move_tasks.tasks[position].record;
         let target = match (&record.destination, origin) {
-            (Some((id, _)), _) => state.queues.contains_key(id).then_some(*id),
+            (Some((DESTINATION_ELSEWHERE, key)), _) => self.destination(state, key),
+            (Some((id, _)), _) => state
+                .queues
+                .contains_key(id)
+                .then_some(Destination::Here(*id)),
             (None, Some(None)) | (None, None) => return Target::Skip,
             (None, Some(Some(None))) => {
                 return Target::Fail(MoveTaskFailure::OriginUnknown);
             }
-            (None, Some(Some(Some(key)))) => state.by_key.get(key).copied(),
+            (None, Some(Some(Some(key)))) => self.destination(state, key),
         };
         match target {
-            Some(id) if id != record.source => Target::Queue(id),
+            Some(target) if target != Destination::Here(record.source) => Target::Queue(target),
             _ => Target::Fail(MoveTaskFailure::TargetQueueMissing),
         }
     }
 
     /// Moves one visible message of the task's source to `target` (one atomic engine step): a delete at the
     /// source, a send at the target, where it arrives fresh and visible, marked as re-queued from the source.
+    /// A target of another partition gets it through its inbox. Returns the target when it is here.
     fn move_one(
         locked: &mut Locked<'_>,
         position: usize,
         (seq, current): (Seq, crate::model::MessageState),
-        target: QueueId,
-    ) {
+        target: Destination,
+    ) -> Option<QueueId> {
         let (source, now) = (locked.id, locked.now);
         let index = locked.index();
         let redrive = index.redrive(seq).cloned();
@@ -515,7 +529,36 @@ impl Engine {
         let history = index.history.take(seq);
         index.remove(seq);
         index.counters.deletes += 1;
-        let source_key = index.record.key.clone();
+        let moved_from = MovedFrom {
+            queue: index.record.key.clone(),
+            reason: MoveReason::Requeue,
+        };
+        let task = &mut locked.state.move_tasks.tasks[position];
+        task.record.moved += 1;
+        task.spend_one();
+        let target = match target {
+            Destination::Here(target) => target,
+            Destination::Elsewhere(key, partition) => {
+                let history = history.map(|history| {
+                    let ending = DeliveryEnding::Moved { to: key.clone() };
+                    crate::history::ended_by_move(history, ending, now)
+                });
+                locked.ops.push(StoreOp::SendToInbox {
+                    from: (source, seq),
+                    partition,
+                    entry: Outbound {
+                        target: key,
+                        rule: ArrivalRule::Requeue,
+                        state: current,
+                        moved_from: Some(moved_from),
+                        redrive,
+                        group,
+                        history,
+                    },
+                });
+                return None;
+            }
+        };
         let history = history.map(|history| {
             let to = locked.state.queues[&target].record.key.clone();
             crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
@@ -523,11 +566,8 @@ impl Engine {
         let arrival = Arrival {
             from: (source, seq),
             target,
-            state: fresh_arrival(current, now),
-            moved_from: MovedFrom {
-                queue: source_key,
-                reason: MoveReason::Requeue,
-            },
+            state: inbox::fresh(current, now),
+            moved_from,
             redrive,
             group,
             history,
@@ -539,9 +579,7 @@ impl Engine {
             .get_mut(&target)
             .expect("resolved above");
         target_index.counters.sends += 1;
-        let task = &mut locked.state.move_tasks.tasks[position];
-        task.record.moved += 1;
-        task.spend_one();
+        Some(target)
     }
 
     /// Whether a message the task has to move is still visible in its source.

@@ -5,8 +5,10 @@ use super::{Engine, Locked, State};
 use crate::clock::Millis;
 use crate::error::EngineResult;
 use crate::history::{DeliveryEnding, DeliveryHistory};
+use crate::inbox::{self, ArrivalRule, Outbound};
 use crate::index::QueueIndex;
 use crate::model::*;
+use crate::partition::Partition;
 use crate::store::StoreOp;
 
 /// Most dead-letter moves one receive performs before it returns; the next receive continues.
@@ -22,14 +24,16 @@ impl Engine {
             return; // the common case, twice per operation: no look-up beyond the index
         }
         let (id, now) = (locked.id, locked.now);
-        let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
+        let queue_dead_letter = self.queue_dead_letter(locked.state, id);
         let index = locked.index();
         let mut moves = Vec::new();
         for seq in released {
             let Some(current) = index.get(seq).filter(|s| s.visible_at <= now) else {
                 continue; // deleted, or received again, since it was released
             };
-            if let Some(route) = Self::dead_letter_route(index, seq, current, queue_dead_letter) {
+            if let Some(route) =
+                Self::dead_letter_route(index, seq, current, queue_dead_letter.as_ref())
+            {
                 let group = index.group_of(seq).map(str::to_owned);
                 let history = index.history.take(seq);
                 index.remove(seq);
@@ -53,11 +57,28 @@ impl Engine {
         });
     }
 
-    /// The target and threshold of a queue's redrive policy, if its dead-letter queue exists and is another.
-    pub(super) fn queue_dead_letter(state: &State, id: QueueId) -> Option<(QueueId, u32)> {
+    /// The target and threshold of a queue's redrive policy, if its dead-letter queue is another and exists
+    /// here, or belongs to another partition (whose owner sends it back if it does not exist there).
+    pub(super) fn queue_dead_letter(
+        &self,
+        state: &State,
+        id: QueueId,
+    ) -> Option<(Destination, u32)> {
         let policy = state.queues[&id].record.config.redrive_policy.as_ref()?;
-        let target = state.by_key.get(&policy.dead_letter_queue).copied()?;
-        (target != id).then_some((target, policy.max_receive_count))
+        let target = self.destination(state, &policy.dead_letter_queue)?;
+        (target != Destination::Here(id)).then_some((target, policy.max_receive_count))
+    }
+
+    /// Where a message for `key` goes: a queue of this engine, or the inbox of the partition `key` belongs
+    /// to; `None` when the queue would be this engine's and does not exist.
+    pub(super) fn destination(&self, state: &State, key: &QueueKey) -> Option<Destination> {
+        match self
+            .placement
+            .and_then(|placement| placement.elsewhere(key))
+        {
+            Some(partition) => Some(Destination::Elsewhere(key.clone(), partition)),
+            None => state.by_key.get(key).copied().map(Destination::Here),
+        }
     }
 
     /// Where a message that is about to be delivered goes instead, if it has been received too often. The
@@ -66,7 +87,7 @@ impl Engine {
         index: &QueueIndex,
         seq: Seq,
         current: MessageState,
-        queue_dead_letter: Option<(QueueId, u32)>,
+        queue_dead_letter: Option<&(Destination, u32)>,
     ) -> Option<DeadLetterRoute> {
         if let Some(policy) = index.redrive(seq) {
             return (current.receive_count >= policy.max_receive_count).then(|| {
@@ -77,7 +98,8 @@ impl Engine {
             });
         }
         let (target, max_receive_count) = queue_dead_letter?;
-        (current.receive_count >= max_receive_count).then_some(DeadLetterRoute::QueuePolicy(target))
+        (current.receive_count >= *max_receive_count)
+            .then(|| DeadLetterRoute::QueuePolicy(target.clone()))
     }
 
     /// Applies the dead-letter moves and drops of one receive, already taken out of the source's index, in
@@ -106,25 +128,50 @@ impl Engine {
             group,
         } in moves
         {
-            let Some((target, arrived)) =
-                self.dead_letter_target(state, (source, seq), route, moved, now, ops)
+            let Some(landing) = self.dead_letter_target(state, (source, seq), route, now, ops)
             else {
                 continue;
+            };
+            let index = state.queues.get_mut(&source).expect("source is locked");
+            index.counters.dead_letter_moves += 1;
+            let moved_from = MovedFrom {
+                queue: source_key.clone(),
+                reason: MoveReason::DeadLetter,
+            };
+            let (target, rule) = match landing {
+                Landing::Here(target, rule) => (target, rule),
+                Landing::Elsewhere(key, partition, rule) => {
+                    let history = history.map(|history| {
+                        let ending = DeliveryEnding::DeadLettered { to: key.clone() };
+                        crate::history::ended_by_move(history, ending, now)
+                    });
+                    let entry = Outbound {
+                        target: key,
+                        rule,
+                        state: moved,
+                        moved_from: Some(moved_from),
+                        redrive: None,
+                        group,
+                        history,
+                    };
+                    ops.push(StoreOp::SendToInbox {
+                        from: (source, seq),
+                        partition,
+                        entry,
+                    });
+                    continue;
+                }
             };
             let history = history.map(|history| {
                 let to = state.queues[&target].record.key.clone();
                 crate::history::ended_by_move(history, DeliveryEnding::DeadLettered { to }, now)
             });
-            let index = state.queues.get_mut(&source).expect("source is locked");
-            index.counters.dead_letter_moves += 1;
+            let retention_ms = state.queues[&target].record.config.retention_ms;
             let arrival = Arrival {
                 from: (source, seq),
                 target,
-                state: arrived,
-                moved_from: MovedFrom {
-                    queue: source_key.clone(),
-                    reason: MoveReason::DeadLetter,
-                },
+                state: inbox::arrival_state(&rule, moved, retention_ms, now),
+                moved_from,
                 redrive: None,
                 group,
                 history,
@@ -140,7 +187,7 @@ impl Engine {
 
     /// Wakes the waiters of each queue that dead letters arrived in, rearming its timer where an arrival is
     /// its earliest deadline.
-    fn wake_targets(state: &mut State, woken: Vec<(QueueId, bool)>) {
+    pub(super) fn wake_targets(state: &mut State, woken: Vec<(QueueId, bool)>) {
         for (target, rearm) in woken {
             let waiters = &mut state
                 .queues
@@ -154,17 +201,16 @@ impl Engine {
         }
     }
 
-    /// The queue a dead letter moves to and its state on arrival, by its route; `None` for a message whose
-    /// own rule names no queue, which is dropped here (counted, deleted from the store).
+    /// Where a dead letter goes by its route, and how it arrives there; `None` for a message whose own rule
+    /// names no queue, which is dropped here (counted, deleted from the store).
     fn dead_letter_target(
         &self,
         state: &mut State,
         (source, seq): (QueueId, Seq),
         route: DeadLetterRoute,
-        moved: MessageState,
         now: Millis,
         ops: &mut Vec<StoreOp>,
-    ) -> Option<(QueueId, MessageState)> {
+    ) -> Option<Landing> {
         match route {
             DeadLetterRoute::Drop => {
                 let index = state.queues.get_mut(&source).expect("source is locked");
@@ -172,20 +218,34 @@ impl Engine {
                 ops.push(StoreOp::DeleteMessage { queue: source, seq });
                 None
             }
-            DeadLetterRoute::QueuePolicy(target) => {
-                let retention_ms = state.queues[&target].record.config.retention_ms;
-                let expires_at = retention_ms.map_or(NEVER, |ms| moved.sent_at.saturating_add(ms));
-                let arrived = MessageState {
-                    visible_at: now,
-                    expires_at,
-                    dead_letter_on_release: false,
-                    ..moved
-                };
-                Some((target, arrived))
+            DeadLetterRoute::QueuePolicy(Destination::Here(target)) => {
+                Some(Landing::Here(target, ArrivalRule::DeadLetter))
+            }
+            DeadLetterRoute::QueuePolicy(Destination::Elsewhere(key, partition)) => {
+                Some(Landing::Elsewhere(key, partition, ArrivalRule::DeadLetter))
             }
             DeadLetterRoute::MessagePolicy(key) => {
-                let target = self.dead_letter_queue(state, source, key, now, ops);
-                Some((target, fresh_arrival(moved, now)))
+                let create_with = Self::created_dead_letter_config(state, source);
+                match self
+                    .placement
+                    .and_then(|placement| placement.elsewhere(&key))
+                {
+                    Some(partition) => Some(Landing::Elsewhere(
+                        key,
+                        partition,
+                        ArrivalRule::DeadLetterCreating { create_with },
+                    )),
+                    None => {
+                        let target = match state.by_key.get(&key) {
+                            Some(&id) => id,
+                            None => Self::insert_queue(state, key, create_with.clone(), now, ops),
+                        };
+                        Some(Landing::Here(
+                            target,
+                            ArrivalRule::DeadLetterCreating { create_with },
+                        ))
+                    }
+                }
             }
         }
     }
@@ -258,32 +318,37 @@ impl Engine {
     ) -> EngineResult<Vec<EngineResult<()>>> {
         let now = self.clock.now();
         let (results, commit) = self.on_queue(key, now, |locked| {
-            let target_id = locked.state.queue_id(target)?;
+            let destination = match self.placement.and_then(|p| p.elsewhere(target)) {
+                Some(partition) => Destination::Elsewhere(target.clone(), partition),
+                None => Destination::Here(locked.state.queue_id(target)?),
+            };
             let mut wake = false;
             let results: Vec<EngineResult<()>> = receipts
                 .iter()
                 .map(|receipt| {
-                    wake |= self.move_held(locked, key, receipt, target_id)?;
+                    wake |= self.move_held(locked, key, receipt, &destination)?;
                     Ok(())
                 })
                 .collect();
             if results.iter().any(Result::is_ok) {
                 let id = locked.id;
                 let source_counters = locked.index().counters;
-                let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
-                if wake {
-                    target_index.waiters.rearm();
-                }
-                target_index.waiters.wake();
-                let target_counters = target_index.counters;
                 locked.ops.push(StoreOp::PutCounters {
                     queue: id,
                     counters: source_counters,
                 });
-                locked.ops.push(StoreOp::PutCounters {
-                    queue: target_id,
-                    counters: target_counters,
-                });
+                if let Destination::Here(target_id) = destination {
+                    let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
+                    if wake {
+                        target_index.waiters.rearm();
+                    }
+                    target_index.waiters.wake();
+                    let target_counters = target_index.counters;
+                    locked.ops.push(StoreOp::PutCounters {
+                        queue: target_id,
+                        counters: target_counters,
+                    });
+                }
             }
             Ok(results)
         })?;
@@ -292,13 +357,14 @@ impl Engine {
     }
 
     /// One message of a [`Engine::move_messages`] batch, under the lock: taken out of the locked queue and
-    /// arrived at `target_id`, both counted. Returns the wake-up hint of the arrival.
+    /// arrived at its destination (or sent to its partition's inbox), both counted. Returns the wake-up hint
+    /// of an arrival here.
     fn move_held(
         &self,
         locked: &mut Locked<'_>,
         key: &QueueKey,
         receipt: &str,
-        target_id: QueueId,
+        destination: &Destination,
     ) -> EngineResult<bool> {
         let (id, now, index) = (locked.id, locked.now, locked.index());
         let Held {
@@ -309,6 +375,33 @@ impl Engine {
             history,
         } = self.take_held(index, receipt)?;
         index.counters.deletes += 1;
+        let moved_from = MovedFrom {
+            queue: key.clone(),
+            reason: MoveReason::Requeue,
+        };
+        let target_id = match destination {
+            Destination::Here(target_id) => *target_id,
+            Destination::Elsewhere(target, partition) => {
+                let history = history.map(|history| {
+                    let ending = DeliveryEnding::Moved { to: target.clone() };
+                    crate::history::ended_by_move(history, ending, now)
+                });
+                locked.ops.push(StoreOp::SendToInbox {
+                    from: (id, seq),
+                    partition: *partition,
+                    entry: Outbound {
+                        target: target.clone(),
+                        rule: ArrivalRule::Requeue,
+                        state: moved,
+                        moved_from: Some(moved_from),
+                        redrive,
+                        group,
+                        history,
+                    },
+                });
+                return Ok(false);
+            }
+        };
         let history = history.map(|history| {
             let to = locked.state.queues[&target_id].record.key.clone();
             crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
@@ -316,11 +409,8 @@ impl Engine {
         let arrival = Arrival {
             from: (id, seq),
             target: target_id,
-            state: fresh_arrival(moved, now),
-            moved_from: MovedFrom {
-                queue: key.clone(),
-                reason: MoveReason::Requeue,
-            },
+            state: inbox::fresh(moved, now),
+            moved_from,
             redrive,
             group,
             history,
@@ -351,36 +441,40 @@ impl Engine {
         })
     }
 
-    /// The id of a message policy's dead-letter queue; one that no longer exists is created with the source
-    /// queue's settings (less its own dead-letter and protocol settings: tags, metadata), as KubeMQ creates channels on use.
-    fn dead_letter_queue(
-        &self,
-        state: &mut State,
-        source: QueueId,
-        key: QueueKey,
-        now: Millis,
-        ops: &mut Vec<StoreOp>,
-    ) -> QueueId {
-        if let Some(&id) = state.by_key.get(&key) {
-            return id;
-        }
-        let config = QueueConfig {
+    /// The settings a message policy's dead-letter queue is created with when it does not exist: the source
+    /// queue's, less its own dead-letter and protocol settings (tags, metadata), as KubeMQ creates channels on
+    /// use.
+    pub(super) fn created_dead_letter_config(state: &State, source: QueueId) -> QueueConfig {
+        QueueConfig {
             redrive_policy: None,
             protocol_settings: Default::default(),
             ..state.queues[&source].record.config.clone()
-        };
-        Self::insert_queue(state, key, config, now, ops)
+        }
     }
 }
 
 /// Where a message received too often goes.
 pub(super) enum DeadLetterRoute {
     /// The queue's redrive policy names this queue.
-    QueuePolicy(QueueId),
+    QueuePolicy(Destination),
     /// The message's own policy names this queue (it may have to be created).
     MessagePolicy(QueueKey),
     /// The message's own policy names no queue.
     Drop,
+}
+
+/// A queue a message can be moved to: one of this engine's, or one of another partition, reached through
+/// that partition's inbox (crate::inbox).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Destination {
+    Here(QueueId),
+    Elsewhere(QueueKey, Partition),
+}
+
+/// Where a dead letter lands, and how it arrives.
+enum Landing {
+    Here(QueueId, ArrivalRule),
+    Elsewhere(QueueKey, Partition, ArrivalRule),
 }
 
 /// A message on its way into another queue (a dead-letter move or a re-queue).
@@ -396,17 +490,6 @@ pub(super) struct Arrival {
     pub(super) group: Option<String>,
     /// Its delivery history, last delivery already ended by the move; kept if the target records history.
     pub(super) history: Option<DeliveryHistory>,
-}
-
-/// A moved message's state when it arrives as a fresh one: visible now, never received, its expiry kept.
-pub(super) fn fresh_arrival(moved: MessageState, now: Millis) -> MessageState {
-    MessageState {
-        visible_at: now,
-        first_received_at: 0,
-        receive_count: 0,
-        dead_letter_on_release: false,
-        ..moved
-    }
 }
 
 /// A message received too often, taken out of its queue, on its way to where its rule sends it.

@@ -1,7 +1,7 @@
 //! Receiving: long polls, delivery under the lock (FIFO groups, retried attempts, the in-flight limit), the
 //! payload read after it, and peek, which delivers nothing.
 
-use super::moves::{DeadLetter, DEAD_LETTER_MOVES_PER_RECEIVE_MAX};
+use super::moves::{DeadLetter, Destination, DEAD_LETTER_MOVES_PER_RECEIVE_MAX};
 use super::{Engine, Locked};
 use crate::clock::Millis;
 use crate::error::{EngineError, EngineResult};
@@ -108,7 +108,7 @@ impl Engine {
         options: &ReceiveOptions,
     ) -> EngineResult<ReceiveAttempt> {
         let (id, now, expired) = (locked.id, locked.now, locked.expired);
-        let queue_dead_letter = Self::queue_dead_letter(locked.state, id);
+        let queue_dead_letter = self.queue_dead_letter(locked.state, id);
         let (index, ops) = locked.parts();
         let grant = Grant::of(options, &index.record.config);
         let inflight_max = u64::from(index.record.config.inflight_max);
@@ -132,7 +132,12 @@ impl Engine {
             max_messages,
             inflight_max,
         };
-        self.deliver_ready(index, &mut run, (grant, queue_dead_letter, now), ops);
+        self.deliver_ready(
+            index,
+            &mut run,
+            (grant, queue_dead_letter.as_ref(), now),
+            ops,
+        );
         let Run {
             delivered,
             moves,
@@ -165,7 +170,7 @@ impl Engine {
         &self,
         index: &mut QueueIndex,
         run: &mut Run,
-        grant: (Grant<'_>, Option<(QueueId, u32)>, Millis),
+        grant: (Grant<'_>, Option<&(Destination, u32)>, Millis),
         ops: &mut Vec<StoreOp>,
     ) {
         let mut cursor = None;
@@ -188,7 +193,7 @@ impl Engine {
         index: &mut QueueIndex,
         first: Seq,
         run: &mut Run,
-        (grant, queue_dead_letter, now): (Grant<'_>, Option<(QueueId, u32)>, Millis),
+        (grant, queue_dead_letter, now): (Grant<'_>, Option<&(Destination, u32)>, Millis),
         ops: &mut Vec<StoreOp>,
     ) {
         let mut next = Some(first);

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use tokio::time::timeout;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
+use veil_core::inbox::Inbound;
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
 use super::sql::{self, big, Loaded, Prepared};
@@ -56,6 +57,12 @@ pub enum ReadJob {
         queue: QueueId,
         seqs: Vec<Seq>,
         done: Reply<Vec<Option<Payload>>>,
+    },
+    /// The oldest entries of a partition's inbox.
+    Inbox {
+        partition: i32,
+        limit: i64,
+        done: Reply<Vec<Inbound>>,
     },
 }
 
@@ -465,6 +472,7 @@ async fn execute_all(
 struct ReadConnection {
     client: Client,
     payloads: Statement,
+    inbox: Statement,
 }
 
 async fn reader(options: PgOptions, jobs: Arc<Mutex<mpsc::UnboundedReceiver<ReadJob>>>) {
@@ -491,6 +499,22 @@ async fn reader(options: PgOptions, jobs: Arc<Mutex<mpsc::UnboundedReceiver<Read
                 }
                 done.send(result);
             }
+            ReadJob::Inbox {
+                partition,
+                limit,
+                done,
+            } => {
+                let result = timeout(
+                    bound,
+                    read_inbox(&options, &mut connection, partition, limit),
+                )
+                .await
+                .unwrap_or_else(|_| Err(unavailable("reading from PostgreSQL timed out")));
+                if result.is_err() {
+                    connection = None;
+                }
+                done.send(result);
+            }
         }
     }
 }
@@ -508,8 +532,17 @@ async fn ready<'c>(
     }
     if connection.is_none() {
         let client = connect(options).await?;
-        let payloads = client.prepare(sql::READ_PAYLOADS).await.map_err(db_error)?;
-        *connection = Some(ReadConnection { client, payloads });
+        let (payloads, inbox) = futures_util::future::try_join(
+            client.prepare(sql::READ_PAYLOADS),
+            client.prepare(sql::READ_INBOX),
+        )
+        .await
+        .map_err(db_error)?;
+        *connection = Some(ReadConnection {
+            client,
+            payloads,
+            inbox,
+        });
     }
     connection
         .as_ref()
@@ -535,4 +568,19 @@ async fn read_payloads(
         found.insert(seq, payload);
     }
     Ok(seqs.iter().map(|seq| found.get(seq).cloned()).collect())
+}
+
+async fn read_inbox(
+    options: &PgOptions,
+    connection: &mut Option<ReadConnection>,
+    partition: i32,
+    limit: i64,
+) -> Result<Vec<Inbound>, StoreError> {
+    let open = ready(options, connection).await?;
+    let rows = open
+        .client
+        .query(&open.inbox, &[&partition, &limit])
+        .await
+        .map_err(db_error)?;
+    rows.iter().map(sql::inbox_row).collect()
 }

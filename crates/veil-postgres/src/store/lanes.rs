@@ -44,13 +44,19 @@ fn queue_of(op: &StoreOp) -> Option<u64> {
         | StoreOp::PutDedup { queue, .. }
         | StoreOp::DeleteDedup { queue, .. }
         | StoreOp::PutHistory { queue, .. } => Some(*queue),
+        // The inbox row it writes or deletes is no other queue's concern.
+        StoreOp::SendToInbox {
+            from: (queue, _), ..
+        }
+        | StoreOp::AcceptInbound { to: (queue, _), .. } => Some(*queue),
         StoreOp::PutQueue(_)
         | StoreOp::DeleteQueue(_)
         | StoreOp::PurgeQueue(_)
         | StoreOp::MoveMessage { .. }
         | StoreOp::PutNextQueueId(_)
         | StoreOp::PutMoveTask(_)
-        | StoreOp::DeleteMoveTask { .. } => None,
+        | StoreOp::DeleteMoveTask { .. }
+        | StoreOp::ForwardInbound { .. } => None,
     }
 }
 

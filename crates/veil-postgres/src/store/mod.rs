@@ -21,8 +21,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use std::future::Future;
+use std::pin::Pin;
 use tokio::sync::{mpsc, oneshot, watch};
-use veil_core::store::{Commit, PayloadRead, Snapshot};
+
+use veil_core::store::{Commit, InboxRead, PayloadRead, Snapshot};
 use veil_core::{
     DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord, Payload,
     QueueId, Seq, Store, StoreError, StoreOp,
@@ -74,6 +77,8 @@ pub struct PgStore {
     call_timeout: Duration,
     thread: Mutex<Option<JoinHandle<()>>>,
     transactions: Arc<AtomicU64>,
+    /// Which queues it holds: a partition's store reads that partition's inbox.
+    scope: Scope,
 }
 
 impl PgStore {
@@ -93,6 +98,7 @@ impl PgStore {
             call_timeout,
             thread: Mutex::new(Some(started.thread)),
             transactions: started.transactions,
+            scope,
         })
     }
 
@@ -128,6 +134,26 @@ impl PgStore {
             .send(Job::Counts { done })
             .map_err(|_| StoreError::Closed)?;
         self.answer(answer)
+    }
+
+    /// Sends `job` to a reader; the future resolves with its answer.
+    fn read_later<T: Send + 'static>(
+        &self,
+        job: ReadJob,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>> {
+        if self.reads.send(job).is_err() {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        // The reader bounds its own work by the call timeout; the margin only covers a reader that never
+        // got to the job.
+        let bound = self.call_timeout + Duration::from_millis(ANSWER_MARGIN_MS);
+        Box::pin(async move {
+            match tokio::time::timeout(bound, answer).await {
+                Ok(answered) => answered.unwrap_or(Err(StoreError::Closed)),
+                Err(_) => Err(unavailable("PostgreSQL did not answer in time")),
+            }
+        })
     }
 
     /// Sends `job` to a reader and waits for its answer.
@@ -289,17 +315,19 @@ impl Store for PgStore {
             seqs,
             done: Reply::Later(done),
         };
-        if self.reads.send(job).is_err() {
-            return Box::pin(std::future::ready(Err(StoreError::Closed)));
-        }
-        // The reader bounds its own work by the call timeout; the margin only covers a reader that never
-        // got to the job.
-        let bound = self.call_timeout + Duration::from_millis(ANSWER_MARGIN_MS);
-        Box::pin(async move {
-            match tokio::time::timeout(bound, answer).await {
-                Ok(answered) => answered.unwrap_or(Err(StoreError::Closed)),
-                Err(_) => Err(unavailable("PostgreSQL did not answer in time")),
-            }
-        })
+        self.read_later(job, answer)
+    }
+
+    fn read_inbox_later(&self, limit: usize) -> InboxRead {
+        let Scope::Partition { partition, .. } = self.scope else {
+            return Box::pin(std::future::ready(Ok(Vec::new()))); // one store for every queue: no inbox
+        };
+        let (done, answer) = oneshot::channel();
+        let job = ReadJob::Inbox {
+            partition: partition as i32,
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            done: Reply::Later(done),
+        };
+        self.read_later(job, answer)
     }
 }

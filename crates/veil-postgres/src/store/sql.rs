@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
+use veil_core::inbox::Inbound;
 use veil_core::{
     Attributes, Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState,
     MoveTaskRecord, MovedFrom, Payload, QueueId, QueueKey, QueueRecord, Seq, StoreError, StoreOp,
@@ -78,6 +79,33 @@ const MOVE_MESSAGE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 A
      SELECT $3::bigint, $4::bigint, message_id, sent_at, $8::bytea, attrs, body_md5, body FROM gone \
      ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, \
      moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+/// Takes a message out of its queue into another partition's inbox (migrations/V6__inbox.sql), its body with
+/// it, without reading it back. A message already gone sends nothing.
+const SEND_TO_INBOX: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 AND seq = $2), \
+     gone AS (DELETE FROM veil_body WHERE queue = $1 AND seq = $2 \
+     RETURNING message_id, sent_at, moved_from, attrs, body_md5, body) \
+     INSERT INTO veil_inbox (partition, entry, message_id, sent_at, moved_from, attrs, body_md5, body) \
+     SELECT $3::integer, $4::bytea, message_id, sent_at, moved_from, attrs, body_md5, body FROM gone";
+/// Makes an inbox entry the message at its new place and deletes the entry, in one statement; an entry
+/// already accepted (gone) writes nothing. A NULL origin keeps the one the message had.
+const ACCEPT_INBOUND: &str = "WITH gone AS (DELETE FROM veil_inbox WHERE id = $1 \
+     RETURNING message_id, sent_at, moved_from, attrs, body_md5, body), \
+     arrived AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group) \
+     SELECT $2::bigint, $3::bigint, $4::bytea, $5::bytea, $6::text FROM gone \
+     ON CONFLICT (queue, seq) DO UPDATE SET state = EXCLUDED.state, redrive = EXCLUDED.redrive, \
+     fifo_group = EXCLUDED.fifo_group, history = NULL) \
+     INSERT INTO veil_body (queue, seq, message_id, sent_at, moved_from, attrs, body_md5, body) \
+     SELECT $2::bigint, $3::bigint, message_id, sent_at, coalesce($7::bytea, moved_from), attrs, body_md5, body \
+     FROM gone ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, \
+     sent_at = EXCLUDED.sent_at, moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, \
+     body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+/// Hands an inbox entry on to another partition, or drops it.
+const FORWARD_INBOUND: &str = "UPDATE veil_inbox SET partition = $2, entry = $3 WHERE id = $1";
+const DROP_INBOUND: &str = "DELETE FROM veil_inbox WHERE id = $1";
+/// The oldest entries of a partition's inbox, without their bodies (the acceptance copies those).
+pub const READ_INBOX: &str =
+    "SELECT id, entry FROM veil_inbox WHERE partition = $1 ORDER BY id LIMIT $2";
+
 /// The next queue id outside partitions, and a partition's own (migrations/V5__partitions.sql).
 const PUT_NEXT_QUEUE_ID: &str =
     "INSERT INTO veil_store_meta (name, value) VALUES ('next_queue_id', $1) \
@@ -111,6 +139,10 @@ pub struct Prepared {
     put_move_task: Statement,
     delete_move_task: Statement,
     fence: Statement,
+    send_to_inbox: Statement,
+    accept_inbound: Statement,
+    forward_inbound: Statement,
+    drop_inbound: Statement,
     pub batch: BatchStatements,
     /// What the statements write and fence: the partition in catalog rows, the lease whose epoch they check.
     pub scope: Scope,
@@ -146,6 +178,10 @@ impl Prepared {
                 PUT_MOVE_TASK,
                 DELETE_MOVE_TASK,
                 if partitioned { FENCE_PARTITION } else { FENCE },
+                SEND_TO_INBOX,
+                ACCEPT_INBOUND,
+                FORWARD_INBOUND,
+                DROP_INBOUND,
                 b::DELETE_DEDUPS,
                 b::PUT_DEDUPS,
                 b::DELETE_MESSAGES,
@@ -172,6 +208,10 @@ impl Prepared {
             put_move_task: next()?,
             delete_move_task: next()?,
             fence: next()?,
+            send_to_inbox: next()?,
+            accept_inbound: next()?,
+            forward_inbound: next()?,
+            drop_inbound: next()?,
             batch: BatchStatements {
                 delete_dedups: next()?,
                 put_dedups: next()?,
@@ -281,6 +321,48 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
             prepared.delete_move_task.clone(),
             vec![p(prepared.partition()), p(big(number))],
         ),
+        StoreOp::SendToInbox {
+            from,
+            partition,
+            entry,
+        } => (
+            prepared.send_to_inbox.clone(),
+            vec![
+                p(big(from.0)),
+                p(big(from.1)),
+                p(partition as i32),
+                p(encode(&entry)?),
+            ],
+        ),
+        StoreOp::AcceptInbound {
+            id,
+            to,
+            state,
+            moved_from,
+            redrive,
+            fifo_group,
+        } => (
+            prepared.accept_inbound.clone(),
+            vec![
+                p(big(id)),
+                p(big(to.0)),
+                p(big(to.1)),
+                p(encode(&state)?),
+                p(encode_opt(&redrive)?),
+                p(fifo_group),
+                p(encode_opt(&moved_from)?),
+            ],
+        ),
+        StoreOp::ForwardInbound {
+            id,
+            to: Some((partition, entry)),
+        } => (
+            prepared.forward_inbound.clone(),
+            vec![p(big(id)), p(partition as i32), p(encode(&entry)?)],
+        ),
+        StoreOp::ForwardInbound { id, to: None } => {
+            (prepared.drop_inbound.clone(), vec![p(big(id))])
+        }
         batched => {
             return Err(StoreError::Io(format!(
                 "internal: {} is written in a batch, not alone",
@@ -334,6 +416,16 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
 ) -> Result<T, StoreError> {
     row.try_get(index)
         .map_err(|e| StoreError::Corrupt(format!("reading column {index}: {e}")))
+}
+
+/// A row of [`READ_INBOX`] as the entry it holds.
+pub fn inbox_row(row: &Row) -> Result<Inbound, StoreError> {
+    let id = unbig(get(row, 0)?);
+    let entry: Vec<u8> = get(row, 1)?;
+    Ok(Inbound {
+        id,
+        entry: decode(&entry, "an inbox entry")?,
+    })
 }
 
 /// A row of [`READ_PAYLOADS`] as its sequence number and payload.

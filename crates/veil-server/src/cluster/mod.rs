@@ -38,6 +38,7 @@ use veil_cluster::ownership::{self, Slot};
 use veil_cluster::routing::Routing;
 use veil_cluster::token::Token;
 use veil_core::dispatch::Remote;
+use veil_core::inbox::Placement;
 use veil_core::partition::Partition;
 use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
 use veil_postgres::lease::LeaderAddrs;
@@ -56,6 +57,9 @@ const LEASE_MARGIN_PERCENT: u32 = 20;
 const DRAIN_MS_MAX: u64 = 5_000;
 /// How often a draining leader looks whether its last request let go of the engine.
 const DRAIN_POLL_MS: u64 = 10;
+/// How often an owned partition looks into its inbox when the last look found it empty: the longest a
+/// message moved here from another partition (a dead letter, a re-queue, a move task's) waits to arrive.
+const INBOX_POLL_MS: u64 = 100;
 
 /// What a node runs with.
 pub struct Node<'a> {
@@ -214,6 +218,8 @@ struct Owned {
     gate: TermGate,
     sweeper: JoinHandle<()>,
     mover: JoinHandle<()>,
+    /// Accepts what other partitions move into this one (`spawn_inbox_driver`).
+    inbox: JoinHandle<()>,
 }
 
 /// A finished open: the lease it was for, and the store and engine, or why not.
@@ -613,6 +619,7 @@ impl Member<'_, '_> {
         engine.gate_serving(Box::new(move || open.open()));
         let sweeper = crate::spawn_sweeper(engine.clone());
         let mover = crate::spawn_move_task_driver(engine.clone());
+        let inbox = spawn_inbox_driver(engine.clone(), lease.partition);
         if let Some(routing) = &self.routing {
             routing.own(lease.partition, engine.clone());
         }
@@ -630,6 +637,7 @@ impl Member<'_, '_> {
                 gate,
                 sweeper,
                 mover,
+                inbox,
             },
         );
     }
@@ -715,6 +723,7 @@ async fn retire(owned: Owned) {
     owned.engine.shutdown();
     owned.sweeper.abort();
     owned.mover.abort();
+    owned.inbox.abort();
     drain(&owned.engine).await;
     drop(owned.engine);
     close_off_loop(owned.store);
@@ -735,15 +744,35 @@ async fn open_blocking(
 ) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
     tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
         let store = Arc::new(PgStore::open(options, scope)?);
-        let engine = Arc::new(Engine::open(
-            store.clone(),
-            Arc::new(clock),
-            ReceiptKey::new(secret),
-        )?);
-        Ok((store, engine))
+        let mut engine = Engine::open(store.clone(), Arc::new(clock), ReceiptKey::new(secret))?;
+        if let Scope::Partition {
+            partition, count, ..
+        } = scope
+        {
+            engine = engine.placed(Placement { partition, count });
+        }
+        Ok((store, Arc::new(engine)))
     })
     .await
     .map_err(|error| ServeError::Cluster(format!("opening the store failed: {error}")))?
+}
+
+/// Accepts the entries of a partition's inbox (veil_core::inbox) as they come, until aborted: again at once
+/// while a drain finds entries, after `INBOX_POLL_MS` when it found none or failed. One drain at a time, so no
+/// entry is accepted twice.
+fn spawn_inbox_driver(engine: Arc<Engine>, partition: Partition) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match engine.drain_inbox().await {
+                Ok(0) => {}
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, partition, "accepting the partition's inbox failed");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(INBOX_POLL_MS)).await;
+        }
+    })
 }
 
 /// Waits until the requests of a partition let go of its engine (each holds it while it runs), at most
