@@ -20,6 +20,7 @@ kill processes, not the machine, and the OS page cache survives a process kill.
 from __future__ import annotations
 
 import os
+from collections import Counter
 import pwd
 import shlex
 import shutil
@@ -41,6 +42,9 @@ PG_CTL_WAIT_S = 30
 CLUSTER_READY_S = 30.0
 # The cluster tests' lease: short, so a takeover after a kill -9 takes about a second, not the default 5.
 LEASE_TTL_MS = 1000
+# Partitions of a test cluster's queues (VEIL_PARTITIONS overrides): more than the three nodes, so that every
+# node owns some and a queue's owner is not every node.
+CLUSTER_PARTITIONS = int(os.environ.get("VEIL_PARTITIONS", "4"))
 
 
 def pg_bin() -> Path:
@@ -219,6 +223,15 @@ def both_hosts(primary: PgServer, standby: PgServer) -> str:
 # ---- Veil nodes on PostgreSQL --------------------------------------------------------------------------
 
 
+def partition_of(name: str, count: int, namespace: str = "default") -> int:
+    """The partition of a queue, as veil_core::partition::partition_of computes it: FNV-1a (64-bit) over the
+    namespace, a zero byte and the name, modulo the count."""
+    h = 0xCBF29CE484222325
+    for byte in namespace.encode() + b"\0" + name.encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h % count
+
+
 def fresh_schema() -> str:
     return f"veil_e2e_{uuid.uuid4().hex[:10]}"
 
@@ -227,28 +240,32 @@ class ClusterNode(VeilServer):
     """One `veil serve` node of a cluster: its queues live in PostgreSQL, so it has no data dir."""
 
     def __init__(self, log_dir: Path, store: str, schema: str, node_id: str, lease_ttl_ms: int = LEASE_TTL_MS,
-                 extra_args=()):
+                 extra_args=(), partitions: int = CLUSTER_PARTITIONS):
         super().__init__(log_dir / node_id, log_dir=log_dir, extra_args=extra_args)
         self.store = store
         self.schema = schema
         self.node_id = node_id
         self.lease_ttl_ms = lease_ttl_ms
+        self.partitions = partitions
 
     def store_args(self) -> list[str]:
         return ["--store", self.store, "--pg-schema", self.schema, "--node-id", self.node_id,
-                "--lease-ttl-ms", str(self.lease_ttl_ms)]
+                "--lease-ttl-ms", str(self.lease_ttl_ms), "--partitions", str(self.partitions)]
 
 
 class Cluster:
     """`size` nodes over one schema of `pg` (or of the connection string `store`)."""
 
     def __init__(self, pg: PgServer, log_dir: Path, size: int = 3, store: str | None = None,
-                 schema: str | None = None, lease_ttl_ms: int = LEASE_TTL_MS, extra_args=()):
+                 schema: str | None = None, lease_ttl_ms: int = LEASE_TTL_MS, extra_args=(),
+                 partitions: int = CLUSTER_PARTITIONS):
         self.pg = pg
         self.schema = schema or fresh_schema()
         self.store = store or pg.url
+        self.partitions = partitions
         self.nodes = [
-            ClusterNode(Path(log_dir), self.store, self.schema, f"node{i + 1}", lease_ttl_ms, extra_args)
+            ClusterNode(Path(log_dir), self.store, self.schema, f"node{i + 1}", lease_ttl_ms, extra_args,
+                        partitions)
             for i in range(size)
         ]
 
@@ -273,18 +290,31 @@ class Cluster:
     def node(self, node_id: str) -> ClusterNode:
         return next(n for n in self.nodes if n.node_id == node_id)
 
-    def leader(self) -> ClusterNode:
-        held = self.leader_id()
-        assert held is not None, "no node holds the lease"
+    def partition_of(self, name: str, pg: PgServer | None = None) -> int:
+        """The partition the catalog places the queue `name` in (any protocol's; names are unique here)."""
+        row = (pg or self.pg).sql(f"SELECT partition FROM {self.schema}.veil_queue WHERE name = '{name}'")
+        assert row, f"no queue {name} in the catalog"
+        return int(row)
+
+    def owner_id(self, name: str, pg: PgServer | None = None) -> tuple[str, int] | None:
+        """(node, epoch) of the lease on the partition of the queue `name`; None while nobody owns it."""
+        return self.leader_id(pg, self.partition_of(name, pg))
+
+    def owner(self, name: str) -> ClusterNode:
+        """The node running the queue `name` (its partition's lease holder)."""
+        held = self.owner_id(name)
+        assert held is not None, f"nobody owns the partition of {name}"
         return self.node(held[0])
 
-    def followers(self) -> list[ClusterNode]:
-        leader = self.leader()
-        return [n for n in self.nodes if n is not leader and n.running()]
+    def others(self, name: str) -> list[ClusterNode]:
+        """The running nodes that send the calls for the queue `name` to its owner."""
+        owner = self.owner(name)
+        return [n for n in self.nodes if n is not owner and n.running()]
 
     def wait_ready(self, nodes=None, timeout: float = CLUSTER_READY_S) -> float:
-        """Until a node leads and every running node (or each of `nodes`) answers an SQS request; returns the
-        seconds it took."""
+        """Until every partition is owned and every running node (or each of `nodes`) answers an SQS request
+        (ListQueues gathers from every partition's owner, so it fails while one has none); returns the seconds
+        it took."""
         started = time.monotonic()
         deadline = started + timeout
         pending = list(nodes or [n for n in self.nodes if n.running()])
@@ -303,7 +333,31 @@ class Cluster:
                     f"{node.node_id} did not serve within {timeout}s (last error: {last!r})\n{node.log_tail()}"
                 )
             time.sleep(0.1)
+        self.wait_balanced(deadline)
         return time.monotonic() - started
+
+    def ownership(self, pg: PgServer | None = None) -> Counter:
+        """How many partitions each node owns under an unexpired lease (key None: partitions nobody owns)."""
+        rows = (pg or self.pg).sql(
+            f"SELECT CASE WHEN expires_at > clock_timestamp() THEN node ELSE '' END "
+            f"FROM {self.schema}.veil_partition"
+        )
+        return Counter(row or None for row in rows.splitlines())
+
+    def wait_balanced(self, deadline: float) -> None:
+        """Until every partition is owned and each running node owns its fair share (⌊P/N⌋ or ⌈P/N⌉): the
+        tests that do not test joins start from a settled cluster, not from one still handing partitions to the
+        nodes that started last."""
+        running = {n.node_id for n in self.nodes if n.running()}
+        low, high = self.partitions // len(running), -(-self.partitions // len(running))
+        while True:
+            owned = self.ownership()
+            settled = (None not in owned and set(owned) <= running
+                       and all(low <= owned.get(node, 0) <= high for node in running))
+            if settled:
+                return
+            assert time.monotonic() < deadline, f"ownership did not settle: {dict(owned)}\n{self.logs()}"
+            time.sleep(0.1)
 
     def kill_all(self) -> None:
         for node in self.nodes:

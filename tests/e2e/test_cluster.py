@@ -47,7 +47,7 @@ from helpers import (
     make_client,
     wait_for_long_polls,
 )
-from pg_support import LEASE_TTL_MS, Cluster, PgServer, both_hosts
+from pg_support import LEASE_TTL_MS, Cluster, PgServer, both_hosts, partition_of
 
 # Every consumer's visibility timeout (seconds): a message received and not deleted is back this long after.
 VISIBILITY_S = 2
@@ -353,11 +353,12 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
     # veil_queue_long_polls_waiting, on every node's /metrics): a poll answered well before its 20 s were up was
     # woken by the send, not by the end of its wait. (How many milliseconds the wake took is not asserted: on a
     # shared machine that measures the scheduler.)
-    follower, other_follower = cluster.followers()
-    leader = cluster.leader()
     name = unique("wake")
+    sqs_client(cluster.nodes[0]).create_queue(QueueName=name)
+    leader = cluster.owner(name)
+    follower, other_follower = cluster.others(name)
     listener = sqs_client(follower, read_timeout=LONG_POLL_S + 10)
-    url = listener.create_queue(QueueName=name)["QueueUrl"]
+    url = listener.get_queue_url(QueueName=name)["QueueUrl"]
     for sender in (other_follower, leader):
         body = f"from {sender.node_id}"
         channel = channel_name("wake")
@@ -384,13 +385,15 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
         )
         listener.delete_message(QueueUrl=url, ReceiptHandle=msgs["Messages"][0]["ReceiptHandle"])
 
-        # The same over KubeMQ: a receive waiting on a follower gets the message another node takes in.
-        kmq = kubemq_client(follower, client_id="waiter")
+        # The same over KubeMQ: a receive waiting on a node that does not own the channel gets the message
+        # another node takes in. The channel exists before the poll (a send and its ack make it), so that the
+        # poll parks on a queue the gauge reports.
+        primer = kubemq_client(sender, client_id="primer")
+        primed = primer.send_queue_message_simple(QueueMessage(channel=channel, body=b"primer"))
+        assert not primed.is_error, primed.error
+        waiter = next(n for n in cluster.others(channel) if n is not sender)
+        kmq = kubemq_client(waiter, client_id="waiter")
         try:
-            # The channel exists before the poll (a send and its ack make it), so that the poll parks on a
-            # queue the gauge reports.
-            primed = kmq.send_queue_message_simple(QueueMessage(channel=channel, body=b"primer"))
-            assert not primed.is_error, primed.error
             kmq.receive_queue_messages(channel=channel, max_messages=1, wait_timeout_in_seconds=1).ack_all()
             kbox = {}
 
@@ -401,7 +404,7 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
 
             t = threading.Thread(target=poll_kubemq, daemon=True)
             t.start()
-            wait_for_long_polls(follower, f"/{channel}", 1)
+            wait_for_long_polls(waiter, f"/{channel}", 1)
             producer = kubemq_client(sender, client_id="late-producer")
             try:
                 sent_at = time.monotonic()
@@ -415,11 +418,12 @@ def test_a_long_poll_on_a_follower_wakes_when_another_node_sends(cluster):
             assert [m.body for m in response.messages] == [body.encode()]
             woke = kbox["done"] - sent_at
             assert woke < WELL_BEFORE_THE_WAIT_ENDS_S, (
-                f"the KubeMQ receive on {follower.node_id} answered {woke:.2f}s after the send: not woken by it"
+                f"the KubeMQ receive on {waiter.node_id} answered {woke:.2f}s after the send: not woken by it"
             )
             response.ack_all()
         finally:
             kmq.close()
+            primer.close()
 
 
 class SourceAddress(requests.adapters.HTTPAdapter):
@@ -451,10 +455,11 @@ def sqs_call_from(ip: str, node, action: str, params: dict) -> dict:
 def test_the_delivery_history_names_the_clients_own_address_whichever_node_it_entered(cluster):
     """A follower runs the call at the leader for its client: the leader records the client's address, not the
     follower's, and any node's admin API shows it."""
-    follower, other_follower = cluster.followers()
     name = unique("whose")
-    leader_sqs = sqs_client(cluster.leader())
-    url = leader_sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs_client(cluster.nodes[0]).create_queue(QueueName=name)
+    follower, other_follower = cluster.others(name)
+    leader_sqs = sqs_client(cluster.owner(name))
+    url = leader_sqs.get_queue_url(QueueName=name)["QueueUrl"]
     sent = leader_sqs.send_message(QueueUrl=url, MessageBody="whose receive")["MessageId"]
     got = sqs_call_from("127.0.0.2", follower, "ReceiveMessage",
                         {"QueueUrl": url, "MaxNumberOfMessages": 1, "VisibilityTimeout": 30})
@@ -523,6 +528,84 @@ def test_fifo_order_group_hiding_and_deduplication_hold_across_nodes(cluster):
 
 
 # ---- failures ----------------------------------------------------------------------------------------------
+
+def name_in_another_partition(cluster, prefix: str, than: str) -> str:
+    """A fresh queue name whose partition is not that of the queue `than`."""
+    taken = partition_of(than, cluster.partitions)
+    return next(n for n in (unique(prefix) for _ in range(1000)) if partition_of(n, cluster.partitions) != taken)
+
+
+def wait_messages(client, url: str, within_s: float = 10) -> list[dict]:
+    """Receives from `url` until something comes (a move into another partition arrives when its owner
+    accepts its inbox, within about 100 ms)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30,
+                                     AttributeNames=["All"], WaitTimeSeconds=1).get("Messages", [])
+        if got:
+            return got
+    raise AssertionError(f"nothing arrived in {url} within {within_s}s")
+
+
+def test_dead_letters_and_move_tasks_cross_partitions_once(cluster):
+    """A dead-letter queue in another partition than its source (another owner, usually another node): the
+    dead letter arrives there once, with its id, body and source; a move task takes it back across; a KubeMQ
+    message's own dead-letter channel, made on use, is created in its own partition."""
+    a, b, c = cluster.nodes
+    source = unique("dl-src")
+    dlq = name_in_another_partition(cluster, "dl-dlq", source)
+    source_url = sqs_client(a).create_queue(QueueName=source)["QueueUrl"]
+    dlq_url = sqs_client(b).create_queue(QueueName=dlq)["QueueUrl"]
+    dlq_arn = sqs_client(b).get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    source_arn = sqs_client(a).get_queue_attributes(
+        QueueUrl=source_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sqs_client(c).set_queue_attributes(QueueUrl=source_url, Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+    assert cluster.partition_of(source) != cluster.partition_of(dlq)
+    sent = sqs_client(a).send_message(QueueUrl=source_url, MessageBody="poison")["MessageId"]
+    first = sqs_client(b).receive_message(QueueUrl=source_url, VisibilityTimeout=0)["Messages"]
+    assert [m["MessageId"] for m in first] == [sent]
+    assert "Messages" not in sqs_client(c).receive_message(QueueUrl=source_url, VisibilityTimeout=0), (
+        "the receive after maxReceiveCount moves the message instead of delivering it"
+    )
+    moved = wait_messages(sqs_client(c), dlq_url)
+    assert [(m["MessageId"], m["Body"]) for m in moved] == [(sent, "poison")], "arrived once, itself"
+    assert moved[0]["Attributes"]["DeadLetterQueueSourceArn"] == source_arn
+    assert counts(sqs_client(a), source_url) == (0, 0, 0)
+    sqs_client(a).change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=moved[0]["ReceiptHandle"],
+                                            VisibilityTimeout=0)
+
+    # Back across, by a move task started through a third node.
+    sqs_client(b).start_message_move_task(SourceArn=dlq_arn)
+    back = wait_messages(sqs_client(a), source_url)
+    assert [(m["MessageId"], m["Body"]) for m in back] == [(sent, "poison")]
+    assert counts(sqs_client(c), dlq_url) == (0, 0, 0)
+
+    # KubeMQ: a message's own dead-letter channel in another partition, created there when the message moves.
+    channel = channel_name("dl-kmq")
+    dead = name_in_another_partition(cluster, "dl-kmq-dead", channel)
+    producer = kubemq_client(a, client_id="dl-producer")
+    consumer = kubemq_client(b, client_id="dl-consumer")
+    try:
+        result = producer.send_queue_message_simple(
+            QueueMessage(channel=channel, body=b"poison", max_receive_count=1, max_receive_queue=dead))
+        assert not result.is_error, result.error
+        got = consumer.receive_queue_messages(channel=channel, max_messages=1, wait_timeout_in_seconds=2)
+        assert [m.body for m in got.messages] == [b"poison"]
+        got.messages[0].nack()  # uses up its one receive: it moves at once
+        deadline = time.monotonic() + 10
+        while True:
+            dead_got = consumer.receive_queue_messages(channel=dead, max_messages=1, wait_timeout_in_seconds=1)
+            if dead_got.messages or time.monotonic() > deadline:
+                break
+        assert [m.body for m in dead_got.messages] == [b"poison"]
+        assert (dead_got.messages[0].is_re_routed, dead_got.messages[0].re_route_from_queue) == (True, channel)
+        dead_got.messages[0].ack()
+    finally:
+        producer.close()
+        consumer.close()
+    assert cluster.partition_of(dead) == partition_of(dead, cluster.partitions)
+
 
 # What a client may see while the cluster changes leader or the database is away: a cut connection or the
 # protocol's "service unavailable". Anything else (a 500, a hang) fails the test.
@@ -690,18 +773,41 @@ def wait_serving(node, within_s: float = RECOVERY_WITHIN_S) -> float:
                          f"{node.log_tail()}")
 
 
-def test_a_killed_leader_is_replaced_and_loses_nothing_acknowledged(pg, make_cluster):
+def wait_taken_over(cluster, name: str, epoch: int, pg=None, within_s: float = RECOVERY_WITHIN_S) -> tuple[str, int]:
+    """Until the partition of the queue `name` is owned under an epoch above `epoch`; its (node, epoch)."""
+    deadline = time.monotonic() + within_s
+    while (held := cluster.owner_id(name, pg)) is None or held[1] <= epoch:
+        assert time.monotonic() < deadline, f"nobody took over the partition of {name}\n{cluster.logs()}"
+        time.sleep(0.05)
+    return held
+
+
+def queue_owned_by_another(cluster, prefix: str, avoid) -> str:
+    """An SQS queue, created here, whose partition `avoid` does not own."""
+    for _ in range(50):
+        name = unique(prefix)
+        sqs_client(cluster.nodes[0]).create_queue(QueueName=name)
+        if cluster.owner(name) is not avoid:
+            return name
+    raise AssertionError(f"every queue landed on {avoid.node_id}")
+
+
+def test_a_killed_owner_is_replaced_and_its_partitions_lose_nothing_while_others_see_no_error(pg, make_cluster):
     cluster = make_cluster(pg)
-    leader = cluster.leader()
-    epoch = cluster.leader_id()[1]
-    s1, s2 = [n for n in cluster.nodes if n is not leader]
     name = unique("kill")
-    sqs_client(s1).create_queue(QueueName=name)
+    sqs_client(cluster.nodes[0]).create_queue(QueueName=name)
+    leader = cluster.owner(name)
+    epoch = cluster.owner_id(name)[1]
+    s1, s2 = cluster.others(name)
+    # A queue of a partition the killed node does not own, loaded through the survivors: its clients must see
+    # no error at all (its load is never marked disrupted, so any failure is unexpected).
+    calm_name = queue_owned_by_another(cluster, "calm", leader)
     load = SqsLoad(name, s1, s2, s1).start()
+    calm = SqsLoad(calm_name, s2, s1, s2).start()
     time.sleep(1.0)
 
-    # In flight at the kill, received through the leader itself and through a follower, never deleted: they
-    # come back when their 2 s visibility lapses, under the new leader.
+    # In flight at the kill, received through the owner itself and through another node, never deleted: they
+    # come back when their 2 s visibility lapses, under the new owner.
     in_flight = set()
     for node in (leader, s2):
         c = sqs_client(node)
@@ -711,21 +817,23 @@ def test_a_killed_leader_is_replaced_and_loses_nothing_acknowledged(pg, make_clu
     assert in_flight, "the load sent nothing to hold in flight"
 
     load.disrupt()
+    killed_at = time.monotonic()
     leader.kill()
-    takeover_s = max(wait_serving(s1), wait_serving(s2))
-    held = cluster.leader_id()
-    assert held is not None and held[0] != leader.node_id and held[1] > epoch, (
-        f"after the kill of {leader.node_id} (epoch {epoch}) the lease says {held}"
-    )
-    time.sleep(1.0)  # load under the new leader
+    held = wait_taken_over(cluster, name, epoch)
+    takeover_s = time.monotonic() - killed_at
+    assert held[0] != leader.node_id, f"after the kill of {leader.node_id} the lease says {held}"
+    takeover_s = max(takeover_s, wait_serving(s1), wait_serving(s2))
+    time.sleep(1.0)  # load under the new owner
     load.finish()
+    calm.finish()
     assert load.acked_after_disruption > 0, "no send acknowledged after the takeover"
-    print(f"kill -9 of the leader {leader.node_id}: the followers served again after {takeover_s:.2f}s; "
-          f"client errors meanwhile: {dict(load.transient)}")
+    print(f"kill -9 of {leader.node_id}: its partitions served again after {takeover_s:.2f}s; "
+          f"client errors meanwhile: {dict(load.transient)}; on another partition's queue: {calm.unexpected[:3]}")
     assert in_flight <= load.sent, "a message received before the kill was never acknowledged as sent"
     found = load.assert_nothing_acknowledged_lost(s2)
     back = in_flight - load.deleted - load.delete_in_doubt
     assert back <= found, f"in-flight messages that never came back: {sorted(back - found)}"
+    calm.assert_nothing_acknowledged_lost(s1)  # also asserts that its clients saw no error
 
 
 def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg, make_cluster):
@@ -733,11 +841,12 @@ def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg,
     from the memory it kept — not even over a connection it already held — since the queues changed under the
     new leader. It answers 503 until its term ends and its connections close; never the stale count."""
     cluster = make_cluster(pg, size=2)
-    old = cluster.leader()
-    epoch = cluster.leader_id()[1]
-    (other,) = [n for n in cluster.nodes if n is not old]
     name = unique("paused")
-    url = sqs_client(other).create_queue(QueueName=name)["QueueUrl"]
+    sqs_client(cluster.nodes[0]).create_queue(QueueName=name)
+    old = cluster.owner(name)
+    epoch = cluster.owner_id(name)[1]
+    (other,) = cluster.others(name)
+    url = sqs_client(other).get_queue_url(QueueName=name)["QueueUrl"]
     sqs_client(other).send_message(QueueUrl=url, MessageBody="before the pause")
     # A kept-alive connection through the old leader, to its engine; no retries, so each answer is its own.
     held = make_client(old.endpoint, read_timeout=10)
@@ -748,10 +857,7 @@ def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg,
 
     old.proc.send_signal(signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + RECOVERY_WITHIN_S
-        while (cluster.leader_id() or ("", 0))[1] <= epoch:
-            assert time.monotonic() < deadline, f"nobody took over from the paused {old.node_id}\n{cluster.logs()}"
-            time.sleep(0.1)
+        wait_taken_over(cluster, name, epoch)
         wait_serving(other)
         sqs_client(other).send_message(QueueUrl=url, MessageBody="under the new leader")
     finally:
@@ -917,7 +1023,11 @@ def test_a_promoted_standby_takes_over_with_every_acknowledged_message(make_clus
         standby.promote()
         recovered_s = max(wait_serving(node) for node in cluster.nodes)
         print(f"after the primary's kill -9 and the standby's promotion, every node served in {recovered_s:.2f}s")
-        held = cluster.leader_id(standby)
+        # Every partition reloads from the promoted standby (each store failed with the primary); until its
+        # partition serves again a queue answers "unavailable", which the checks below do not retry.
+        cluster.pg = standby
+        cluster.wait_ready()
+        held = cluster.owner_id(name, standby)
         assert held is not None, "no lease on the promoted standby"
 
         c3 = sqs_client(n3)

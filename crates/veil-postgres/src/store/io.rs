@@ -248,6 +248,8 @@ struct Writer {
     prepared: Prepared,
     call_timeout: Duration,
     shared: Shared,
+    /// To connect again when the connection closed while idle (`reconnect_if_closed`).
+    options: PgOptions,
 }
 
 impl Writer {
@@ -282,7 +284,24 @@ impl Writer {
             prepared,
             call_timeout: options.call_timeout(),
             shared,
+            options: options.clone(),
         })
+    }
+
+    /// Connects again when the connection closed while it had nothing in flight (the database restarted, or
+    /// a standby was promoted, while this writer was idle): nothing was lost with it, and every transaction of
+    /// the new one checks the fence as before, so a write that comes now need not fail the store. A
+    /// connection that fails a write fails the store instead (`commit_group`): what it had begun is unknown.
+    async fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
+        if !self.client.as_ref().is_some_and(Client::is_closed) {
+            return Ok(());
+        }
+        tracing::info!("the store's idle connection closed; connecting again");
+        let scope = self.prepared.scope;
+        let fresh = Self::open(&self.options, scope, self.shared.clone(), false).await?;
+        self.client = fresh.client;
+        self.prepared = fresh.prepared;
+        Ok(())
     }
 
     async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {
@@ -367,7 +386,10 @@ impl Writer {
             Some(refusal) => Err(refusal),
             // Only barriers: everything before them is already committed.
             None if ops.is_empty() => Ok(()),
-            None => self.transaction(ops).await,
+            None => match self.reconnect_if_closed().await {
+                Ok(()) => self.transaction(ops).await,
+                Err(error) => Err(error),
+            },
         };
         if let Err(error) = &result {
             // Whichever writer failed first names the failure; every writer drops its connection.

@@ -616,7 +616,10 @@ impl Member<'_, '_> {
         };
         self.loading.remove(&lease.partition);
         let open = gate.clone();
-        engine.gate_serving(Box::new(move || open.open()));
+        // Nor once its store failed: the engine's memory may then hold changes that never committed (a receive
+        // whose commit failed still hides its message there), until the next round drops the engine.
+        let failed = store.failed();
+        engine.gate_serving(Box::new(move || open.open() && !*failed.borrow()));
         let sweeper = crate::spawn_sweeper(engine.clone());
         let mover = crate::spawn_move_task_driver(engine.clone());
         let inbox = spawn_inbox_driver(engine.clone(), lease.partition);
