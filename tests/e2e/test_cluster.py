@@ -1,15 +1,20 @@
 """Scale-out end to end: several real `veil` nodes over one real PostgreSQL 15 (tests/e2e/pg_support.py starts
 it), driven with the real SDKs (boto3, azure-storage-queue, the kubemq SDK).
 
-With one partition (the default), one node at a time owns every queue (the row of partition 0 in `<schema>.veil_partition`) and runs the engine; every node decodes its own
-clients' requests and the others send each engine call to the leader over the internal RPC. The tests check that a client sees one node's semantics whichever node it talks to:
-every message sent through one node is delivered to consumers on the others, once inside its visibility window
-and never lost; a receipt issued by one node deletes through another; a long poll on a follower wakes when
-another node sends; FIFO order and deduplication hold across nodes; the leader records the client's own address,
-not the node it entered. Then the failures: kill -9 of the leader
-mid-load (a follower takes over after the lease lapses, nothing acknowledged is lost, in-flight messages come
-back), PostgreSQL stopped mid-load (every node answers its protocol's "service unavailable" at once, and resumes
-by itself when the database is back), a primary failover to a synchronous streaming standby, and a schema
+The queues fall into 4 partitions (pg_support.CLUSTER_PARTITIONS; VEIL_PARTITIONS overrides), each owned by
+one node at a time (its row of `<schema>.veil_partition`), which runs that partition's queues; every node
+decodes its own clients' requests and sends each engine call to the owner of its queue's partition over the
+internal RPC. The tests check that a client sees one node's semantics whichever node it talks to: every message
+sent through one node is delivered to consumers on the others, once inside its visibility window and never
+lost; a receipt issued by one node deletes through another; a long poll on a node that does not own the queue
+wakes when another node sends; FIFO order and deduplication hold across nodes; the owner records the client's
+own address, not the node it entered; a dead-letter queue in another partition gets its dead letters once, and
+a move task takes them back across. Then the failures and changes: kill -9 of a queue's owner mid-load
+(another node takes its partitions after the lease lapses, nothing acknowledged is lost, in-flight messages
+come back, and another partition's clients see no error), a node joining under load (it takes its share; a
+client that retries once sees no error), an owner paused past its lease (it answers nothing from memory),
+PostgreSQL stopped mid-load (every node answers its protocol's "service unavailable" at once, and resumes by
+itself when the database is back), a primary failover to a synchronous streaming standby, and a schema
 migrated by a newer binary (refused at start-up).
 
 Visibility timeouts are 2 s and the lease 1 s, so the whole file runs in about a minute.
@@ -629,8 +634,9 @@ class SqsLoad:
     """A producer and a consumer on given nodes, recording what the server acknowledged. From `disrupt()`
     on, failures are expected (kinds counted) and the requests they cut off are in doubt."""
 
-    def __init__(self, name: str, producer_node, consumer_node, deleter_node):
+    def __init__(self, name: str, producer_node, consumer_node, deleter_node, attempts: int = 1):
         self.name = name
+        self.attempts = attempts  # per request: 2 lets a client retry once, as the SDKs' default policy does
         self.producer_node, self.consumer_node, self.deleter_node = producer_node, consumer_node, deleter_node
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -678,7 +684,7 @@ class SqsLoad:
         return None
 
     def _produce(self):
-        c = make_client(self.producer_node.endpoint, read_timeout=8)
+        c = make_client(self.producer_node.endpoint, read_timeout=8, attempts=self.attempts)
         url = self._url(c)
         n = 0
         while not self.stop.is_set():
@@ -704,8 +710,8 @@ class SqsLoad:
             time.sleep(0.02)
 
     def _consume(self):
-        c = make_client(self.consumer_node.endpoint, read_timeout=8)
-        d = make_client(self.deleter_node.endpoint, read_timeout=8)
+        c = make_client(self.consumer_node.endpoint, read_timeout=8, attempts=self.attempts)
+        d = make_client(self.deleter_node.endpoint, read_timeout=8, attempts=self.attempts)
         url, durl = self._url(c), self._url(d)
         while not self.stop.is_set():
             try:
@@ -834,6 +840,40 @@ def test_a_killed_owner_is_replaced_and_its_partitions_lose_nothing_while_others
     back = in_flight - load.deleted - load.delete_in_doubt
     assert back <= found, f"in-flight messages that never came back: {sorted(back - found)}"
     calm.assert_nothing_acknowledged_lost(s1)  # also asserts that its clients saw no error
+
+
+def test_a_joining_node_takes_its_share_and_the_moved_queues_need_at_most_one_retry(pg, tmp_path):
+    """Two nodes own every partition; a third joins under load. It takes its fair share, each handed back by
+    its owner after the calls in flight finished, and a client that retries once (the SDKs' default retries
+    more) sees no error on any queue, moved or not, and loses nothing."""
+    cluster = Cluster(pg, tmp_path / "join", size=3)
+    try:
+        n1, n2, n3 = cluster.nodes
+        n1.start()
+        n2.start()
+        cluster.wait_ready(nodes=[n1, n2])
+        # A queue in every partition, so that whichever partitions move, some loaded queue moves with them.
+        names = []
+        for p in range(cluster.partitions):
+            name = next(n for n in (unique(f"join{p}") for _ in range(1000)) if partition_of(n, cluster.partitions) == p)
+            sqs_client(n1).create_queue(QueueName=name)
+            names.append(name)
+        before = cluster.ownership()
+        assert n3.node_id not in before
+        loads = [SqsLoad(name, n1, n2, n1, attempts=2).start() for name in names]
+        time.sleep(1.0)
+        n3.start()
+        cluster.wait_ready()
+        time.sleep(1.0)  # load after the moves
+        for load in loads:
+            load.finish()
+        after = cluster.ownership()
+        assert after.get(n3.node_id, 0) >= cluster.partitions // 3, f"the joining node took {dict(after)}"
+        print(f"ownership before the join {dict(before)}, after {dict(after)}")
+        for load in loads:
+            load.assert_nothing_acknowledged_lost(n3)  # asserts no error reached a client, too
+    finally:
+        cluster.kill_all()
 
 
 def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg, make_cluster):
