@@ -561,7 +561,8 @@ def test_dead_letters_and_move_tasks_cross_partitions_once(cluster):
     dlq = name_in_another_partition(cluster, "dl-dlq", source)
     source_url = sqs_client(a).create_queue(QueueName=source)["QueueUrl"]
     dlq_url = sqs_client(b).create_queue(QueueName=dlq)["QueueUrl"]
-    dlq_arn = sqs_client(b).get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = sqs_client(b).get_queue_attributes(
+        QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     source_arn = sqs_client(a).get_queue_attributes(
         QueueUrl=source_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sqs_client(c).set_queue_attributes(QueueUrl=source_url, Attributes={
@@ -855,7 +856,8 @@ def test_a_joining_node_takes_its_share_and_the_moved_queues_need_at_most_one_re
         # A queue in every partition, so that whichever partitions move, some loaded queue moves with them.
         names = []
         for p in range(cluster.partitions):
-            name = next(n for n in (unique(f"join{p}") for _ in range(1000)) if partition_of(n, cluster.partitions) == p)
+            name = next(n for n in (unique(f"join{p}") for _ in range(1000))
+                        if partition_of(n, cluster.partitions) == p)
             sqs_client(n1).create_queue(QueueName=name)
             names.append(name)
         before = cluster.ownership()
