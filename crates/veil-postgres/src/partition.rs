@@ -12,7 +12,7 @@ use veil_core::{MoveTaskRecord, QueueKey, StoreError};
 
 use crate::connect::db_error;
 use crate::limits::PARTITIONS_MAX;
-use crate::store::sql::decode;
+use crate::store::sql::{decode, get};
 
 /// The first queue id partition `partition` hands out: partitions' id ranges never meet (2^40 ids each).
 pub fn first_queue_id(partition: Partition) -> i64 {
@@ -45,7 +45,7 @@ pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreErr
         .await
         .map_err(db_error)?;
     if let Some(row) = held {
-        let node: String = row.get(0);
+        let node: String = get(&row, 0)?;
         return Err(StoreError::Unavailable(format!(
             "node {node} of an older Veil holds the single leader lease; partitions start once it stops"
         )));
@@ -57,7 +57,7 @@ pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreErr
         )
         .await
         .map_err(db_error)?
-        .map_or(0, |row| row.get(0));
+        .map_or(Ok(0), |row| get(&row, 0))?;
     txn.execute(
         "INSERT INTO veil_partition (partition, next_queue_id)
          SELECT p, CASE WHEN p = 0 THEN $2 ELSE p::bigint << 40 END FROM generate_series(0, $1 - 1) AS p",
@@ -87,10 +87,10 @@ async fn place_queues(txn: &tokio_postgres::Transaction<'_>, count: u32) -> Resu
         .map_err(db_error)?
     {
         let key = QueueKey {
-            namespace: row.get(1),
-            name: row.get(2),
+            namespace: get(&row, 1)?,
+            name: get(&row, 2)?,
         };
-        ids.push(row.get(0));
+        ids.push(get(&row, 0)?);
         partitions.push(partition_of(&key, count) as i32);
     }
     place(txn, "veil_queue", "id", &ids, &partitions).await
@@ -126,8 +126,8 @@ async fn place_move_tasks(
         .await
         .map_err(db_error)?
     {
-        let record: MoveTaskRecord = decode(row.get(1), "a move task")?;
-        numbers.push(row.get(0));
+        let record: MoveTaskRecord = decode(get(&row, 1)?, "a move task")?;
+        numbers.push(get(&row, 0)?);
         partitions.push(partition_of(&record.source_key, count) as i32);
     }
     place(txn, "veil_move_task", "number", &numbers, &partitions).await
@@ -143,7 +143,7 @@ pub async fn count(client: &impl GenericClient) -> Result<Option<u32>, StoreErro
         .await
         .map_err(db_error)?;
     row.map(|row| {
-        let count: i64 = row.get(0);
+        let count: i64 = get(&row, 0)?;
         u32::try_from(count)
             .map_err(|_| StoreError::Corrupt(format!("the partition count {count}")))
     })

@@ -13,6 +13,7 @@ use veil_core::StoreError;
 use crate::connect::db_error;
 use crate::lease::LeaderAddrs;
 use crate::partition::Partition;
+use crate::store::sql::get;
 
 /// A partition this node owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,10 +69,13 @@ pub async fn try_acquire(
         )
         .await
         .map_err(db_error)?;
-    Ok(row.map(|row| PartitionLease {
-        partition,
-        epoch: row.get(0),
-    }))
+    row.map(|row| {
+        Ok(PartitionLease {
+            partition,
+            epoch: get(&row, 0)?,
+        })
+    })
+    .transpose()
 }
 
 /// Extends every lease of `held` by `ttl` from now, in one statement; returns the partitions still this
@@ -100,10 +104,9 @@ pub async fn renew(
         )
         .await
         .map_err(db_error)?;
-    Ok(rows
-        .iter()
-        .map(|row| row.get::<_, i32>(0) as Partition)
-        .collect())
+    rows.iter()
+        .map(|row| get::<i32>(row, 0).map(|partition| partition as Partition))
+        .collect()
 }
 
 /// Gives `lease` up at once (a clean stop, or a surplus handed back), so another node need not wait for it
@@ -132,12 +135,12 @@ pub async fn table(client: &Client) -> Result<Vec<PartitionRow>, StoreError> {
         .map_err(db_error)?;
     rows.iter()
         .map(|row| {
-            let addrs: serde_json::Value = row.get(4);
+            let addrs: serde_json::Value = get(row, 4)?;
             Ok(PartitionRow {
-                partition: row.get::<_, i32>(0) as Partition,
-                node: row.get(1),
-                epoch: row.get(2),
-                live: row.get(3),
+                partition: get::<i32>(row, 0)? as Partition,
+                node: get(row, 1)?,
+                epoch: get(row, 2)?,
+                live: get(row, 3)?,
                 addrs: serde_json::from_value(addrs)
                     .map_err(|error| StoreError::Corrupt(format!("node addresses: {error}")))?,
             })
@@ -166,7 +169,7 @@ pub async fn heartbeat(
         )
         .await
         .map_err(db_error)?;
-    Ok(rows.iter().map(|row| row.get(0)).collect())
+    rows.iter().map(|row| get(row, 0)).collect()
 }
 
 /// Says that `node` stops: the others count it out at once.

@@ -410,7 +410,8 @@ fn id16(bytes: &[u8], what: &str) -> Result<[u8; 16], StoreError> {
         .map_err(|_| StoreError::Corrupt(format!("{what} is not 16 bytes")))
 }
 
-fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+/// Column `index` of `row`, or `StoreError::Corrupt` when it does not hold a `T` (never a panic).
+pub(crate) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     row: &'a Row,
     index: usize,
 ) -> Result<T, StoreError> {
