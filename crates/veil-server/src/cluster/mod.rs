@@ -50,12 +50,13 @@ use self::settings::PostgresSettings;
 use crate::config::Settings;
 use crate::{bind, Admin, ServeError, Sockets, TlsConfigs};
 
-/// A renewal must succeed this long before the lease's end as this node measures it, or the leader steps
+/// A renewal must succeed this long before the lease's end as this node measures it, or the owner steps
 /// down: the margin covers the database's and this node's clocks running at slightly different rates.
 const LEASE_MARGIN_PERCENT: u32 = 20;
-/// How long a stepping-down leader waits for its requests to drain before it drops the engine anyway.
+/// How long a partition's stepping-down owner waits for its requests to drain before it drops the engine
+/// anyway.
 const DRAIN_MS_MAX: u64 = 5_000;
-/// How often a draining leader looks whether its last request let go of the engine.
+/// How often a draining owner looks whether its last request let go of the engine.
 const DRAIN_POLL_MS: u64 = 10;
 /// How often an owned partition looks into its inbox when the last look found it empty: the longest a
 /// message moved here from another partition (a dead letter, a re-queue, a move task's) waits to arrive.
@@ -791,9 +792,9 @@ async fn drain(engine: &Arc<Engine>) {
     }
 }
 
-/// Whether a leader may still answer from memory: until the usable part of its term after the last
+/// Whether a partition's owner may still answer from memory: until the usable part of its term after the last
 /// renewal that succeeded, on this node's monotonic clock, which keeps running while the process is paused.
-/// The engine asks it for every request (`Engine::serving`), so a leader resumed after a pause longer than
+/// The engine asks it for every request (`Engine::serving`), so an owner resumed after a pause longer than
 /// its lease answers "unavailable" at once, before its renewal loop has even run and found the lease gone,
 /// and through the connections it still holds while its term drains.
 #[derive(Clone)]

@@ -13,8 +13,8 @@ use veil_postgres::PgOptions;
 
 use crate::config::ConfigError;
 
-/// How long a leader's lease lasts unless renewed: a dead leader's queues are served again after at most this
-/// (plus the new leader's load).
+/// How long a partition's lease lasts unless renewed: a dead node's partitions are served again after at most
+/// this (plus the new owner's load).
 pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
 /// Below this a lease would be renewed more often than a loaded database answers reliably.
 pub const LEASE_TTL_MS_MIN: u64 = 500;
@@ -33,24 +33,26 @@ pub struct ClusterArgs {
     /// This node's name in the lease table and the logs [default: <hostname>-<random hex>, new at each start]
     #[arg(long, env = "VEIL_NODE_ID")]
     pub node_id: Option<String>,
-    /// How long the leader's lease lasts unless renewed (renewed every quarter of it) [default: 5000]
+    /// How long a partition's lease lasts unless renewed (renewed every quarter of it) [default: 5000]
     #[arg(long, env = "VEIL_LEASE_TTL_MS")]
     pub lease_ttl_ms: Option<u64>,
     /// Address this node's internal RPC binds to (a port the system picks); other nodes send the engine
-    /// calls of their clients there while this node leads [default: 127.0.0.1]
+    /// calls of their clients there for the partitions this node owns [default: 127.0.0.1]
     #[arg(long, env = "VEIL_CLUSTER_BIND")]
     pub cluster_bind: Option<IpAddr>,
     /// Host name or address other nodes reach this node's internal RPC by [default: --cluster-bind]
     #[arg(long, env = "VEIL_CLUSTER_ADVERTISE")]
     pub cluster_advertise: Option<String>,
     /// Partitions of a new cluster, each owned by one node at a time; fixed by the first node that starts on
-    /// a database, later values are ignored [default: 1]
+    /// a database, later values are ignored [default: 4]
     #[arg(long, env = "VEIL_PARTITIONS")]
     pub partitions: Option<u32>,
-    /// Connections the leader reads message bodies over, beside its writer connections [default: 4]
+    /// Connections a node reads message bodies over, shared among its partitions, beside its writer connections
+    /// [default: 4]
     #[arg(long, env = "VEIL_PG_POOL_SIZE")]
     pub pg_pool_size: Option<usize>,
-    /// Writer connections of the leader, each committing the writes of its share of the queues [default: 1]
+    /// Writer connections of a node, shared among its partitions (at least one each), each committing the writes
+    /// of its share of the queues [default: 1]
     #[arg(long, env = "VEIL_PG_WRITERS")]
     pub pg_writers: Option<usize>,
     /// How long a connection attempt may take before the database counts as down [default: 2000]
