@@ -25,8 +25,10 @@ import pwd
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -230,6 +232,75 @@ def partition_of(name: str, count: int, namespace: str = "default") -> int:
     for byte in namespace.encode() + b"\0" + name.encode():
         h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h % count
+
+
+class CuttableLink:
+    """A TCP forwarder from a port of its own to `target_port`, standing in for the network between one node
+    and PostgreSQL. `cut()` makes it a black hole, as a network partition does: bytes in either direction are
+    dropped, connections stay open (nothing is reset, so the node learns only from its own timeouts), and new
+    connections are accepted and then hear nothing."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.cut_off = threading.Event()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def cut(self) -> None:
+        self.cut_off.set()
+
+    def close(self) -> None:
+        for s in [self.listener, *self.sockets]:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            if self.cut_off.is_set():
+                continue  # accepted, never answered
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            self.sockets.append(upstream)
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data:
+                if not self.cut_off.is_set():
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                return
+            if self.cut_off.is_set():
+                continue  # dropped on the floor
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
 
 
 def fresh_schema() -> str:

@@ -12,7 +12,8 @@ own address, not the node it entered; a dead-letter queue in another partition g
 a move task takes them back across. Then the failures and changes: kill -9 of a queue's owner mid-load
 (another node takes its partitions after the lease lapses, nothing acknowledged is lost, in-flight messages
 come back, and another partition's clients see no error), a node joining under load (it takes its share; a
-client that retries once sees no error), an owner paused past its lease (it answers nothing from memory),
+client that retries once sees no error), an owner paused past its lease (it answers nothing from memory), a
+node whose network to PostgreSQL goes silent (its partitions move, it stops answering for them),
 PostgreSQL stopped mid-load (every node answers its protocol's "service unavailable" at once, and resumes by
 itself when the database is back), a primary failover to a synchronous streaming standby, and a schema
 migrated by a newer binary (refused at start-up).
@@ -52,7 +53,7 @@ from helpers import (
     make_client,
     wait_for_long_polls,
 )
-from pg_support import LEASE_TTL_MS, Cluster, PgServer, both_hosts, partition_of
+from pg_support import LEASE_TTL_MS, Cluster, CuttableLink, PgServer, both_hosts, partition_of
 
 # Every consumer's visibility timeout (seconds): a message received and not deleted is back this long after.
 VISIBILITY_S = 2
@@ -876,6 +877,53 @@ def test_a_joining_node_takes_its_share_and_the_moved_queues_need_at_most_one_re
             load.assert_nothing_acknowledged_lost(n3)  # asserts no error reached a client, too
     finally:
         cluster.kill_all()
+
+
+def test_a_node_cut_off_from_postgresql_loses_its_partitions_and_stops_serving_them(pg, tmp_path):
+    """A node whose network to PostgreSQL goes silent (a black hole, not a reset: its connections stay open
+    and answer nothing) loses its partitions to the others once their leases lapse, and never answers for
+    them from memory again: a question about one of its former queues, asked through it, gets "unavailable"
+    (or the new owner's answer), never its stale count."""
+    link = CuttableLink(pg.port)
+    cluster = Cluster(pg, tmp_path / "cut", size=3)
+    cut_node = cluster.nodes[2]
+    cut_node.store = link.url()
+    try:
+        cluster.start()
+        n1 = cluster.nodes[0]
+        name = next(n for n in (unique("cut") for _ in range(100))
+                    if sqs_client(n1).create_queue(QueueName=n)["QueueUrl"] and cluster.owner(n) is cut_node)
+        url = sqs_client(n1).get_queue_url(QueueName=name)["QueueUrl"]
+        sqs_client(n1).send_message(QueueUrl=url, MessageBody="before the cut")
+        held = make_client(cut_node.endpoint, read_timeout=15)
+        held_url = held.get_queue_url(QueueName=name)["QueueUrl"]
+        count = lambda client, u: client.get_queue_attributes(  # noqa: E731
+            QueueUrl=u, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]
+        assert count(held, held_url) == "1"
+        epoch = cluster.owner_id(name)[1]
+
+        link.cut()
+        new_owner, _ = wait_taken_over(cluster, name, epoch)
+        assert new_owner != cut_node.node_id
+        wait_serving(n1)
+        sqs_client(n1).send_message(QueueUrl=url, MessageBody="after the cut")
+        assert count(sqs_client(n1), url) == "2"
+        try:
+            answered = count(held, held_url)
+        except ClientError as e:
+            got = (e.response["Error"].get("Code"), e.response["ResponseMetadata"]["HTTPStatusCode"])
+            assert got == ("ServiceUnavailable", 503), f"the cut-off node answered {got}"
+            outcome = "503 ServiceUnavailable"
+        else:
+            assert answered == "2", f"the cut-off node answered {answered} from memory; the queue holds 2"
+            outcome = "the new owner's count"
+        print(f"{cut_node.node_id} cut off from PostgreSQL: {new_owner} took its partition; asked through it, "
+              f"the queue's count got {outcome}")
+        assert cut_node.node_id not in cluster.ownership(), f"the cut-off node still owns {cluster.ownership()}"
+        assert cut_node.running(), "a node cut off from the database keeps running (and retrying)"
+    finally:
+        cluster.kill_all()
+        link.close()
 
 
 def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg, make_cluster):
