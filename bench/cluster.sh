@@ -115,6 +115,23 @@ wait_serving() {
   return 1
 }
 
+# Waits until every partition of SCHEMA is owned and each of NODES nodes owns its fair share (⌊P/N⌋ or ⌈P/N⌉),
+# so that a multi-node run does not measure the first seconds' hand-overs to the nodes that started last.
+wait_settled() {
+  local schema=$1 nodes=$2 deadline=$((SECONDS + 60)) settled
+  while [ $SECONDS -lt $deadline ]; do
+    settled=$(psql_q "WITH o AS (SELECT node, count(*) AS n FROM \"$schema\".veil_partition
+                                 WHERE expires_at > clock_timestamp() GROUP BY node),
+                           p AS (SELECT count(*) AS total FROM \"$schema\".veil_partition)
+                      SELECT (SELECT coalesce(sum(n), 0) FROM o) = total AND (SELECT count(*) FROM o) = LEAST($nodes, total)
+                             AND (SELECT coalesce(max(n) - min(n), 0) FROM o) <= 1 FROM p" 2>/dev/null || true)
+    if [ "$settled" = t ]; then return 0; fi
+    sleep 0.2
+  done
+  echo "cluster.sh: the partitions of $schema did not settle over $nodes nodes in 60 s" >&2
+  return 1
+}
+
 # start_node LOGNAME ARGS...: starts one veil serve on four free ports; prints its SQS port.
 start_node() {
   local log=$1; shift
@@ -203,10 +220,11 @@ for round in $(seq "$RUNS"); do
     for k in $(seq "$n"); do
       start_node "pg$n-node$k" --store "$PGURL" --node-id "n$k" --pg-schema "$schema" --lease-ttl-ms 2000
       endpoints="${endpoints:+$endpoints,}http://127.0.0.1:$LAST_PORT"
-      # The first node takes the lease; the others start once it serves, so that the leader is node 1.
+      # The first node takes every partition; the others start once it serves and take their share.
       if [ "$k" = 1 ]; then wait_serving "$LAST_PORT" || serving=no; fi
     done
     for e in ${endpoints//,/ }; do wait_serving "${e##*:}" || serving=no; done
+    if [ "$serving" = yes ] && [ "$n" -gt 1 ]; then wait_settled "$schema" "$n" || serving=no; fi
     if [ "$serving" = yes ]; then
       measure "$round" "pg$n" "veil, PostgreSQL, $n node$([ "$n" = 1 ] || echo s)" "$n" veil "$endpoints"
     else
