@@ -116,6 +116,21 @@ impl Pair {
     }
 }
 
+/// A queue `jobs` in partition 0 and a queue `retry` in partition 1, and one message sent to `jobs`, received
+/// and re-queued to `retry` (so in partition 1's inbox until the next ferry). Returns the queues and the send.
+async fn requeued_across(pair: &Pair) -> (QueueKey, QueueKey, SentMessage) {
+    let source = pair.queue_in(0, "jobs", QueueConfig::default()).await;
+    let target = pair.queue_in(1, "retry", QueueConfig::default()).await;
+    let sent = pair.send(&source, "job").await;
+    let held = pair.receive(&source, 30).await.remove(0);
+    let receipt = held.receipt.expect("a receive has a receipt");
+    pair.engine_of(&source)
+        .move_message(&source, &receipt, &target)
+        .await
+        .expect("moves");
+    (source, target, sent)
+}
+
 fn dead_lettering_to(dlq: &QueueKey, max_receive_count: u32) -> QueueConfig {
     QueueConfig {
         redrive_policy: Some(RedrivePolicy {
@@ -162,15 +177,7 @@ async fn a_dead_letter_reaches_its_queue_in_another_partition_exactly_once() {
 #[tokio::test]
 async fn a_requeue_into_another_partition_arrives_fresh_and_counts_as_a_send() {
     let pair = Pair::new();
-    let source = pair.queue_in(0, "jobs", QueueConfig::default()).await;
-    let target = pair.queue_in(1, "retry", QueueConfig::default()).await;
-    let sent = pair.send(&source, "job").await;
-    let held = pair.receive(&source, 30).await.remove(0);
-    let receipt = held.receipt.expect("a receive has a receipt");
-    pair.engine_of(&source)
-        .move_message(&source, &receipt, &target)
-        .await
-        .expect("moves");
+    let (source, target, sent) = requeued_across(&pair).await;
     assert_eq!(pair.stats(&source).counters.deletes, 1);
     assert_eq!(pair.ferry().await, 1);
     let arrived = pair.receive(&target, 30).await.remove(0);
@@ -221,15 +228,7 @@ async fn a_move_task_returns_dead_letters_to_their_origins_in_another_partition(
 #[tokio::test]
 async fn an_entry_whose_target_is_gone_goes_back_to_the_queue_it_left() {
     let pair = Pair::new();
-    let source = pair.queue_in(0, "jobs", QueueConfig::default()).await;
-    let target = pair.queue_in(1, "retry", QueueConfig::default()).await;
-    let sent = pair.send(&source, "job").await;
-    let held = pair.receive(&source, 30).await.remove(0);
-    let receipt = held.receipt.expect("a receipt");
-    pair.engine_of(&source)
-        .move_message(&source, &receipt, &target)
-        .await
-        .expect("moves");
+    let (source, target, sent) = requeued_across(&pair).await;
     pair.engines[1]
         .delete_queue(&target)
         .await

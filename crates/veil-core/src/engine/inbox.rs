@@ -145,17 +145,7 @@ impl Engine {
             redrive: entry.redrive,
             fifo_group,
         });
-        if let Some(history) = entry
-            .history
-            .filter(|_| index.record.config.delivery_history)
-        {
-            ops.push(StoreOp::PutHistory {
-                queue: target,
-                seq,
-                history: history.clone(),
-            });
-            index.history.arrived(seq, history);
-        }
+        Self::history_arrives(index, seq, entry.history, ops);
         wake
     }
 }

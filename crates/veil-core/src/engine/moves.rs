@@ -281,18 +281,27 @@ impl Engine {
             fifo_group,
         });
         // After the move, which deleted the history at `from` in the store.
-        if let Some(history) = arrival
-            .history
-            .filter(|_| target.record.config.delivery_history)
-        {
-            ops.push(StoreOp::PutHistory {
-                queue: arrival.target,
-                seq: to_seq,
-                history: history.clone(),
-            });
-            target.history.arrived(to_seq, history);
-        }
+        Self::history_arrives(target, to_seq, arrival.history, ops);
         wake
+    }
+
+    /// Keeps a moved message's delivery history at its new place, if its new queue records histories: written
+    /// after the store operation that put the message there.
+    pub(super) fn history_arrives(
+        target: &mut QueueIndex,
+        seq: Seq,
+        history: Option<DeliveryHistory>,
+        ops: &mut Vec<StoreOp>,
+    ) {
+        let Some(history) = history.filter(|_| target.record.config.delivery_history) else {
+            return;
+        };
+        ops.push(StoreOp::PutHistory {
+            queue: target.id(),
+            seq,
+            history: history.clone(),
+        });
+        target.history.arrived(seq, history);
     }
 
     /// Moves a message the caller holds (its current receipt) to `target` in one atomic, durable step, as a
