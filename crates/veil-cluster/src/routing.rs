@@ -206,7 +206,12 @@ impl Routing {
         loop {
             seen.borrow_and_update();
             let refused = match self.route_of(&key) {
-                Route::Here(engine) => return Ok(engine.execute(call).await),
+                Route::Here(engine) if engine.serving().is_ok() => {
+                    return Ok(engine.execute(call).await)
+                }
+                // Ours, but no longer answerable (the lease may have lapsed, the store failed): the round
+                // that drops it, or another node's takeover, changes the route.
+                Route::Here(_) => NOT_OWNER,
                 Route::At(peer) => match peer.call(&call, Vec::new()).await {
                     Ok(reply) => return Ok(reply),
                     Err(CallError::Failed(error)) => return Err(error),
@@ -232,7 +237,12 @@ impl Routing {
                 Some((here, there)) => {
                     let local = here.into_iter().map(|engine| {
                         let call = call.clone();
-                        Box::pin(async move { Ok(engine.execute(call).await) }) as Pending<'_>
+                        Box::pin(async move {
+                            match engine.serving() {
+                                Ok(()) => Ok(engine.execute(call).await),
+                                Err(_) => Err(CallError::NotOwner),
+                            }
+                        }) as Pending<'_>
                     });
                     let remote = there.into_values().map(|(peer, partitions)| {
                         let call = &call;
@@ -322,7 +332,7 @@ impl Routing {
             partitions
                 .iter()
                 .map(|partition| match table.routes.get(*partition as usize) {
-                    Some(Route::Here(engine)) => Some(engine.clone()),
+                    Some(Route::Here(engine)) if engine.serving().is_ok() => Some(engine.clone()),
                     _ => None,
                 })
                 .collect()

@@ -39,9 +39,11 @@ impl Engine for Service {
                 .answer_for(call, &frame.partitions)
                 .await
                 .ok_or_else(|| Status::failed_precondition(NOT_OWNER))?,
+            // An engine that may no longer answer (its lease may have lapsed, its store failed) is as good as
+            // gone: the caller waits for the partition's next owner rather than fail at once.
             Some(key) => match self.routing.engine(self.routing.partition_of(key)) {
-                Some(engine) => engine.execute(call).await,
-                None => return Err(Status::failed_precondition(NOT_OWNER)),
+                Some(engine) if engine.serving().is_ok() => engine.execute(call).await,
+                _ => return Err(Status::failed_precondition(NOT_OWNER)),
             },
         };
         let body = postcard::to_allocvec(&reply)
