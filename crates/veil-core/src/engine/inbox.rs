@@ -123,17 +123,15 @@ impl Engine {
         ops: &mut Vec<StoreOp>,
     ) -> bool {
         let index = state.queues.get_mut(&target).expect("resolved by fate");
-        let seq = index.alloc_seq(ops);
         let retention_ms = index.record.config.retention_ms;
         let arrived = inbox::arrival_state(&entry.rule, entry.state, retention_ms, now);
-        let fifo_group = index
-            .fifo
-            .is_some()
-            .then(|| entry.group.unwrap_or_default());
-        let wake = index.insert(seq, arrived, fifo_group.as_deref(), now);
-        if let Some(policy) = &entry.redrive {
-            index.set_redrive(seq, policy.clone());
-        }
+        let (seq, fifo_group, wake) = Self::place_arrival(
+            index,
+            arrived,
+            entry.group,
+            entry.redrive.as_ref(),
+            (now, ops),
+        );
         if entry.rule == ArrivalRule::Requeue {
             index.counters.sends += 1;
         }

@@ -262,16 +262,13 @@ impl Engine {
             .queues
             .get_mut(&arrival.target)
             .expect("move target resolved under the same lock");
-        let to_seq = target.alloc_seq(ops);
-        // A FIFO target orders the message in its group (the empty group if it came from a queue without).
-        let fifo_group = target
-            .fifo
-            .is_some()
-            .then(|| arrival.group.unwrap_or_default());
-        let wake = target.insert(to_seq, arrival.state, fifo_group.as_deref(), now);
-        if let Some(policy) = &arrival.redrive {
-            target.set_redrive(to_seq, policy.clone());
-        }
+        let (to_seq, fifo_group, wake) = Self::place_arrival(
+            target,
+            arrival.state,
+            arrival.group,
+            arrival.redrive.as_ref(),
+            (now, ops),
+        );
         ops.push(StoreOp::MoveMessage {
             from: arrival.from,
             to: (arrival.target, to_seq),
@@ -283,6 +280,25 @@ impl Engine {
         // After the move, which deleted the history at `from` in the store.
         Self::history_arrives(target, to_seq, arrival.history, ops);
         wake
+    }
+
+    /// Puts a message arriving in `target` (a move here, or an inbox entry) into its index under a new seq,
+    /// with its own rule, and a FIFO target orders it in its group (the empty group if it came from a queue
+    /// without). Returns the seq, the group it is stored with, and the insert's wake-up hint.
+    pub(super) fn place_arrival(
+        target: &mut QueueIndex,
+        state: MessageState,
+        group: Option<String>,
+        redrive: Option<&MessageRedrivePolicy>,
+        (now, ops): (Millis, &mut Vec<StoreOp>),
+    ) -> (Seq, Option<String>, bool) {
+        let seq = target.alloc_seq(ops);
+        let fifo_group = target.fifo.is_some().then(|| group.unwrap_or_default());
+        let wake = target.insert(seq, state, fifo_group.as_deref(), now);
+        if let Some(policy) = redrive {
+            target.set_redrive(seq, policy.clone());
+        }
+        (seq, fifo_group, wake)
     }
 
     /// Keeps a moved message's delivery history at its new place, if its new queue records histories: written
