@@ -311,9 +311,10 @@ class ClusterNode(VeilServer):
     """One `veil serve` node of a cluster: its queues live in PostgreSQL, so it has no data dir."""
 
     def __init__(self, log_dir: Path, store: str, schema: str, node_id: str, lease_ttl_ms: int = LEASE_TTL_MS,
-                 extra_args=(), partitions: int = CLUSTER_PARTITIONS):
+                 extra_args=(), partitions: int = CLUSTER_PARTITIONS, shards: tuple[str, ...] = ()):
         super().__init__(log_dir / node_id, log_dir=log_dir, extra_args=extra_args)
         self.store = store
+        self.shards = shards
         self.schema = schema
         self.node_id = node_id
         self.lease_ttl_ms = lease_ttl_ms
@@ -321,22 +322,25 @@ class ClusterNode(VeilServer):
 
     def store_args(self) -> list[str]:
         return ["--store", self.store, "--pg-schema", self.schema, "--node-id", self.node_id,
-                "--lease-ttl-ms", str(self.lease_ttl_ms), "--partitions", str(self.partitions)]
+                "--lease-ttl-ms", str(self.lease_ttl_ms), "--partitions", str(self.partitions)] + [
+                    arg for shard in self.shards for arg in ("--pg-shard", shard)]
 
 
 class Cluster:
-    """`size` nodes over one schema of `pg` (or of the connection string `store`)."""
+    """`size` nodes over one schema of `pg` (or of the connection string `store`), and of each of `shards`
+    (more databases the partitions are spread over: partition p on `([pg] + shards)[p % (1 + len(shards))]`)."""
 
     def __init__(self, pg: PgServer, log_dir: Path, size: int = 3, store: str | None = None,
                  schema: str | None = None, lease_ttl_ms: int = LEASE_TTL_MS, extra_args=(),
-                 partitions: int = CLUSTER_PARTITIONS):
+                 partitions: int = CLUSTER_PARTITIONS, shards: tuple[PgServer, ...] = ()):
         self.pg = pg
+        self.shards = tuple(shards)
         self.schema = schema or fresh_schema()
         self.store = store or pg.url
         self.partitions = partitions
         self.nodes = [
             ClusterNode(Path(log_dir), self.store, self.schema, f"node{i + 1}", lease_ttl_ms, extra_args,
-                        partitions)
+                        partitions, tuple(shard.url for shard in shards))
             for i in range(size)
         ]
 
@@ -349,7 +353,7 @@ class Cluster:
     def leader_id(self, pg: PgServer | None = None, partition: int = 0) -> tuple[str, int] | None:
         """(node, epoch) of the unexpired lease of `partition` (with one partition, the node that runs every
         queue), on the database's clock; None while nobody owns it."""
-        row = (pg or self.pg).sql(
+        row = (pg or self.database_of(partition)).sql(
             f"SELECT node || ' ' || epoch FROM {self.schema}.veil_partition "
             f"WHERE partition = {partition} AND expires_at > clock_timestamp()"
         )
@@ -361,9 +365,20 @@ class Cluster:
     def node(self, node_id: str) -> ClusterNode:
         return next(n for n in self.nodes if n.node_id == node_id)
 
+    @property
+    def databases(self) -> tuple[PgServer, ...]:
+        """The home (`pg`, which a test may switch to a promoted standby) and the shards, in order."""
+        return (self.pg, *self.shards)
+
+    def database_of(self, partition: int) -> PgServer:
+        """The shard holding `partition`."""
+        return self.databases[partition % len(self.databases)]
+
     def partition_of(self, name: str, pg: PgServer | None = None) -> int:
-        """The partition the catalog places the queue `name` in (any protocol's; names are unique here)."""
-        row = (pg or self.pg).sql(f"SELECT partition FROM {self.schema}.veil_queue WHERE name = '{name}'")
+        """The partition the catalog places the queue `name` in (any protocol's; names are unique here), read
+        from the shard its name hashes to."""
+        pg = pg or self.database_of(partition_of(name, self.partitions))
+        row = pg.sql(f"SELECT partition FROM {self.schema}.veil_queue WHERE name = '{name}'")
         assert row, f"no queue {name} in the catalog"
         return int(row)
 
@@ -408,12 +423,16 @@ class Cluster:
         return time.monotonic() - started
 
     def ownership(self, pg: PgServer | None = None) -> Counter:
-        """How many partitions each node owns under an unexpired lease (key None: partitions nobody owns)."""
-        rows = (pg or self.pg).sql(
-            f"SELECT CASE WHEN expires_at > clock_timestamp() THEN node ELSE '' END "
-            f"FROM {self.schema}.veil_partition"
-        )
-        return Counter(row or None for row in rows.splitlines())
+        """How many partitions each node owns under an unexpired lease (key None: partitions nobody owns), over
+        every shard (or on `pg` only)."""
+        owned = Counter()
+        for database in [pg] if pg else self.databases:
+            rows = database.sql(
+                f"SELECT CASE WHEN expires_at > clock_timestamp() THEN node ELSE '' END "
+                f"FROM {self.schema}.veil_partition"
+            )
+            owned.update(row or None for row in rows.splitlines())
+        return owned
 
     def wait_balanced(self, deadline: float) -> None:
         """Until every partition is owned and each running node owns its fair share (⌊P/N⌋ or ⌈P/N⌉): the

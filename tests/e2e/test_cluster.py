@@ -1179,3 +1179,114 @@ def test_a_schema_migrated_by_a_newer_binary_is_refused_at_start(pg, tmp_path):
     assert proc.returncode != 0, f"veil started on a schema with a migration it does not know\n{output}"
     assert "panicked" not in output, f"the refusal is a panic, not a message:\n{output}"
     assert "schema" in output and "newer" in output and "V99" in output, f"the refusal does not say why:\n{output}"
+
+
+# ---- shards: the partitions spread over two databases -------------------------------------------------------
+
+
+@pytest.fixture
+def sharded(veil_path, pg, tmp_path):
+    """Two nodes whose 4 partitions live on two PostgreSQL instances: 0 and 2 on the module's (the home), 1
+    and 3 on a second one of the test's own."""
+    second = PgServer("pg-shard").init().start()
+    c = Cluster(pg, tmp_path / "sharded", size=2, shards=(second,), partitions=4).start()
+    yield c, second
+    c.kill_all()
+    second.destroy()
+
+
+def name_on_shard(cluster, prefix: str, shard: int) -> str:
+    """A fresh queue name whose partition lives on shard `shard`."""
+    count = len(cluster.databases)
+    return next(n for n in (unique(prefix) for _ in range(1000))
+                if partition_of(n, cluster.partitions) % count == shard)
+
+
+def test_two_shards_hold_their_own_partitions_and_a_dead_letter_crosses_between_them_once(sharded):
+    """Each database holds the leases and queues of its partitions only; a dead-letter queue on the other
+    shard gets its dead letter once, and a move task takes it back; nothing is left in either inbox."""
+    cluster, second = sharded
+    home = cluster.pg
+    assert home.sql(f"SELECT string_agg(partition::text, ',' ORDER BY partition) "
+                    f"FROM {cluster.schema}.veil_partition") == "0,2"
+    assert second.sql(f"SELECT string_agg(partition::text, ',' ORDER BY partition) "
+                      f"FROM {cluster.schema}.veil_partition") == "1,3"
+    a, b = cluster.nodes
+    source, dlq = name_on_shard(cluster, "sh-src", 0), name_on_shard(cluster, "sh-dlq", 1)
+    source_url = sqs_client(a).create_queue(QueueName=source)["QueueUrl"]
+    dlq_url = sqs_client(b).create_queue(QueueName=dlq)["QueueUrl"]
+    in_home = home.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM {cluster.schema}.veil_queue")
+    in_second = second.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM {cluster.schema}.veil_queue")
+    assert (in_home, in_second) == (source, dlq), "each queue's catalog row is on its partition's shard"
+    dlq_arn = sqs_client(a).get_queue_attributes(
+        QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    source_arn = sqs_client(b).get_queue_attributes(
+        QueueUrl=source_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sqs_client(b).set_queue_attributes(QueueUrl=source_url, Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+    sent = [sqs_client(a).send_message(QueueUrl=source_url, MessageBody=f"poison-{i}")["MessageId"]
+            for i in range(3)]
+    first = sqs_client(b).receive_message(QueueUrl=source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert sorted(m["MessageId"] for m in first["Messages"]) == sorted(sent)
+    assert "Messages" not in sqs_client(a).receive_message(QueueUrl=source_url, VisibilityTimeout=0)
+    moved: list[dict] = []
+    deadline = time.monotonic() + 10
+    while len(moved) < len(sent) and time.monotonic() < deadline:
+        moved += wait_messages(sqs_client(a), dlq_url)
+    assert sorted(m["MessageId"] for m in moved) == sorted(sent), "each dead letter arrived once, itself"
+    assert {m["Attributes"]["DeadLetterQueueSourceArn"] for m in moved} == {source_arn}
+    for m in moved:
+        sqs_client(b).change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=m["ReceiptHandle"],
+                                                VisibilityTimeout=0)
+
+    sqs_client(a).start_message_move_task(SourceArn=dlq_arn)
+    back: list[dict] = []
+    deadline = time.monotonic() + 10
+    while len(back) < len(sent) and time.monotonic() < deadline:
+        back += wait_messages(sqs_client(b), source_url)
+    assert sorted((m["MessageId"], m["Body"]) for m in back) == sorted(
+        (mid, f"poison-{i}") for i, mid in enumerate(sent)), "back across, once each"
+    assert counts(sqs_client(a), dlq_url) == (0, 0, 0)
+    for database in (home, second):
+        left = database.sql(f"SELECT (SELECT count(*) FROM {cluster.schema}.veil_inbox) || ' ' || "
+                            f"(SELECT count(*) FROM {cluster.schema}.veil_inbox_imported)")
+        assert left == "0 0", f"entries or marks left behind on {database.name}: {left}"
+
+
+def test_a_shard_down_fails_only_its_own_partitions_and_they_serve_again_when_it_returns(sharded):
+    """The second database stops: its queues answer 503 through every node, the home's queues go on with no
+    error; once it is back, its queues serve again with what they held."""
+    cluster, second = sharded
+    a, b = cluster.nodes
+    calm, away = name_on_shard(cluster, "sh-calm", 0), name_on_shard(cluster, "sh-away", 1)
+    calm_url = sqs_client(a).create_queue(QueueName=calm)["QueueUrl"]
+    away_url = sqs_client(a).create_queue(QueueName=away)["QueueUrl"]
+    sqs_client(b).send_message(QueueUrl=away_url, MessageBody="kept")
+    second.stop()
+    try:
+        for node in (a, b):
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    sqs_unavailable(node, away)
+                    break
+                except AssertionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        for i in range(20):
+            node = (a, b)[i % 2]
+            sqs_client(node).send_message(QueueUrl=calm_url, MessageBody=f"calm-{i}")
+        assert counts(sqs_client(b), calm_url)[0] == 20
+    finally:
+        second.start()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            got = sqs_client(a).receive_message(QueueUrl=away_url, WaitTimeSeconds=1).get("Messages", [])
+            if got:
+                break
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ServiceUnavailable", exc.response
+        assert time.monotonic() < deadline, f"the shard's queue did not serve again\n{cluster.logs()}"
+    assert [m["Body"] for m in got] == ["kept"]

@@ -1,6 +1,7 @@
-//! Veil on PostgreSQL (docs/cluster.md; docs/decisions/0007-scale-out.md). Several stateless Veil nodes share one
-//! database: one of them at a time holds the leader lease and runs the engine over [`PgStore`]; the others
-//! forward their clients' connections to it. This crate is everything that talks to PostgreSQL:
+//! Veil on PostgreSQL (docs/cluster.md; docs/decisions/0011-partitioned-ownership.md). Several stateless Veil
+//! nodes share one database, or several (shards): the queues are spread over partitions, each owned by one
+//! node at a time, which runs an engine over a [`PgStore`] of that partition. This crate is everything that
+//! talks to PostgreSQL:
 //!
 //! - `connect`: connections from a libpq-style string (several hosts and `target_session_attrs=read-write`
 //!   allowed, so a promoted replica is found by reconnecting), with Veil's timeouts set on each;
@@ -11,6 +12,7 @@
 //! - `lease`: the leader lease, its epoch and the addresses its holder serves on;
 //! - `partition`, `partition_lease`: which partition a queue belongs to, the cluster's partition count, and
 //!   each partition's lease and epoch, and the nodes alive now;
+//! - `import`: moves between shards, copied from one database's inbox into another's;
 //! - `clock`: [`DbClock`], the engine's clock in a cluster: the database's time, so every leader decides
 //!   visibility on one clock;
 //! - `secret`: the cluster's shared secret (receipt key, Azure delegation keys, forwarding token).
@@ -19,6 +21,7 @@
 
 pub mod clock;
 pub mod connect;
+pub mod import;
 pub mod lease;
 pub mod limits;
 pub mod migrations;

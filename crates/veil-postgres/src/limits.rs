@@ -31,3 +31,11 @@ pub const WRITERS_MAX: usize = 16;
 /// The most partitions a cluster may have (fixed when it is created): each is a lease row every node reads
 /// each round, and its queue ids start at `partition << 40`.
 pub const PARTITIONS_MAX: u32 = 1_024;
+
+/// The most databases a cluster's partitions may be spread over (`store` and its `[[postgres.shards]]`):
+/// each is one control and one import connection per node, and a query per node every round.
+pub const SHARDS_MAX: u32 = 16;
+
+/// Inbox entries one import from another shard copies at most (store/../import.rs): bounds the arrays of one
+/// statement; the rest follow in the next.
+pub const IMPORT_ENTRIES_MAX: i64 = 500;

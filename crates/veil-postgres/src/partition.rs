@@ -19,11 +19,37 @@ pub fn first_queue_id(partition: Partition) -> i64 {
     i64::from(partition) << 40
 }
 
-/// Fixes the cluster's partition count at `wanted` unless it is fixed already, and returns the count in
-/// force (which an operator's later setting does not change). Fixing it creates the partitions' lease rows
-/// and places every existing queue and move task in its partition, in one transaction; nodes starting
-/// together take turns under a table lock, so one of them fixes it and the others read it.
-pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreError> {
+/// Which of a cluster's databases one is (docs/cluster.md "Shards"): shard `index` of `count` holds the
+/// partitions p with p mod `count` = `index` (their queues, leases and inboxes). Shard 0 is the one `store`
+/// names, the cluster's home: its secret, its member nodes and the clock every engine decides visibility on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// The only database of a cluster without shards.
+    pub const ALONE: Shard = Shard { index: 0, count: 1 };
+
+    /// The shard `partition` lives on, of `count`.
+    pub fn of(partition: Partition, count: u32) -> u32 {
+        partition % count.max(1)
+    }
+
+    pub fn holds(&self, partition: Partition) -> bool {
+        Self::of(partition, self.count) == self.index
+    }
+}
+
+/// Fixes the cluster's partition count at `wanted` on shard `shard` unless it is fixed there already, and
+/// returns the count in force (which an operator's later setting does not change). Fixing it creates the
+/// lease rows of the shard's partitions and places every existing queue and move task in its partition, in
+/// one transaction; nodes starting together take turns under a table lock, so one of them fixes it and the
+/// others read it. A shard other than the home is fixed with the home's count, after it. A database fixed
+/// as another shard, or of a cluster with another number of shards, is refused: the shards of a cluster are
+/// fixed when it is created, as its partitions are.
+pub async fn establish(client: &mut Client, wanted: u32, shard: Shard) -> Result<u32, StoreError> {
     if wanted == 0 || wanted > PARTITIONS_MAX {
         return Err(StoreError::Incompatible(format!(
             "a cluster has 1 to {PARTITIONS_MAX} partitions, not {wanted}"
@@ -34,7 +60,19 @@ pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreErr
         .await
         .map_err(db_error)?;
     if let Some(count) = count(&txn).await? {
+        let fixed = Shard {
+            index: meta(&txn, "shard").await?.unwrap_or(0) as u32,
+            count: meta(&txn, "shards").await?.unwrap_or(1) as u32,
+        };
         txn.commit().await.map_err(db_error)?;
+        if fixed != shard || (shard.index > 0 && count != wanted) {
+            return Err(StoreError::Incompatible(format!(
+                "this database is shard {} of {} of a cluster of {count} partitions, configured as shard {} of \
+                 {}: a cluster's shards are fixed when it is created, in the order `store` and \
+                 [[postgres.shards]] list them",
+                fixed.index, fixed.count, shard.index, shard.count
+            )));
+        }
         return Ok(count);
     }
     let held = txn
@@ -50,32 +88,69 @@ pub async fn establish(client: &mut Client, wanted: u32) -> Result<u32, StoreErr
             "node {node} of an older Veil holds the single leader lease; partitions start once it stops"
         )));
     }
-    let next: i64 = txn
-        .query_opt(
-            "SELECT value FROM veil_store_meta WHERE name = 'next_queue_id'",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-        .map_or(Ok(0), |row| get(&row, 0))?;
+    if shard.count > 1 {
+        let queues: i64 = get(
+            &txn.query_one("SELECT count(*) FROM veil_queue", &[])
+                .await
+                .map_err(db_error)?,
+            0,
+        )?;
+        if queues > 0 {
+            return Err(StoreError::Incompatible(format!(
+                "shard {} holds {queues} queues of a store that had no shards: shards are set when a cluster \
+                 is created, on empty databases",
+                shard.index
+            )));
+        }
+    }
+    let next = meta(&txn, "next_queue_id").await?.unwrap_or(0);
     txn.execute(
         "INSERT INTO veil_partition (partition, next_queue_id)
-         SELECT p, CASE WHEN p = 0 THEN $2 ELSE p::bigint << 40 END FROM generate_series(0, $1 - 1) AS p",
-        &[&(wanted as i32), &next],
+         SELECT p, CASE WHEN p = 0 THEN $2 ELSE p::bigint << 40 END FROM generate_series(0, $1 - 1) AS p
+          WHERE p % $3 = $4",
+        &[
+            &(wanted as i32),
+            &next,
+            &(shard.count as i32),
+            &(shard.index as i32),
+        ],
     )
     .await
     .map_err(db_error)?;
     place_queues(&txn, wanted).await?;
     place_move_tasks(&txn, wanted).await?;
     txn.execute(
-        "INSERT INTO veil_store_meta (name, value) VALUES ('partitions', $1)",
-        &[&i64::from(wanted)],
+        "INSERT INTO veil_store_meta (name, value)
+         VALUES ('partitions', $1), ('shard', $2), ('shards', $3)",
+        &[
+            &i64::from(wanted),
+            &i64::from(shard.index),
+            &i64::from(shard.count),
+        ],
     )
     .await
     .map_err(db_error)?;
     txn.commit().await.map_err(db_error)?;
-    tracing::info!(partitions = wanted, "fixed the cluster's partition count");
+    tracing::info!(
+        partitions = wanted,
+        shard = shard.index,
+        shards = shard.count,
+        "fixed the cluster's partition count"
+    );
     Ok(wanted)
+}
+
+/// A number of `veil_store_meta`, if written.
+async fn meta(client: &impl GenericClient, name: &str) -> Result<Option<i64>, StoreError> {
+    client
+        .query_opt(
+            "SELECT value FROM veil_store_meta WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(db_error)?
+        .map(|row| get(&row, 0))
+        .transpose()
 }
 
 /// Writes every queue's partition into the catalog.
@@ -135,24 +210,31 @@ async fn place_move_tasks(
 
 /// The cluster's partition count, if fixed.
 pub async fn count(client: &impl GenericClient) -> Result<Option<u32>, StoreError> {
-    let row = client
-        .query_opt(
-            "SELECT value FROM veil_store_meta WHERE name = 'partitions'",
-            &[],
-        )
-        .await
-        .map_err(db_error)?;
-    row.map(|row| {
-        let count: i64 = get(&row, 0)?;
-        u32::try_from(count)
-            .map_err(|_| StoreError::Corrupt(format!("the partition count {count}")))
-    })
-    .transpose()
+    meta(client, "partitions")
+        .await?
+        .map(|count| {
+            u32::try_from(count)
+                .map_err(|_| StoreError::Corrupt(format!("the partition count {count}")))
+        })
+        .transpose()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_partition_lives_on_exactly_one_shard() {
+        for count in 1..=4 {
+            for partition in 0..16 {
+                let holders = (0..count)
+                    .filter(|&index| Shard { index, count }.holds(partition))
+                    .count();
+                assert_eq!(holders, 1, "partition {partition} of {count} shards");
+            }
+        }
+        assert!(Shard::ALONE.holds(7));
+    }
 
     #[test]
     fn partitions_hand_out_ids_that_never_meet() {

@@ -11,7 +11,7 @@ use crate::connect::{
     CONNECT_TIMEOUT_MS_DEFAULT, POOL_SIZE_DEFAULT, SCHEMA_DEFAULT, STATEMENT_TIMEOUT_MS_DEFAULT,
     WRITERS_DEFAULT,
 };
-use crate::limits::{POOL_SIZE_MAX, WRITERS_MAX};
+use crate::limits::{POOL_SIZE_MAX, SHARDS_MAX, WRITERS_MAX};
 use crate::PgOptions;
 
 /// How often a node retries the database after a failure, and polls the lease as a follower.
@@ -30,6 +30,17 @@ pub struct PostgresSettings {
     pub statement_timeout_ms: u64,
     pub schema: String,
     pub retry_interval_ms: u64,
+    /// More databases the partitions are spread over (`[[postgres.shards]]`), after the one `store` names:
+    /// partition p lives on shard p mod (1 + shards.len()), shard 0 being `store` (docs/cluster.md "Shards").
+    pub shards: Vec<ShardSettings>,
+}
+
+/// One `[[postgres.shards]]` entry.
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ShardSettings {
+    /// libpq connection string or URL of the shard's database; every other setting is `[postgres]`'s.
+    pub store: String,
 }
 
 impl Default for PostgresSettings {
@@ -42,6 +53,7 @@ impl Default for PostgresSettings {
             statement_timeout_ms: STATEMENT_TIMEOUT_MS_DEFAULT,
             schema: SCHEMA_DEFAULT.to_owned(),
             retry_interval_ms: RETRY_INTERVAL_MS_DEFAULT,
+            shards: Vec::new(),
         }
     }
 }
@@ -55,6 +67,8 @@ pub enum SettingsError {
     Writers,
     #[error("pg timeouts and the retry interval must be positive")]
     ZeroTimeout,
+    #[error("a cluster has 1 to {SHARDS_MAX} shards (`store` and its [[postgres.shards]])")]
+    Shards,
 }
 
 impl PostgresSettings {
@@ -73,7 +87,21 @@ impl PostgresSettings {
         {
             return Err(SettingsError::ZeroTimeout);
         }
+        if 1 + self.shards.len() > SHARDS_MAX as usize {
+            return Err(SettingsError::Shards);
+        }
         Ok(())
+    }
+
+    /// The options of every shard's database, shard 0 (`store`) first: the same settings, each its own URL.
+    pub fn shard_options(&self) -> Vec<PgOptions> {
+        let home = self.options();
+        std::iter::once(home.clone())
+            .chain(self.shards.iter().map(|shard| PgOptions {
+                url: shard.store.clone(),
+                ..home.clone()
+            }))
+            .collect()
     }
 
     pub fn options(&self) -> PgOptions {

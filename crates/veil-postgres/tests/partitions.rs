@@ -56,7 +56,9 @@ async fn established(test: &str) -> Option<(PgOptions, Vec<QueueRecord>)> {
     whole.close();
     let mut client = connect(&options).await.expect("connects");
     assert_eq!(
-        partition::establish(&mut client, PARTITIONS).await.unwrap(),
+        partition::establish(&mut client, PARTITIONS, partition::Shard::ALONE)
+            .await
+            .unwrap(),
         PARTITIONS
     );
     Some((options, before))
@@ -89,7 +91,9 @@ async fn the_partition_count_is_fixed_once_and_places_the_queues_already_there()
     };
     let mut client = connect(&options).await.unwrap();
     assert_eq!(
-        partition::establish(&mut client, 16).await.unwrap(),
+        partition::establish(&mut client, 16, partition::Shard::ALONE)
+            .await
+            .unwrap(),
         PARTITIONS,
         "a later setting does not change the count in force"
     );

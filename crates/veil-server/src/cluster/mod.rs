@@ -42,6 +42,7 @@ use veil_core::inbox::Placement;
 use veil_core::partition::Partition;
 use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
 use veil_postgres::lease::LeaderAddrs;
+use veil_postgres::partition::Shard;
 use veil_postgres::partition_lease::{self, PartitionLease, PartitionRow};
 use veil_postgres::{DbClock, PgStore, Scope};
 use veil_telemetry::Telemetry;
@@ -80,7 +81,12 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         rpc_addr: String::new(),
         readiness: None,
         clock: DbClock::default(),
-        control: None,
+        shards: postgres.shard_options(),
+        controls: std::iter::repeat_with(|| None)
+            .take(1 + postgres.pg.shards.len())
+            .collect(),
+        known: BTreeMap::new(),
+        serving: watch::channel(BTreeMap::new()).0,
         secret: None,
         count: None,
         share: 1,
@@ -156,7 +162,12 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     member.rpc_addr = format!("{}:{}", postgres.advertise, rpc_local.port());
     member.routing = Some(routing.clone());
     member.readiness = Some(admin.readiness.clone());
+    let importer = (member.shards.len() > 1)
+        .then(|| spawn_importer(member.shards.clone(), member.serving.subscribe()));
     let result = member.run().await;
+    if let Some(importer) = importer {
+        importer.abort();
+    }
     admin.readiness.set(veil_admin::Phase::Stopping);
     routing.nobody_anywhere();
     stop_serving.send_replace(true);
@@ -185,8 +196,16 @@ struct Member<'a, 'n> {
     readiness: Option<veil_admin::Readiness>,
     /// Every engine's clock on this node; synced every round.
     clock: DbClock,
-    /// The control connection (leases, clock); `None` after a failure, reopened on the next round.
-    control: Option<Client>,
+    /// How to reach each shard's database, the home (shard 0, `store`) first (docs/cluster.md "Shards").
+    shards: Vec<veil_postgres::PgOptions>,
+    /// One control connection per shard (the home's: clock, membership and its leases; another's: its
+    /// leases), in `shards`' order; `None` after a failure, reopened on the next round.
+    controls: Vec<Option<Client>>,
+    /// Every partition's lease as last read: a shard out of reach keeps its last rows for the plan.
+    known: BTreeMap<Partition, PartitionRow>,
+    /// The leases of the partitions this node serves, for the import of moves between shards
+    /// (`spawn_importer`); written on every install and leave.
+    serving: watch::Sender<BTreeMap<Partition, PartitionLease>>,
     /// The cluster's shared secret, read once from the database.
     secret: Option<[u8; 32]>,
     /// The cluster's partition count, once fixed.
@@ -244,7 +263,7 @@ impl Member<'_, '_> {
                     return Err(error);
                 }
                 Err(RoundError::Database(error)) => {
-                    if self.control.take().is_some() {
+                    if self.drop_control(0) {
                         tracing::warn!(%error, "database unreachable; answering 'service unavailable'");
                     }
                     self.route_others_nowhere();
@@ -281,7 +300,7 @@ impl Member<'_, '_> {
                 Ok(()) => return Ok(self.secret),
                 Err(RoundError::Fatal(error)) => return Err(error),
                 Err(RoundError::Database(error)) => {
-                    self.control = None;
+                    self.drop_control(0);
                     tracing::warn!(%error, "database unreachable; retrying");
                 }
             }
@@ -293,30 +312,48 @@ impl Member<'_, '_> {
         }
     }
 
-    /// (Re)connects the control connection (migrating the schema), reads the cluster's secret once and fixes
-    /// or learns the partition count once.
+    /// How many databases the partitions are spread over.
+    fn shard_count(&self) -> u32 {
+        self.shards.len() as u32
+    }
+
+    /// The shard `partition` lives on.
+    fn shard_of(&self, partition: Partition) -> usize {
+        Shard::of(partition, self.shard_count()) as usize
+    }
+
+    /// Shard `shard`'s control connection, while it has one.
+    fn control(&self, shard: usize) -> Option<&Client> {
+        self.controls.get(shard).and_then(Option::as_ref)
+    }
+
+    /// The home's control connection.
+    fn home(&self) -> Result<&Client, RoundError> {
+        self.control(0)
+            .ok_or(RoundError::Database(StoreError::Closed))
+    }
+
+    /// Drops shard `shard`'s control connection; whether it had one.
+    fn drop_control(&mut self, shard: usize) -> bool {
+        self.controls
+            .get_mut(shard)
+            .and_then(Option::take)
+            .is_some()
+    }
+
+    /// (Re)connects the home's control connection (migrating the schema), reads the cluster's secret once and
+    /// fixes or learns the partition count once; then (re)connects every other shard, fixing its partitions.
+    /// A shard other than the home out of reach fails only its own partitions.
     async fn connect(&mut self) -> Result<(), RoundError> {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
-        if self.control.is_none() {
-            let mut client = veil_postgres::connect(&postgres.options()).await?;
-            bounded(
-                timeout,
-                veil_postgres::migrations::run(
-                    &mut client,
-                    postgres.options().session_guard.as_millis(),
-                ),
-            )
-            .await
-            .map_err(|error| match error {
-                StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
-                other => RoundError::Database(other),
-            })?;
+        let shards = self.shard_count();
+        if self.control(0).is_none() {
+            let client = self.open_control(0).await?;
             tracing::info!(node = %postgres.node_id, "connected to the database");
-            self.control = Some(client);
+            self.controls[0] = Some(client);
         }
-        let client = self
-            .control
+        let client = self.controls[0]
             .as_mut()
             .ok_or(RoundError::Database(StoreError::Closed))?;
         if self.secret.is_none() {
@@ -329,15 +366,11 @@ impl Member<'_, '_> {
             );
         }
         if self.count.is_none() {
-            let count = bounded(
-                timeout,
-                veil_postgres::partition::establish(client, postgres.partitions),
-            )
-            .await
-            .map_err(|error| match error {
-                StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
-                other => RoundError::Database(other),
-            })?;
+            let home = Shard {
+                index: 0,
+                count: shards,
+            };
+            let count = fix_partitions(timeout, client, postgres.partitions, home).await?;
             if count != postgres.partitions {
                 tracing::info!(
                     partitions = count,
@@ -350,7 +383,47 @@ impl Member<'_, '_> {
             }
             self.count = Some(count);
         }
+        for index in 1..shards as usize {
+            if self.control(index).is_some() {
+                continue;
+            }
+            match self.connect_shard(index).await {
+                Ok(client) => {
+                    tracing::info!(shard = index, "connected to the shard's database");
+                    self.controls[index] = Some(client);
+                }
+                Err(RoundError::Database(error)) => {
+                    tracing::debug!(%error, shard = index, "the shard's database is out of reach");
+                }
+                Err(fatal) => return Err(fatal),
+            }
+        }
         Ok(())
+    }
+
+    /// A control connection to shard `index`, its schema migrated.
+    async fn open_control(&self, index: usize) -> Result<Client, RoundError> {
+        let options = &self.shards[index];
+        let mut client = veil_postgres::connect(options).await?;
+        bounded(
+            options.call_timeout(),
+            veil_postgres::migrations::run(&mut client, options.session_guard.as_millis()),
+        )
+        .await
+        .map_err(fatal_if_incompatible)?;
+        Ok(client)
+    }
+
+    /// A control connection to shard `index` (not the home), its partitions fixed with the home's count.
+    async fn connect_shard(&self, index: usize) -> Result<Client, RoundError> {
+        let count = self.count.ok_or(RoundError::Database(StoreError::Closed))?;
+        let mut client = self.open_control(index).await?;
+        let shard = Shard {
+            index: index as u32,
+            count: self.shard_count(),
+        };
+        fix_partitions(self.shards[index].call_timeout(), &mut client, count, shard).await?;
+        Ok(client)
     }
 
     fn addrs(&self) -> LeaderAddrs {
@@ -364,28 +437,21 @@ impl Member<'_, '_> {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
         self.connect().await?;
-        let client = self
-            .control
-            .as_ref()
-            .ok_or(RoundError::Database(StoreError::Closed))?;
-        bounded(timeout, self.clock.sync(client)).await?;
+        bounded(timeout, self.clock.sync(self.home()?)).await?;
         self.renew().await?;
         self.leave_failed_stores();
-        let client = self
-            .control
-            .as_ref()
-            .ok_or(RoundError::Database(StoreError::Closed))?;
         let ttl = postgres.lease_ttl();
         let addrs = self.addrs();
         let live = bounded(
             timeout,
-            partition_lease::heartbeat(client, &postgres.node_id, &addrs, ttl),
+            partition_lease::heartbeat(self.home()?, &postgres.node_id, &addrs, ttl),
         )
         .await?;
-        let table = bounded(timeout, partition_lease::table(client)).await?;
-        self.route(&table);
-        let slots: Vec<Slot> = table
-            .iter()
+        self.read_leases().await?;
+        self.route();
+        let slots: Vec<Slot> = self
+            .known
+            .values()
             .map(|row| Slot {
                 partition: row.partition,
                 owner: row.live.then(|| row.node.clone()),
@@ -399,33 +465,68 @@ impl Member<'_, '_> {
             }
         }
         for partition in plan.take {
-            let client = self
-                .control
-                .as_ref()
-                .ok_or(RoundError::Database(StoreError::Closed))?;
+            let shard = self.shard_of(partition);
+            let Some(client) = self.control(shard) else {
+                continue;
+            };
             let attempt = Instant::now();
             let taken = bounded(
                 timeout,
                 partition_lease::try_acquire(client, partition, &postgres.node_id, &addrs, ttl),
             )
-            .await?;
-            if let Some(lease) = taken {
-                self.load(lease, attempt);
+            .await;
+            match taken {
+                Ok(Some(lease)) => self.load(lease, attempt),
+                Ok(None) => {}
+                Err(error) if shard == 0 => return Err(error.into()),
+                Err(error) => self.shard_lost(shard, &error),
             }
         }
         Ok(())
     }
 
-    /// Routes every partition this node does not serve: to its live owner, or nowhere.
-    fn route(&self, table: &[PartitionRow]) {
+    /// Reads every reachable shard's leases into `known`: the home's must answer; another shard that does not
+    /// is dropped until the next round, its partitions kept as last read.
+    async fn read_leases(&mut self) -> Result<(), RoundError> {
+        let timeout = self.node.postgres.options().call_timeout();
+        for shard in 0..self.shards.len() {
+            let Some(client) = self.control(shard) else {
+                continue;
+            };
+            match bounded(timeout, partition_lease::table(client)).await {
+                Ok(rows) => {
+                    for row in rows {
+                        self.known.insert(row.partition, row);
+                    }
+                }
+                Err(error) if shard == 0 => return Err(error.into()),
+                Err(error) => self.shard_lost(shard, &error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Shard `shard` (not the home) stopped answering: its control connection goes, and the partitions on it
+    /// this node does not serve answer "unavailable" until it answers again. Those this node serves go on
+    /// while their terms last, as with the home.
+    fn shard_lost(&mut self, shard: usize, error: &StoreError) {
+        if self.drop_control(shard) {
+            tracing::warn!(%error, shard, "a shard's database is out of reach; its other partitions answer 'service unavailable'");
+        }
+    }
+
+    /// Routes every partition this node does not serve: to its live owner, or nowhere (also when its shard
+    /// is out of reach, as for every partition while the home is).
+    fn route(&self) {
         let Some(routing) = &self.routing else {
             return;
         };
-        for row in table {
+        for row in self.known.values() {
             if self.owned.contains_key(&row.partition) {
                 continue;
             }
-            let elsewhere = row.live && row.node != self.node.postgres.node_id;
+            let reachable = self.control(self.shard_of(row.partition)).is_some();
+            let elsewhere = reachable && row.live && row.node != self.node.postgres.node_id;
             if elsewhere && !row.addrs.rpc.is_empty() {
                 if routing.route(row.partition) == veil_cluster::routing::RouteView::Nobody {
                     tracing::debug!(partition = row.partition, owner = %row.node, "following the owner");
@@ -467,40 +568,56 @@ impl Member<'_, '_> {
         self.node.postgres.lease_ttl() * (100 - LEASE_MARGIN_PERCENT) / 100
     }
 
-    /// Renews every lease this node holds, in one statement bounded by the shortest term left; leaves the
-    /// partitions another node took.
+    /// Renews every lease this node holds, in one statement per shard bounded by the shortest term left there;
+    /// leaves the partitions another node took. The home failing fails the round; another shard failing
+    /// only drops its connection (its partitions' terms then run out unless a later round renews them).
     async fn renew(&mut self) -> Result<(), RoundError> {
-        let postgres = self.node.postgres;
         let mut held: Vec<(PartitionLease, TermGate)> = Vec::new();
         held.extend(self.owned.values().map(|o| (o.lease, o.gate.clone())));
         held.extend(self.loading.values().cloned());
         held.extend(self.draining.values().cloned());
+        for shard in 0..self.shards.len() {
+            let on_shard: Vec<(PartitionLease, TermGate)> = held
+                .iter()
+                .filter(|(lease, _)| self.shard_of(lease.partition) == shard)
+                .cloned()
+                .collect();
+            match self.renew_on(shard, &on_shard).await {
+                Ok(()) => {}
+                Err(error) if shard == 0 => {
+                    self.drop_control(0);
+                    return Err(error.into());
+                }
+                Err(error) => self.shard_lost(shard, &error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Renews `held`, all on shard `shard`.
+    async fn renew_on(
+        &mut self,
+        shard: usize,
+        held: &[(PartitionLease, TermGate)],
+    ) -> Result<(), StoreError> {
         if held.is_empty() {
             return Ok(());
         }
+        let postgres = self.node.postgres;
         let left = held
             .iter()
             .map(|(_, gate)| gate.left())
             .min()
             .unwrap_or_default();
-        let client = self
-            .control
-            .as_ref()
-            .ok_or(RoundError::Database(StoreError::Closed))?;
+        let client = self.control(shard).ok_or(StoreError::Closed)?;
         let leases: Vec<PartitionLease> = held.iter().map(|(lease, _)| *lease).collect();
         let attempt = Instant::now();
         let renewal =
             partition_lease::renew(client, &postgres.node_id, &leases, postgres.lease_ttl());
-        let still = match tokio::time::timeout(left, renewal).await {
-            Ok(renewed) => renewed?,
-            Err(_) => {
-                self.control = None;
-                return Err(RoundError::Database(StoreError::Unavailable(
-                    "the leases could not be renewed in time".into(),
-                )));
-            }
-        };
-        for (lease, gate) in &held {
+        let still = tokio::time::timeout(left, renewal).await.map_err(|_| {
+            StoreError::Unavailable("the leases could not be renewed in time".into())
+        })??;
+        for (lease, gate) in held {
             if still.contains(&lease.partition) {
                 gate.renewed(attempt);
             }
@@ -559,7 +676,7 @@ impl Member<'_, '_> {
         );
         let gate = TermGate::new(taken_at, self.usable_term());
         self.loading.insert(lease.partition, (lease, gate));
-        let options = self.partition_options();
+        let options = self.partition_options(lease.partition);
         let scope = Scope::Partition {
             partition: lease.partition,
             count,
@@ -580,10 +697,10 @@ impl Member<'_, '_> {
         });
     }
 
-    /// One partition's connections: the node's pool and writers shared among the partitions of its fair
-    /// share, at least one each.
-    fn partition_options(&self) -> veil_postgres::PgOptions {
-        let mut options = self.node.postgres.options();
+    /// One partition's connections, to its shard: the node's pool and writers shared among the partitions of
+    /// its fair share, at least one each.
+    fn partition_options(&self, partition: Partition) -> veil_postgres::PgOptions {
+        let mut options = self.shards[self.shard_of(partition)].clone();
         let share = self.share;
         let per = |total: usize| (total / share).max(1);
         options.pool_size = per(options.pool_size);
@@ -627,6 +744,9 @@ impl Member<'_, '_> {
         if let Some(routing) = &self.routing {
             routing.own(lease.partition, engine.clone());
         }
+        self.serving.send_modify(|serving| {
+            serving.insert(lease.partition, lease);
+        });
         tracing::info!(
             partition = lease.partition,
             epoch = lease.epoch,
@@ -662,6 +782,9 @@ impl Member<'_, '_> {
         if let Some(routing) = &self.routing {
             routing.nobody(partition);
         }
+        self.serving.send_modify(|serving| {
+            serving.remove(&partition);
+        });
         if hand_back {
             self.draining
                 .insert(partition, (owned.lease, owned.gate.clone()));
@@ -684,7 +807,7 @@ impl Member<'_, '_> {
     async fn release(&self, lease: PartitionLease) {
         let postgres = self.node.postgres;
         let timeout = postgres.options().call_timeout();
-        if let Some(client) = &self.control {
+        if let Some(client) = self.control(self.shard_of(lease.partition)) {
             let released = partition_lease::release(client, &postgres.node_id, lease);
             if let Err(error) = bounded(timeout, released).await {
                 tracing::debug!(%error, partition = lease.partition, "could not release a lease; it will lapse");
@@ -700,6 +823,7 @@ impl Member<'_, '_> {
             routing.nobody_anywhere();
         }
         let owned = std::mem::take(&mut self.owned);
+        self.serving.send_modify(BTreeMap::clear);
         let mut leases: Vec<PartitionLease> = owned.values().map(|owned| owned.lease).collect();
         let mut retiring = JoinSet::new();
         for owned in owned.into_values() {
@@ -712,12 +836,35 @@ impl Member<'_, '_> {
             self.release(lease).await;
         }
         let postgres = self.node.postgres;
-        if let Some(client) = &self.control {
+        if let Some(client) = self.control(0) {
             let left = partition_lease::leave(client, &postgres.node_id);
             if let Err(error) = bounded(postgres.options().call_timeout(), left).await {
                 tracing::debug!(%error, "could not leave the node table; this node's row will lapse");
             }
         }
+    }
+}
+
+/// Fixes (or learns) the partition count on one shard; a database fixed otherwise stops the node.
+async fn fix_partitions(
+    timeout: Duration,
+    client: &mut Client,
+    wanted: u32,
+    shard: Shard,
+) -> Result<u32, RoundError> {
+    bounded(
+        timeout,
+        veil_postgres::partition::establish(client, wanted, shard),
+    )
+    .await
+    .map_err(fatal_if_incompatible)
+}
+
+/// A database this binary must not use stops the node; any other failure is retried.
+fn fatal_if_incompatible(error: StoreError) -> RoundError {
+    match error {
+        StoreError::Incompatible(_) => RoundError::Fatal(ServeError::Store(error)),
+        other => RoundError::Database(other),
     }
 }
 
@@ -777,6 +924,94 @@ fn spawn_inbox_driver(engine: Arc<Engine>, partition: Partition) -> JoinHandle<(
             tokio::time::sleep(Duration::from_millis(INBOX_POLL_MS)).await;
         }
     })
+}
+
+/// Brings home, while the node runs, what other shards' partitions moved into the partitions this node
+/// serves (veil_postgres::import): every `INBOX_POLL_MS`, for each shard holding one of them, the entries
+/// waiting for them on every other shard are copied in, then each partition's inbox driver accepts them. Its
+/// own connection per shard, opened when first needed and again after a failure.
+fn spawn_importer(
+    shards: Vec<veil_postgres::PgOptions>,
+    serving: watch::Receiver<BTreeMap<Partition, PartitionLease>>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut clients: Vec<Option<Client>> =
+            std::iter::repeat_with(|| None).take(shards.len()).collect();
+        loop {
+            tokio::time::sleep(Duration::from_millis(INBOX_POLL_MS)).await;
+            let leases: Vec<PartitionLease> = serving.borrow().values().copied().collect();
+            let count = shards.len() as u32;
+            for home in 0..shards.len() {
+                let here: Vec<PartitionLease> = leases
+                    .iter()
+                    .copied()
+                    .filter(|lease| Shard::of(lease.partition, count) as usize == home)
+                    .collect();
+                if here.is_empty() {
+                    continue;
+                }
+                for origin in (0..shards.len()).filter(|&origin| origin != home) {
+                    if let Err(error) =
+                        import_once(&shards, &mut clients, origin, home, &here).await
+                    {
+                        tracing::warn!(%error, origin, home, "bringing moves home from another shard failed");
+                        clients[origin] = None;
+                        clients[home] = None;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// One copy of the entries waiting on shard `origin` for the partitions of `leases` (all on shard `home`).
+async fn import_once(
+    shards: &[veil_postgres::PgOptions],
+    clients: &mut [Option<Client>],
+    origin: usize,
+    home: usize,
+    leases: &[PartitionLease],
+) -> Result<(), StoreError> {
+    for index in [origin, home] {
+        if clients[index].is_none() {
+            clients[index] = Some(veil_postgres::connect(&shards[index]).await?);
+        }
+    }
+    let timeout = shards[home].call_timeout();
+    let (first, second) = clients.split_at_mut(origin.max(home));
+    let (origin_client, home_client) = if origin < home {
+        (first[origin].as_ref(), second[0].as_mut())
+    } else {
+        (second[0].as_ref(), first[home].as_mut())
+    };
+    let (Some(origin_client), Some(home_client)) = (origin_client, home_client) else {
+        return Err(StoreError::Closed);
+    };
+    let partitions: Vec<Partition> = leases.iter().map(|lease| lease.partition).collect();
+    let waiting = bounded(
+        timeout,
+        veil_postgres::import::waiting(origin_client, origin as u32, &partitions),
+    )
+    .await?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    for lease in leases {
+        let brought = bounded(
+            timeout * 3,
+            veil_postgres::import::bring_home(origin_client, home_client, *lease, &waiting),
+        )
+        .await?;
+        if brought > 0 {
+            tracing::debug!(
+                partition = lease.partition,
+                origin,
+                brought,
+                "brought moves home from another shard"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Waits until the requests of a partition let go of its engine (each holds it while it runs), at most

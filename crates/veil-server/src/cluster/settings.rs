@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
-use veil_postgres::settings::PostgresSettings as PgSettings;
+use veil_postgres::settings::{PostgresSettings as PgSettings, ShardSettings};
 use veil_postgres::PgOptions;
 
 use crate::config::ConfigError;
@@ -67,6 +67,11 @@ pub struct ClusterArgs {
     /// How often a node retries the database after a failure [default: 500]
     #[arg(long, env = "VEIL_PG_RETRY_INTERVAL_MS")]
     pub pg_retry_interval_ms: Option<u64>,
+    /// Another database the partitions are spread over (repeat for each, in the same order on every node;
+    /// replaces the config file's [[postgres.shards]]): partition p lives on shard p mod (1 + shards), shard 0
+    /// being --store. Fixed when the cluster is created [default: none]
+    #[arg(long = "pg-shard", value_name = "STORE")]
+    pub pg_shards: Vec<String>,
 }
 
 /// `[cluster]` of the config file.
@@ -108,6 +113,16 @@ impl PostgresSettings {
         self.pg.options().guarded_below(self.lease_ttl())
     }
 
+    /// Every shard's connection options, the home (`store`) first, guarded as [`Self::options`].
+    pub fn shard_options(&self) -> Vec<PgOptions> {
+        let ttl = self.lease_ttl();
+        self.pg
+            .shard_options()
+            .into_iter()
+            .map(|options| options.guarded_below(ttl))
+            .collect()
+    }
+
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_millis(self.lease_ttl_ms)
     }
@@ -142,6 +157,24 @@ impl StoreSetting {
             ))
         })?;
         pg.url = url;
+        if !args.pg_shards.is_empty() {
+            pg.shards = args
+                .pg_shards
+                .into_iter()
+                .map(|store| ShardSettings { store })
+                .collect();
+        }
+        for (index, shard) in pg.shards.iter().enumerate() {
+            shard
+                .store
+                .parse::<tokio_postgres::Config>()
+                .map_err(|error| {
+                    ConfigError::Invalid(format!(
+                        "shard {} is not a PostgreSQL connection string: {error}",
+                        index + 1
+                    ))
+                })?;
+        }
         set(&mut pg.pool_size, args.pg_pool_size);
         set(&mut pg.writers, args.pg_writers);
         set(&mut pg.connect_timeout_ms, args.pg_connect_timeout_ms);
@@ -278,6 +311,52 @@ mod tests {
         assert_eq!(
             options.call_timeout(),
             Duration::from_millis(900 + CONNECT_TIMEOUT_MS_DEFAULT)
+        );
+    }
+
+    #[test]
+    fn shards_come_from_the_file_or_replace_it_from_flags() {
+        let file = "store = \"postgres://veil@a/veil\"\n\
+                    [[postgres.shards]]\nstore = \"postgres://veil@b/veil\"\n\
+                    [[postgres.shards]]\nstore = \"host=c user=veil\"\n";
+        let StoreSetting::Postgres(postgres) = resolve(file, ClusterArgs::default()).unwrap()
+        else {
+            panic!("expected PostgreSQL");
+        };
+        let urls: Vec<String> = postgres
+            .shard_options()
+            .into_iter()
+            .map(|options| options.url)
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                "postgres://veil@a/veil",
+                "postgres://veil@b/veil",
+                "host=c user=veil"
+            ]
+        );
+        let flags = ClusterArgs {
+            pg_shards: vec!["postgres://veil@d/veil".into()],
+            ..ClusterArgs::default()
+        };
+        let StoreSetting::Postgres(postgres) = resolve(file, flags).unwrap() else {
+            panic!("expected PostgreSQL");
+        };
+        assert_eq!(
+            postgres.shard_options().len(),
+            2,
+            "the flags replace the file's list"
+        );
+        let bad = ClusterArgs {
+            store: Some("postgres://veil@a/veil".into()),
+            pg_shards: vec!["postgres://[".into()],
+            ..ClusterArgs::default()
+        };
+        let refused = resolve("", bad).unwrap_err().to_string();
+        assert!(
+            refused.contains("shard 1 is not a PostgreSQL connection string"),
+            "{refused}"
         );
     }
 
