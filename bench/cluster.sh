@@ -8,6 +8,8 @@
 #   veil pg 1 node     Veil on PostgreSQL, one node (it decodes and runs every call on its own engine)
 #   veil pg 2 nodes    two nodes, the clients spread round-robin over their SQS ports (a follower sends its calls to the leader over the internal RPC)
 #   veil pg 3 nodes    three nodes, likewise
+#   veil pg-2shards    two nodes whose partitions are spread over two PostgreSQL instances (--pg-shard): a second
+#                      server is started for it, and its CPU and counters are added to the first's in every row
 #   pg-skip-locked     a plain SQL queue (FOR UPDATE SKIP LOCKED) driven directly by veil-bench
 # Each Veil-on-PostgreSQL configuration gets a fresh schema (--pg-schema) in every round. Recorded per run:
 # msg/s end to end, server CPU per message (veil processes and PostgreSQL processes separately, utime + stime
@@ -17,7 +19,7 @@
 # At the end, one line per configuration for scripts (medians over the rounds; lost and duplicated summed):
 #   cluster: config=<name> nodes=<N> queues=<K> msg_per_s=<X> lost=<L> duplicated=<D> pg_statements_per_msg=<S> pg_cpu_us_per_msg=<C>
 #
-# Usage: bench/cluster.sh   (RUNS=3 DURATION=10 QUEUES=12 CLIENTS=12; ONLY="embedded pg1 pg2 pg3 skiplocked")
+# Usage: bench/cluster.sh   (RUNS=3 DURATION=10 QUEUES=12 CLIENTS=12; ONLY="embedded pg1 pg2 pg3 pg2shards skiplocked")
 #        VEIL_BASELINE=/path/to/other/veil ONLY="pg1 pg1base skiplocked" bench/cluster.sh   (an A/B of the store)
 #        VEIL_BASELINE_ARGS="--pg-writers 1" ONLY="pg1 pg1base skiplocked" bench/cluster.sh  (an A/B of a setting:
 #        the baseline node is VEIL_BASELINE, or this veil, started with these extra arguments)
@@ -30,7 +32,7 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
 QUEUES=${QUEUES:-12}
 CLIENTS=${CLIENTS:-12}
-ONLY=${ONLY:-"embedded pg1 pg2 pg3 skiplocked"}
+ONLY=${ONLY:-"embedded pg1 pg2 pg3 pg2shards skiplocked"}
 VEIL=${VEIL:-$PWD/target/release/veil}
 BENCH=${BENCH:-$PWD/target/release/veil-bench}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -46,7 +48,9 @@ done
 TMP=$(mktemp -d)
 chmod 711 "$TMP" # PostgreSQL runs as the postgres user and must reach its directory inside
 PG_DIR="$TMP/pg"
+PG2_DIR="$TMP/pg2"
 NODE_PIDS=()
+wanted() { [[ " $ONLY " == *" $1 "* ]]; }
 
 
 stop_nodes() {
@@ -59,19 +63,32 @@ stop_nodes() {
 cleanup() {
   stop_nodes
   scripts/pg-test-server stop "$PG_DIR" >/dev/null 2>&1 || true
+  scripts/pg-test-server stop "$PG2_DIR" >/dev/null 2>&1 || true
   if [ -z "${KEEP_DATA:-}" ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- PostgreSQL 15, defaults except what the measurement needs (pg_stat_statements; trust auth on loopback).
-PGURL=$(PG_SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all" \
-  scripts/pg-test-server start "$PG_DIR")
+# --- PostgreSQL 15, defaults except what the measurement needs (pg_stat_statements; trust auth on loopback);
+# a second instance for pg2shards. PG_PORTS and PG_PIDS list every instance; the counters and CPU add them up.
+start_pg() {
+  PG_SERVER_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all" \
+    scripts/pg-test-server start "$1"
+}
+psql_on() { PGOPTIONS='-c client_min_messages=warning' "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2"; }
+PGURL=$(start_pg "$PG_DIR")
 PGPORT=$(cat "$PG_DIR/port")
 PGDATA_DIR="$PG_DIR/data"
 PG_PID=$(head -1 "$PGDATA_DIR/postmaster.pid")
-psql_q() { PGOPTIONS='-c client_min_messages=warning' "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c "$1"; }
-psql_q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+PG_PORTS=("$PGPORT")
+PG_PIDS=("$PG_PID")
+if wanted pg2shards; then
+  PG2URL=$(start_pg "$PG2_DIR")
+  PG_PORTS+=("$(cat "$PG2_DIR/port")")
+  PG_PIDS+=("$(head -1 "$PG2_DIR/data/postmaster.pid")")
+fi
+psql_q() { psql_on "$PGPORT" "$1"; }
+for port in "${PG_PORTS[@]}"; do psql_on "$port" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null; done
 echo "postgres $("$PGBIN/postgres" --version | awk '{print $3}') up on 127.0.0.1:$PGPORT (pid $PG_PID), data in $PGDATA_DIR"
 echo "synchronous_commit=$(psql_q 'SHOW synchronous_commit') fsync=$(psql_q 'SHOW fsync') wal_sync_method=$(psql_q 'SHOW wal_sync_method') shared_buffers=$(psql_q 'SHOW shared_buffers')"
 
@@ -80,10 +97,12 @@ ticks_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}
 # PostgreSQL's CPU so far: the postmaster, every live child (backends, walwriter, checkpointer, ...) and the
 # children it has reaped (cutime + cstime: backends of closed connections).
 pg_ticks() {
-  local total child
-  total=$(sed 's/.*) //' "/proc/$PG_PID/stat" | awk '{print $12 + $13 + $14 + $15}')
-  for child in $(ps -o pid= --ppid "$PG_PID"); do
-    total=$((total + $(ticks_of "$child")))
+  local total=0 child pid
+  for pid in "${PG_PIDS[@]}"; do
+    total=$((total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13 + $14 + $15}')))
+    for child in $(ps -o pid= --ppid "$pid"); do
+      total=$((total + $(ticks_of "$child")))
+    done
   done
   echo "$total"
 }
@@ -93,12 +112,18 @@ veil_ticks() {
   echo "$total"
 }
 pg_counters() {
-  psql_q "SELECT (SELECT wal_sync FROM pg_stat_wal), (SELECT wal_bytes FROM pg_stat_wal),
+  local port
+  for port in "${PG_PORTS[@]}"; do
+    psql_on "$port" "SELECT (SELECT wal_sync FROM pg_stat_wal), (SELECT wal_bytes FROM pg_stat_wal),
                  (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'postgres'),
                  (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements)" | tr '|' ' '
+  done | awk '{for (i = 1; i <= NF; i++) s[i] += $i} END {printf "%d %d %d %d\n", s[1], s[2], s[3], s[4]}'
 }
 reset_pg_counters() {
-  psql_q "SELECT pg_stat_reset_shared('wal'), pg_stat_statements_reset()" >/dev/null
+  local port
+  for port in "${PG_PORTS[@]}"; do
+    psql_on "$port" "SELECT pg_stat_reset_shared('wal'), pg_stat_statements_reset()" >/dev/null
+  done
 }
 
 # Waits until an SQS port answers something other than "service unavailable" (a cluster answers 503 until a
@@ -115,17 +140,23 @@ wait_serving() {
   return 1
 }
 
-# Waits until every partition of SCHEMA is owned and each of NODES nodes owns its fair share (⌊P/N⌋ or ⌈P/N⌉),
-# so that a multi-node run does not measure the first seconds' hand-overs to the nodes that started last.
+# Waits until every partition of SCHEMA (on every instance: shards) is owned and each of NODES nodes owns its
+# fair share (⌊P/N⌋ or ⌈P/N⌉), so that a multi-node run does not measure the first seconds' hand-overs to the
+# nodes that started last.
 wait_settled() {
-  local schema=$1 nodes=$2 deadline=$((SECONDS + 60)) settled
+  local schema=$1 nodes=$2 deadline=$((SECONDS + 60)) owners port
   while [ $SECONDS -lt $deadline ]; do
-    settled=$(psql_q "WITH o AS (SELECT node, count(*) AS n FROM \"$schema\".veil_partition
-                                 WHERE expires_at > clock_timestamp() GROUP BY node),
-                           p AS (SELECT count(*) AS total FROM \"$schema\".veil_partition)
-                      SELECT (SELECT coalesce(sum(n), 0) FROM o) = total AND (SELECT count(*) FROM o) = LEAST($nodes, total)
-                             AND (SELECT coalesce(max(n) - min(n), 0) FROM o) <= 1 FROM p" 2>/dev/null || true)
-    if [ "$settled" = t ]; then return 0; fi
+    owners=$(for port in "${PG_PORTS[@]}"; do
+      psql_on "$port" "SELECT CASE WHEN expires_at > clock_timestamp() THEN node ELSE '-' END
+                         FROM \"$schema\".veil_partition" 2>/dev/null || true
+    done)
+    if python3 -c '
+import collections, sys
+rows = [r for r in sys.stdin.read().split() if r]
+owned = collections.Counter(rows)
+nodes = int(sys.argv[1])
+ok = rows and "-" not in owned and len(owned) == min(nodes, len(rows)) and max(owned.values()) - min(owned.values()) <= 1
+sys.exit(0 if ok else 1)' "$nodes" <<<"$owners"; then return 0; fi
     sleep 0.2
   done
   echo "cluster.sh: the partitions of $schema did not settle over $nodes nodes in 60 s" >&2
@@ -200,8 +231,6 @@ EOF
   tail -1 "$RESULTS" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("   " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k not in ("round","config","label")))'
 }
 
-wanted() { [[ " $ONLY " == *" $1 "* ]]; }
-
 echo "RUNS=$RUNS DURATION=$DURATION QUEUES=$QUEUES CLIENTS=$CLIENTS veil=$VEIL ($("$VEIL" --version 2>/dev/null || true))"
 for round in $(seq "$RUNS"); do
   if wanted embedded; then
@@ -234,6 +263,28 @@ for round in $(seq "$RUNS"); do
     fi
     psql_q "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null
   done
+  if wanted pg2shards; then
+    echo "-- round $round/$RUNS · veil on two PostgreSQL shards, 2 nodes"
+    schema="bench_r${round}_s2_$STAMP"
+    endpoints=""
+    serving=yes
+    for k in 1 2; do
+      start_node "pg2shards-node$k" --store "$PGURL" --pg-shard "$PG2URL" --node-id "s$k" --pg-schema "$schema" \
+        --lease-ttl-ms 2000
+      endpoints="${endpoints:+$endpoints,}http://127.0.0.1:$LAST_PORT"
+      if [ "$k" = 1 ]; then wait_serving "$LAST_PORT" || serving=no; fi
+    done
+    for e in ${endpoints//,/ }; do wait_serving "${e##*:}" || serving=no; done
+    if [ "$serving" = yes ]; then wait_settled "$schema" 2 || serving=no; fi
+    if [ "$serving" = yes ]; then
+      measure "$round" pg2shards "veil, 2 PostgreSQL shards, 2 nodes" 2 veil "$endpoints"
+    else
+      echo "   not measured: the cluster never served (node logs: $TMP/pg2shards-node*.log)"
+      tail -3 "$TMP/pg2shards-node1.log" | sed 's/^/   /'
+      stop_nodes
+    fi
+    for port in "${PG_PORTS[@]}"; do psql_on "$port" "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null; done
+  fi
   # An A/B: the same 1-node run with another veil binary (VEIL_BASELINE) or other arguments
   # (VEIL_BASELINE_ARGS), in the same rounds.
   if { [ -n "${VEIL_BASELINE:-}" ] || [ -n "${VEIL_BASELINE_ARGS:-}" ]; } && wanted pg1base; then
@@ -262,7 +313,7 @@ python3 - "$RESULTS" "$RUNS" "$DURATION" "$CLIENTS" "$QUEUES" >"$OUT/cluster-$ST
 import json, statistics, sys
 path, runs, duration, clients, queues = sys.argv[1:]
 rows = [json.loads(line) for line in open(path)]
-order = ["embedded", "pg1", "pg2", "pg3", "pg1base", "skiplocked"]
+order = ["embedded", "pg1", "pg2", "pg3", "pg2shards", "pg1base", "skiplocked"]
 cols = [("msgs_per_s", "msg/s", 0), ("e2e_p50_us", "e2e p50 ms", -3), ("veil_cpu_us_per_msg", "Veil CPU µs/msg", 1),
         ("pg_cpu_us_per_msg", "PostgreSQL CPU µs/msg", 1), ("wal_syncs_per_msg", "WAL fsyncs/msg", 3),
         ("wal_bytes_per_msg", "WAL bytes/msg", 0), ("xacts_per_msg", "xacts/msg", 3),
@@ -303,12 +354,12 @@ python3 - "$RESULTS" "$QUEUES" <<'EOF'
 import json, statistics, sys
 path, queues = sys.argv[1:]
 rows = [json.loads(line) for line in open(path)]
-names = {"embedded": "embedded", "pg1": "pg", "pg2": "pg", "pg3": "pg", "pg1base": "pg-baseline",
-         "skiplocked": "skiplocked"}
+names = {"embedded": "embedded", "pg1": "pg", "pg2": "pg", "pg3": "pg", "pg2shards": "pg-2shards",
+         "pg1base": "pg-baseline", "skiplocked": "skiplocked"}
 def median(rs, key):
     vs = [r[key] for r in rs if r.get(key) is not None]
     return statistics.median(vs) if vs else float("nan")
-for config in ["embedded", "pg1", "pg2", "pg3", "pg1base", "skiplocked"]:
+for config in ["embedded", "pg1", "pg2", "pg3", "pg2shards", "pg1base", "skiplocked"]:
     rs = [r for r in rows if r["config"] == config]
     if not rs:
         continue
