@@ -68,6 +68,9 @@ def free_port() -> int:
 class VeilServer:
     """One `veil serve` process on 127.0.0.1:<port> with its own data dir and log file."""
 
+    # The address its listeners bind and its clients use (a node in a network namespace has its own).
+    host = "127.0.0.1"
+
     def __init__(self, data_dir: Path, port: int | None = None, extra_args=(), log_dir: Path | None = None,
                  azure_port: int | None = None, kubemq_port: int | None = None, admin_port: int | None = None):
         self.data_dir = Path(data_dir)
@@ -86,22 +89,22 @@ class VeilServer:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def admin_endpoint(self) -> str:
         """Base URL of the admin endpoint: /metrics, /healthz, /readyz, /api/v1, the console."""
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"http://{self.host}:{self.admin_port}"
 
     @property
     def kubemq_address(self) -> str:
         """host:port of the KubeMQ gRPC endpoint, as the KubeMQ SDKs take it."""
-        return f"127.0.0.1:{self.kubemq_port}"
+        return f"{self.host}:{self.kubemq_port}"
 
     @property
     def azure_endpoint(self) -> str:
         """The account URL of the development account (path style)."""
-        return f"http://127.0.0.1:{self.azure_port}/{AZURE_ACCOUNT}"
+        return f"http://{self.host}:{self.azure_port}/{AZURE_ACCOUNT}"
 
     def azure_connection_string(self, account: str = AZURE_ACCOUNT, key: str = AZURE_KEY) -> str:
         return azure_connection_string(self.azure_port, account, key)
@@ -128,7 +131,7 @@ class VeilServer:
                 )
             try:
                 for port in (self.port, self.azure_port, self.kubemq_port, self.admin_port):
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    with socket.create_connection((self.host, port), timeout=0.5):
                         pass
                 return self
             except OSError:
@@ -149,10 +152,10 @@ class VeilServer:
         return [
             veil_bin(), "serve",
             *self.store_args(),
-            "--sqs-listen", f"127.0.0.1:{self.port}",
-            "--azure-listen", f"127.0.0.1:{self.azure_port}",
-            "--kubemq-listen", f"127.0.0.1:{self.kubemq_port}",
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--sqs-listen", f"{self.host}:{self.port}",
+            "--azure-listen", f"{self.host}:{self.azure_port}",
+            "--kubemq-listen", f"{self.host}:{self.kubemq_port}",
+            "--admin-listen", f"{self.host}:{self.admin_port}",
             "--log-level", "info",
             *self.extra_args,
         ]

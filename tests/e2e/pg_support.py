@@ -194,6 +194,17 @@ class PgServer:
     def url(self) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
 
+    def listen_everywhere(self) -> PgServer:
+        """After `init`, before `start`: listen on every address and trust 10.0.0.0/8 too (a node in a
+        `NetworkNamespace` reaches the database over its own link)."""
+        self.options += ("listen_addresses=*",)
+        with open(self.data / "pg_hba.conf", "a") as hba:
+            hba.write("host all all 10.0.0.0/8 trust\n")
+        return self
+
+    def url_at(self, host: str) -> str:
+        return f"postgres://postgres@{host}:{self.port}/postgres"
+
     def sql(self, statement: str) -> str:
         """Runs one statement through psql; its unaligned, tuples-only output, stripped."""
         return _run([str(pg_bin() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
@@ -303,6 +314,70 @@ class CuttableLink:
                 return
 
 
+class NetworkNamespace:
+    """A network namespace of its own for one node, with two links to the host: one its clients and the other
+    nodes reach it over (`host`, the node's address; `peer`, the host's), and one to PostgreSQL (`db_host`, the
+    host's end, where the test's PostgreSQL listens too), which `cut` takes down: the node's packets to the
+    database then go nowhere while everything else still reaches it. Needs root and veth links; `available()`
+    says whether this machine allows one."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.name = f"veil-{tag}"
+        octet = 16 + int(tag[:2], 16) % 200
+        self.host, self.peer = f"10.{octet}.1.2", f"10.{octet}.1.1"
+        self.db_host, self._db_inside = f"10.{octet}.2.1", f"10.{octet}.2.2"
+        self._links = (f"vc{tag}", f"vd{tag}")
+        self._made = False
+
+    @staticmethod
+    def available() -> bool:
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            return False
+        probe = NetworkNamespace()
+        try:
+            probe.create()
+            return True
+        except AssertionError:
+            return False
+        finally:
+            probe.close()
+
+    def _ip(self, *args: str, inside: bool = False) -> None:
+        cmd = (["ip", "netns", "exec", self.name, "ip"] if inside else ["ip"]) + list(args)
+        _run(cmd, "ip " + " ".join(args), timeout=10)
+
+    def create(self) -> NetworkNamespace:
+        self._ip("netns", "add", self.name)
+        self._made = True
+        self._ip("link", "set", "lo", "up", inside=True)
+        for link, (outside, inside) in zip(self._links, ((self.peer, self.host), (self.db_host, self._db_inside))):
+            self._ip("link", "add", link, "type", "veth", "peer", "name", f"{link}i")
+            self._ip("link", "set", f"{link}i", "netns", self.name)
+            self._ip("addr", "add", f"{outside}/24", "dev", link)
+            self._ip("link", "set", link, "up")
+            self._ip("addr", "add", f"{inside}/24", "dev", f"{link}i", inside=True)
+            self._ip("link", "set", f"{link}i", "up", inside=True)
+        return self
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """`cmd` run inside the namespace."""
+        return ["ip", "netns", "exec", self.name, *cmd]
+
+    def cut(self) -> None:
+        """Takes the link to PostgreSQL down, inside the namespace: a black hole for the node's database
+        connections, its other links untouched."""
+        self._ip("link", "set", f"{self._links[1]}i", "down", inside=True)
+
+    def close(self) -> None:
+        if not self._made:
+            return
+        for link in self._links:
+            subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
+        self._made = False
+
+
 def fresh_schema() -> str:
     return f"veil_e2e_{uuid.uuid4().hex[:10]}"
 
@@ -319,6 +394,17 @@ class ClusterNode(VeilServer):
         self.node_id = node_id
         self.lease_ttl_ms = lease_ttl_ms
         self.partitions = partitions
+
+    namespace: NetworkNamespace | None = None
+
+    def in_namespace(self, namespace: NetworkNamespace) -> None:
+        """Runs this node inside `namespace`, on its address there (set before `start`)."""
+        self.namespace = namespace
+        self.host = namespace.host
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        return self.namespace.wrap(cmd) if self.namespace else cmd
 
     def store_args(self) -> list[str]:
         return ["--store", self.store, "--pg-schema", self.schema, "--node-id", self.node_id,

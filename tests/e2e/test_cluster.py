@@ -13,10 +13,13 @@ a move task takes them back across. Then the failures and changes: kill -9 of a 
 (another node takes its partitions after the lease lapses, nothing acknowledged is lost, in-flight messages
 come back, and another partition's clients see no error), a node joining under load (it takes its share; a
 client that retries once sees no error), an owner paused past its lease (it answers nothing from memory), a
-node whose network to PostgreSQL goes silent (its partitions move, it stops answering for them),
+node in a network namespace of its own whose link to PostgreSQL goes down (its partitions move, it stops
+answering for them),
 PostgreSQL stopped mid-load (every node answers its protocol's "service unavailable" at once, and resumes by
 itself when the database is back), a primary failover to a synchronous streaming standby, and a schema
-migrated by a newer binary (refused at start-up).
+migrated by a newer binary (refused at start-up). Last, shards: two nodes whose partitions live on two
+PostgreSQL instances, each holding its own partitions' leases and queues; a dead letter crossing between them
+arrives once and a move task takes it back; the second database stopped fails only its own queues.
 
 Visibility timeouts are 2 s and the lease 1 s, so the whole file runs in about a minute.
 """
@@ -53,7 +56,8 @@ from helpers import (
     make_client,
     wait_for_long_polls,
 )
-from pg_support import LEASE_TTL_MS, Cluster, CuttableLink, PgServer, both_hosts, partition_of
+from pg_support import (LEASE_TTL_MS, Cluster, CuttableLink, NetworkNamespace, PgServer, both_hosts,
+                        partition_of)
 
 # Every consumer's visibility timeout (seconds): a message received and not deleted is back this long after.
 VISIBILITY_S = 2
@@ -884,15 +888,33 @@ def test_a_joining_node_takes_its_share_and_the_moved_queues_need_at_most_one_re
         cluster.kill_all()
 
 
-def test_a_node_cut_off_from_postgresql_loses_its_partitions_and_stops_serving_them(pg, tmp_path):
+def test_a_node_cut_off_from_postgresql_loses_its_partitions_and_stops_serving_them(tmp_path):
     """A node whose network to PostgreSQL goes silent (a black hole, not a reset: its connections stay open
     and answer nothing) loses its partitions to the others once their leases lapse, and never answers for
     them from memory again: a question about one of its former queues, asked through it, gets "unavailable"
-    (or the new owner's answer), never its stale count."""
-    link = CuttableLink(pg.port)
-    cluster = Cluster(pg, tmp_path / "cut", size=3)
-    cut_node = cluster.nodes[2]
-    cut_node.store = link.url()
+    (or the new owner's answer), never its stale count. The node runs in a network namespace of its own whose
+    link to the database is taken down, its link to clients and the other nodes kept; where the machine allows
+    no namespace, a forwarder that stops passing bytes stands in for that link."""
+    pg = PgServer("pg-cut").init().listen_everywhere().start()
+    namespace = NetworkNamespace() if NetworkNamespace.available() else None
+    link = None
+    if namespace:
+        namespace.create()
+        # The other nodes' RPC must be reachable from inside the namespace, over its client link.
+        cluster = Cluster(pg, tmp_path / "cut", size=3,
+                          extra_args=("--cluster-bind", "0.0.0.0", "--cluster-advertise", namespace.peer))
+        cut_node = cluster.nodes[2]
+        cut_node.in_namespace(namespace)
+        # Its admin endpoint listens beyond loopback (on its namespace's address), which takes a token.
+        cut_node.extra_args = ["--cluster-bind", namespace.host, "--admin-token", "e2e-cut-admin"]
+        cut_node.store = pg.url_at(namespace.db_host)
+        how = f"network namespace {namespace.name}, its database link down"
+    else:
+        link = CuttableLink(pg.port)
+        cluster = Cluster(pg, tmp_path / "cut", size=3)
+        cut_node = cluster.nodes[2]
+        cut_node.store = link.url()
+        how = "a black-hole forwarder (no network namespace here)"
     try:
         cluster.start()
         n1 = cluster.nodes[0]
@@ -911,7 +933,7 @@ def test_a_node_cut_off_from_postgresql_loses_its_partitions_and_stops_serving_t
         held = make_client(cut_node.endpoint, read_timeout=15)  # no retries: each answer is its own
         epoch = cluster.owner_id(name)[1]
 
-        link.cut()
+        (namespace or link).cut()
         new_owner, _ = wait_taken_over(cluster, name, epoch)
         assert new_owner != cut_node.node_id
         wait_serving(n1)
@@ -926,13 +948,17 @@ def test_a_node_cut_off_from_postgresql_loses_its_partitions_and_stops_serving_t
         else:
             assert answered == "2", f"the cut-off node answered {answered} from memory; the queue holds 2"
             outcome = "the new owner's count"
-        print(f"{cut_node.node_id} cut off from PostgreSQL: {new_owner} took its partition; asked through it, "
-              f"the queue's count got {outcome}")
+        print(f"{cut_node.node_id} cut off from PostgreSQL ({how}): {new_owner} took its partition; asked "
+              f"through it, the queue's count got {outcome}")
         assert cut_node.node_id not in cluster.ownership(), f"the cut-off node still owns {cluster.ownership()}"
         assert cut_node.running(), "a node cut off from the database keeps running (and retrying)"
     finally:
         cluster.kill_all()
-        link.close()
+        if link:
+            link.close()
+        if namespace:
+            namespace.close()
+        pg.destroy()
 
 
 def test_a_leader_resumed_after_its_lease_lapsed_answers_nothing_from_memory(pg, make_cluster):
