@@ -35,4 +35,4 @@ pub mod testing;
 pub use clock::DbClock;
 pub use connect::{connect, PgOptions};
 pub use lease::{LeaderAddrs, Lease, LeaseHolder};
-pub use store::{PgStore, Scope};
+pub use store::{PgStore, Scope, SharedWriter};

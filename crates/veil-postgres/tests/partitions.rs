@@ -9,7 +9,7 @@ use veil_core::*;
 use veil_postgres::partition::{self, first_queue_id, partition_of};
 use veil_postgres::partition_lease::{self, PartitionLease};
 use veil_postgres::testing::test_options;
-use veil_postgres::{connect, LeaderAddrs, PgOptions, PgStore, Scope};
+use veil_postgres::{connect, LeaderAddrs, PgOptions, PgStore, Scope, SharedWriter};
 
 const PARTITIONS: u32 = 4;
 const TERM: Duration = Duration::from_secs(30);
@@ -206,6 +206,98 @@ async fn a_partitions_lease_fences_its_own_writes_and_no_others() {
         .submit(vec![StoreOp::PutQueue(queue(2 << 40, &name_in(2, 0)))])
         .await
         .expect("another partition's owner writes on");
+}
+
+#[tokio::test]
+async fn a_shared_writer_fails_a_fenced_partition_alone_and_commits_the_others_of_its_group() {
+    let Some((mut options, _)) = established("partitions_shared_writer").await else {
+        return;
+    };
+    options.writers = 1; // one lane: both partitions' submissions commit in the same groups
+    let writer = SharedWriter::start(options.clone()).expect("the writer starts");
+    let shared = |lease: PartitionLease| {
+        PgStore::open_shared(
+            options.clone(),
+            Scope::Partition {
+                partition: lease.partition,
+                count: PARTITIONS,
+                epoch: lease.epoch,
+            },
+            &writer,
+        )
+        .expect("the partition's store opens")
+    };
+    let (one, two) = (
+        take(&options, 1, "node-a").await,
+        take(&options, 2, "node-a").await,
+    );
+    let (deposed, kept) = (shared(one), shared(two));
+    let (a, b) = futures_util::future::join(
+        deposed.submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))]),
+        kept.submit(vec![StoreOp::PutQueue(queue(2 << 40, &name_in(2, 0)))]),
+    )
+    .await;
+    a.expect("both owners write");
+    b.expect("both owners write");
+
+    let client = connect(&options).await.unwrap();
+    partition_lease::release(&client, "node-a", one)
+        .await
+        .unwrap();
+    take(&options, 1, "node-b").await;
+    let (fenced, written) = futures_util::future::join(
+        deposed.submit(vec![StoreOp::PutQueue(queue(
+            (1 << 40) + 1,
+            &name_in(1, 1),
+        ))]),
+        kept.submit(vec![StoreOp::PutQueue(queue(
+            (2 << 40) + 1,
+            &name_in(2, 1),
+        ))]),
+    )
+    .await;
+    match fenced {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("no longer owns partition 1"), "{message}")
+        }
+        other => panic!("expected the deposed partition fenced, got {other:?}"),
+    }
+    written.expect("the partition still owned commits, whatever shared its group");
+    assert!(
+        *deposed.failed().borrow(),
+        "the fenced partition's store failed"
+    );
+    assert!(
+        !*kept.failed().borrow(),
+        "the other partition's store did not"
+    );
+    let names = |partition: i32| {
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT count(*) FROM veil_queue WHERE partition = $1 AND id >= $2",
+                    &[&partition, &(i64::from(partition) << 40)],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(
+        names(1).await,
+        1,
+        "nothing of the fenced submission committed"
+    );
+    assert_eq!(names(2).await, 2);
+    kept.submit(vec![StoreOp::PutQueue(queue(
+        (2 << 40) + 2,
+        &name_in(2, 2),
+    ))])
+    .await
+    .expect("and it goes on");
+    deposed.close();
+    kept.close();
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ use tokio_postgres::{Client, Statement};
 use veil_core::inbox::Inbound;
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
+use super::shared::{self, Failed, Unit};
 use super::sql::{self, big, Loaded, Prepared};
 use super::Scope;
 use super::{batch, lanes, plan};
@@ -99,7 +100,12 @@ pub struct Started {
 
 /// Starts the I/O thread: connects the writer, applies the migrations, prepares the statements and loads; on
 /// failure the thread ends and the error is returned.
-pub fn start(options: PgOptions, scope: Scope) -> Result<Started, StoreError> {
+/// With `lane`, the store's writes go to a node's shared writer (`shared`) and its own connection only loads.
+pub fn start(
+    options: PgOptions,
+    scope: Scope,
+    lane: Option<mpsc::UnboundedSender<Unit>>,
+) -> Result<Started, StoreError> {
     let (jobs, jobs_rx) = mpsc::unbounded_channel();
     let (reads, reads_rx) = mpsc::unbounded_channel();
     let (failed_tx, failed) = watch::channel(false);
@@ -123,7 +129,7 @@ pub fn start(options: PgOptions, scope: Scope) -> Result<Started, StoreError> {
             };
             runtime.block_on(run(
                 options,
-                scope,
+                (scope, lane),
                 (jobs_rx, reads_rx),
                 (failed_tx, counted),
                 ready,
@@ -150,7 +156,7 @@ pub fn start(options: PgOptions, scope: Scope) -> Result<Started, StoreError> {
 
 async fn run(
     options: PgOptions,
-    scope: Scope,
+    (scope, lane): (Scope, Option<mpsc::UnboundedSender<Unit>>),
     (jobs, reads): (
         mpsc::UnboundedReceiver<Job>,
         mpsc::UnboundedReceiver<ReadJob>,
@@ -163,9 +169,15 @@ async fn run(
         failed: Arc::new(failed),
         transactions,
     };
-    let mut writers = Vec::with_capacity(options.writers);
-    for lane in 0..options.writers.max(1) {
-        match Writer::open(&options, scope, shared.clone(), lane == 0).await {
+    // A store whose writes go to a shared writer keeps one connection of its own, for loads.
+    let own_writers = if lane.is_some() {
+        1
+    } else {
+        options.writers.max(1)
+    };
+    let mut writers = Vec::with_capacity(own_writers);
+    for index in 0..own_writers {
+        match Writer::open(&options, scope, shared.clone(), index == 0).await {
             Ok(writer) => writers.push(writer),
             Err(error) => {
                 let _opener_gone = ready.send(Err(error));
@@ -182,6 +194,12 @@ async fn run(
     let reads = Arc::new(Mutex::new(reads));
     for _ in 0..options.pool_size.max(1) {
         tokio::spawn(reader(options.clone(), reads.clone()));
+    }
+    if let Some(lane) = lane {
+        if let Some(home) = writers.pop() {
+            shared::dispatch(jobs, home, lane, scope, shared).await;
+        }
+        return;
     }
     let (lanes, running): (Vec<_>, Vec<_>) = writers
         .into_iter()
@@ -214,7 +232,7 @@ impl Failure {
 }
 
 /// A copy of `error` for each submission of a failed group.
-fn copy(error: &StoreError) -> StoreError {
+pub(super) fn copy(error: &StoreError) -> StoreError {
     match error {
         StoreError::Io(m) => StoreError::Io(m.clone()),
         StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
@@ -226,23 +244,36 @@ fn copy(error: &StoreError) -> StoreError {
 
 /// What the writers share.
 #[derive(Clone)]
-struct Shared {
+pub(super) struct Shared {
     /// The first failure of any writer: every writer refuses later groups with it (lanes.rs says why).
     failure: Arc<parking_lot::Mutex<Option<Failure>>>,
     /// Turned true with the first failure, for whoever watches the store.
     failed: Arc<watch::Sender<bool>>,
     /// Transactions committed by all writers.
-    transactions: Arc<AtomicU64>,
+    pub(super) transactions: Arc<AtomicU64>,
 }
 
 impl Shared {
     /// The error a writer answers with once the store failed.
-    fn refusal(&self) -> Option<StoreError> {
+    pub(super) fn refusal(&self) -> Option<StoreError> {
         self.failure.lock().as_ref().map(Failure::error)
+    }
+
+    /// Fails the store with `error`, unless it failed before (the first failure names it).
+    pub(super) fn fail(&self, error: &StoreError) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!(%error, "PostgreSQL store write failed; the store accepts no more writes");
+            *failure = Some(Failure {
+                unavailable: matches!(error, StoreError::Unavailable(_)),
+                message: error.to_string(),
+            });
+            self.failed.send_replace(true);
+        }
     }
 }
 
-struct Writer {
+pub(super) struct Writer {
     /// `None` once failed or closed: the connection is dropped, which rolls back whatever it had begun.
     client: Option<Client>,
     prepared: Prepared,
@@ -354,7 +385,12 @@ impl Writer {
         }
     }
 
-    async fn load(&mut self) -> Result<Loaded, StoreError> {
+    /// Drops the connection (which rolls back whatever it had begun).
+    pub(super) fn close(&mut self) {
+        self.client = None;
+    }
+
+    pub(super) async fn load(&mut self) -> Result<Loaded, StoreError> {
         if let Some(refusal) = self.shared.refusal() {
             return Err(refusal);
         }
@@ -365,7 +401,7 @@ impl Writer {
             .map_err(|_| unavailable("loading from PostgreSQL timed out"))?
     }
 
-    async fn counts(&mut self) -> Result<(u64, u64), StoreError> {
+    pub(super) async fn counts(&mut self) -> Result<(u64, u64), StoreError> {
         if let Some(refusal) = self.shared.refusal() {
             return Err(refusal);
         }
@@ -394,15 +430,7 @@ impl Writer {
         if let Err(error) = &result {
             // Whichever writer failed first names the failure; every writer drops its connection.
             self.client = None;
-            let mut failure = self.shared.failure.lock();
-            if failure.is_none() {
-                tracing::error!(%error, "PostgreSQL store write failed; the store accepts no more writes");
-                *failure = Some(Failure {
-                    unavailable: matches!(error, StoreError::Unavailable(_)),
-                    message: error.to_string(),
-                });
-                self.shared.failed.send_replace(true);
-            }
+            self.shared.fail(error);
         }
         for done in answers {
             let _submitter_gone = done.send(result.as_ref().map(|_| ()).map_err(copy));
@@ -414,56 +442,79 @@ impl Writer {
     /// COMMIT rolls back), so a fenced node writes nothing though it never waited for the check's answer.
     async fn transaction(&self, ops: Vec<StoreOp>) -> Result<(), StoreError> {
         let client = self.client.as_ref().ok_or(StoreError::Closed)?;
-        let mut statements = Vec::new();
-        if let Some(fence) = self.prepared.fence() {
-            statements.push(fence);
-        }
-        for step in plan::plan(ops) {
-            match step {
-                plan::Step::Batch(batch) => {
-                    statements.extend(batch::statements(&self.prepared.batch, batch)?)
-                }
-                plan::Step::One(op) => statements.push(sql::statement(&self.prepared, *op)?),
-            }
-        }
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
-            .iter()
-            .map(|(_, params)| {
-                params
-                    .iter()
-                    .map(|param| param.as_ref() as &(dyn ToSql + Sync))
-                    .collect()
-            })
-            .collect();
-        let work = async {
-            let (_, _, _) = futures_util::future::try_join3(
-                client.batch_execute("BEGIN"),
-                execute_all(client, &statements, &params),
-                client.batch_execute("COMMIT"),
-            )
+        let statements = planned(&self.prepared, ops)?;
+        pipelined(client, &statements, self.call_timeout)
             .await
-            .map_err(fenced_or_db_error)?;
-            Ok::<(), StoreError>(())
-        };
-        timeout(self.call_timeout, work)
-            .await
-            .map_err(|_| unavailable("a PostgreSQL commit timed out"))??;
+            .map_err(|failed| match failed {
+                Failed::Fenced(error) | Failed::Other(error) => error,
+            })?;
         self.shared.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }
 
+/// A store's fencing check (under a lease) and `ops` planned into statements.
+pub(super) fn planned(
+    prepared: &Prepared,
+    ops: Vec<StoreOp>,
+) -> Result<Vec<(Statement, sql::Params)>, StoreError> {
+    let mut statements = Vec::new();
+    if let Some(fence) = prepared.fence() {
+        statements.push(fence);
+    }
+    for step in plan::plan(ops) {
+        match step {
+            plan::Step::Batch(batch) => {
+                statements.extend(batch::statements(&prepared.batch, batch)?)
+            }
+            plan::Step::One(op) => statements.push(sql::statement(prepared, *op)?),
+        }
+    }
+    Ok(statements)
+}
+
+/// `statements` in one transaction, pipelined in one round trip: BEGIN, the statements, COMMIT. Any
+/// statement's error aborts the transaction on the server (later ones fail, and COMMIT rolls back), so a
+/// fenced store writes nothing though it never waited for the check's answer.
+pub(super) async fn pipelined(
+    client: &Client,
+    statements: &[(Statement, sql::Params)],
+    bound: Duration,
+) -> Result<(), Failed> {
+    let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
+        .iter()
+        .map(|(_, params)| {
+            params
+                .iter()
+                .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+                .collect()
+        })
+        .collect();
+    let work = futures_util::future::try_join3(
+        client.batch_execute("BEGIN"),
+        execute_all(client, statements, &params),
+        client.batch_execute("COMMIT"),
+    );
+    match timeout(bound, work).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(fenced_or_db_error(error)),
+        Err(_) => Err(Failed::Other(unavailable("a PostgreSQL commit timed out"))),
+    }
+}
+
 /// A failed fencing check is "unavailable" (this node must stop serving), worded by `veil_fence`; any other
 /// error as `db_error` judges it.
-fn fenced_or_db_error(error: tokio_postgres::Error) -> StoreError {
+fn fenced_or_db_error(error: tokio_postgres::Error) -> Failed {
     match error.as_db_error() {
-        Some(db) if db.code().code() == sql::FENCED_SQLSTATE => unavailable(db.message()),
-        _ => db_error(error),
+        Some(db) if db.code().code() == sql::FENCED_SQLSTATE => {
+            Failed::Fenced(unavailable(db.message()))
+        }
+        _ => Failed::Other(db_error(error)),
     }
 }
 
 /// The bytes of bodies among `ops`: what makes one group's statements large.
-fn ops_bytes(ops: &[StoreOp]) -> usize {
+pub(super) fn ops_bytes(ops: &[StoreOp]) -> usize {
     ops.iter()
         .map(|op| match op {
             StoreOp::PutMessage { payload, .. } => payload.body.len(),

@@ -12,7 +12,10 @@ mod batch;
 mod io;
 mod lanes;
 mod plan;
+mod shared;
 pub(crate) mod sql;
+
+pub use shared::SharedWriter;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -38,7 +41,7 @@ use io::{Job, ReadJob, Reply};
 use sql::Loaded;
 
 /// Which queues a store holds and how its writes are fenced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
     /// Every queue, unfenced: one process owns the database (tests, tools).
     Whole,
@@ -87,8 +90,26 @@ impl PgStore {
     /// that the lease's epoch is still the scope's and fails with `StoreError::Unavailable` (and refuses all
     /// later writes) when it is not. Blocks the calling thread.
     pub fn open(options: PgOptions, scope: Scope) -> Result<Self, StoreError> {
+        Self::start(options, scope, None)
+    }
+
+    /// As [`PgStore::open`], but its writes are committed by `writer`, together with those of every other
+    /// partition store opened over it (store/shared.rs); the store's own connections only load and read.
+    pub fn open_shared(
+        options: PgOptions,
+        scope: Scope,
+        writer: &SharedWriter,
+    ) -> Result<Self, StoreError> {
+        Self::start(options, scope, Some(writer.lane(scope)))
+    }
+
+    fn start(
+        options: PgOptions,
+        scope: Scope,
+        lane: Option<mpsc::UnboundedSender<shared::Unit>>,
+    ) -> Result<Self, StoreError> {
         let call_timeout = options.call_timeout();
-        let started = io::start(options, scope)?;
+        let started = io::start(options, scope, lane)?;
         Ok(Self {
             jobs: started.jobs,
             reads: started.reads,

@@ -130,6 +130,7 @@ pub const READ_PAYLOADS: &str =
 
 /// The writer connection's prepared statements: one per operation written alone, one per kind of change of
 /// a batch (`super::batch`).
+#[derive(Clone)]
 pub struct Prepared {
     put_queue: Statement,
     delete_queue: Statement,
@@ -149,6 +150,7 @@ pub struct Prepared {
 }
 
 /// A batch's statements, in the order a batch is written.
+#[derive(Clone)]
 pub struct BatchStatements {
     pub delete_dedups: Statement,
     pub put_dedups: Statement,
@@ -223,6 +225,15 @@ impl Prepared {
             },
             scope,
         })
+    }
+
+    /// The same statements, for another store of the same kind of scope (a node's shared writer writes for
+    /// every partition it owns on one connection).
+    pub fn for_scope(&self, scope: Scope) -> Self {
+        Self {
+            scope,
+            ..self.clone()
+        }
     }
 
     /// The fencing check that opens every write transaction under a lease.

@@ -44,7 +44,7 @@ use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
 use veil_postgres::lease::LeaderAddrs;
 use veil_postgres::partition::Shard;
 use veil_postgres::partition_lease::{self, PartitionLease, PartitionRow};
-use veil_postgres::{DbClock, PgStore, Scope};
+use veil_postgres::{DbClock, PgStore, Scope, SharedWriter};
 use veil_telemetry::Telemetry;
 
 use self::settings::PostgresSettings;
@@ -86,6 +86,9 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
             .take(1 + postgres.pg.shards.len())
             .collect(),
         known: BTreeMap::new(),
+        writers: std::iter::repeat_with(|| None)
+            .take(1 + postgres.pg.shards.len())
+            .collect(),
         serving: watch::channel(BTreeMap::new()).0,
         secret: None,
         count: None,
@@ -203,6 +206,9 @@ struct Member<'a, 'n> {
     controls: Vec<Option<Client>>,
     /// Every partition's lease as last read: a shard out of reach keeps its last rows for the plan.
     known: BTreeMap<Partition, PartitionRow>,
+    /// One writer per shard for every partition this node owns there (veil_postgres::SharedWriter), started
+    /// with the first partition it loads on that shard: its group commits gather every partition's writes.
+    writers: Vec<Option<Arc<SharedWriter>>>,
     /// The leases of the partitions this node serves, for the import of moves between shards
     /// (`spawn_importer`); written on every install and leave.
     serving: watch::Sender<BTreeMap<Partition, PartitionLease>>,
@@ -677,6 +683,14 @@ impl Member<'_, '_> {
         let gate = TermGate::new(taken_at, self.usable_term());
         self.loading.insert(lease.partition, (lease, gate));
         let options = self.partition_options(lease.partition);
+        let writer = match self.writer(lease.partition) {
+            Ok(writer) => writer,
+            Err(error) => {
+                tracing::warn!(%error, partition = lease.partition, "cannot start the shard's writer");
+                self.loading.remove(&lease.partition);
+                return;
+            }
+        };
         let scope = Scope::Partition {
             partition: lease.partition,
             count,
@@ -685,7 +699,7 @@ impl Member<'_, '_> {
         let clock = self.clock.clone();
         self.opening.spawn(async move {
             let started = Instant::now();
-            let opened = open_blocking(options, scope, clock, secret).await;
+            let opened = open_blocking(options, scope, writer, clock, secret).await;
             if opened.is_ok() {
                 tracing::info!(
                     partition = lease.partition,
@@ -697,15 +711,23 @@ impl Member<'_, '_> {
         });
     }
 
-    /// One partition's connections, to its shard: the node's pool and writers shared among the partitions of
-    /// its fair share, at least one each.
+    /// One partition's connections, to its shard: the node's read pool shared among the partitions of its
+    /// fair share, at least one each (its writes go to the shard's shared writer).
     fn partition_options(&self, partition: Partition) -> veil_postgres::PgOptions {
         let mut options = self.shards[self.shard_of(partition)].clone();
-        let share = self.share;
-        let per = |total: usize| (total / share).max(1);
-        options.pool_size = per(options.pool_size);
-        options.writers = per(options.writers);
+        options.pool_size = (options.pool_size / self.share).max(1);
         options
+    }
+
+    /// The writer of `partition`'s shard, started if it was not.
+    fn writer(&mut self, partition: Partition) -> Result<Arc<SharedWriter>, StoreError> {
+        let shard = self.shard_of(partition);
+        if let Some(writer) = &self.writers[shard] {
+            return Ok(writer.clone());
+        }
+        let writer = Arc::new(SharedWriter::start(self.shards[shard].clone())?);
+        self.writers[shard] = Some(writer.clone());
+        Ok(writer)
     }
 
     /// Serves a partition whose open finished, if its lease is still held.
@@ -890,11 +912,12 @@ fn close_off_loop(store: Arc<PgStore>) {
 async fn open_blocking(
     options: veil_postgres::PgOptions,
     scope: Scope,
+    writer: Arc<SharedWriter>,
     clock: DbClock,
     secret: [u8; 32],
 ) -> Result<(Arc<PgStore>, Arc<Engine>), ServeError> {
     tokio::task::spawn_blocking(move || -> Result<_, ServeError> {
-        let store = Arc::new(PgStore::open(options, scope)?);
+        let store = Arc::new(PgStore::open_shared(options, scope, &writer)?);
         let mut engine = Engine::open(store.clone(), Arc::new(clock), ReceiptKey::new(secret))?;
         if let Scope::Partition {
             partition, count, ..
