@@ -57,14 +57,21 @@ pub fn plan(me: &str, live: &[String], slots: &[Slot]) -> Plan {
         .map(|slot| slot.partition)
         .collect();
     let mut plan = Plan::default();
-    if mine.len() < share_max && !free.is_empty() {
+    // While another node holds less than the smaller share, a free partition is left to it beyond this node's
+    // own smaller share: otherwise a node that just handed one back to a short node takes it again at once
+    // (its next round follows the release), and the hand-back repeats without end.
+    let others_short = nodes
+        .iter()
+        .any(|node| *node != me && held(node) < share_min);
+    let target = if others_short { share_min } else { share_max };
+    if mine.len() < target && !free.is_empty() {
         // Nodes starting together try different partitions first.
         let start = first_choice(me, free.len());
         plan.take = free
             .iter()
             .cycle()
             .skip(start)
-            .take(free.len().min(share_max - mine.len()))
+            .take(free.len().min(target - mine.len()))
             .copied()
             .collect();
     }
@@ -174,6 +181,15 @@ mod tests {
         let mut shares = shares(&["a", "b", "c"], &table);
         shares.sort_unstable();
         assert_eq!(shares, vec![5, 5, 6]);
+    }
+
+    #[test]
+    fn a_free_partition_is_left_to_a_short_node_not_taken_back_by_the_one_that_released_it() {
+        // a just handed partition 1 back for c, which holds nothing; a's next round comes first.
+        let table = slots(&[Some("a"), None, Some("b"), Some("b")]);
+        let live = nodes(&["a", "b", "c"]);
+        assert_eq!(plan("a", &live, &table), Plan::default(), "a keeps its one");
+        assert_eq!(plan("c", &live, &table).take, vec![1], "c takes it");
     }
 
     #[test]
