@@ -115,6 +115,19 @@ pub fn plan(ops: Vec<StoreOp>) -> Vec<Step> {
 }
 
 impl Batch {
+    /// Takes in `other`'s changes, all of keys this batch does not hold (another partition's queues: a
+    /// node's shared writer writes every partition's batch of a group as one).
+    pub fn merge(&mut self, other: Batch) {
+        debug_assert!(other
+            .messages
+            .keys()
+            .all(|key| !self.messages.contains_key(key)));
+        self.messages.extend(other.messages);
+        self.histories.extend(other.histories);
+        self.dedup.extend(other.dedup);
+        self.counters.extend(other.counters);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
             && self.histories.is_empty()

@@ -20,14 +20,18 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 use veil_core::{StoreError, StoreOp};
 
 use super::io::{self, Done, Job, Shared, Writer};
+use super::plan::{self, Batch};
 use super::sql::{self, Prepared};
-use super::Scope;
+use super::{batch, Scope};
 use crate::connect::{connect, db_error, unavailable, PgOptions};
 use crate::limits::{GROUP_BYTES_MAX, GROUP_OPS_MAX};
+
+/// Every partition of a group fenced in one statement (migrations/V8__fence_partitions.sql).
+const FENCE_PARTITIONS: &str = "SELECT veil_fence_partitions($1, $2)";
 
 /// One submission of one partition's store, on its way to the shared writer.
 pub(super) struct Unit {
@@ -160,7 +164,7 @@ pub(super) async fn dispatch(
 
 /// One lane: its connection, and the units waiting for it, committed group by group.
 async fn lane(options: PgOptions, mut units: mpsc::UnboundedReceiver<Unit>) {
-    let mut connection: Option<(Client, Prepared)> = None;
+    let mut connection: Option<(Client, LaneStatements)> = None;
     while let Some(first) = units.recv().await {
         let mut ops_in_group = first.ops.len();
         let mut bytes_in_group = io::ops_bytes(&first.ops);
@@ -183,7 +187,7 @@ async fn lane(options: PgOptions, mut units: mpsc::UnboundedReceiver<Unit>) {
 /// transaction, repeated without the partitions whose fencing check failed.
 async fn commit(
     options: &PgOptions,
-    connection: &mut Option<(Client, Prepared)>,
+    connection: &mut Option<(Client, LaneStatements)>,
     group: Vec<Unit>,
 ) {
     let mut live = Vec::with_capacity(group.len());
@@ -203,10 +207,10 @@ async fn commit(
                 Err(error) => return fail_all(live, &error),
             }
         }
-        let Some((client, prepared)) = connection.as_ref() else {
+        let Some((client, lane)) = connection.as_ref() else {
             return fail_all(live, &StoreError::Closed);
         };
-        let (statements, unbuildable) = statements(prepared, &live);
+        let (statements, unbuildable) = statements(lane, &live);
         if !unbuildable.is_empty() {
             live = fail_where(live, &unbuildable);
             continue;
@@ -248,7 +252,14 @@ async fn commit(
 }
 
 /// A lane's connection and its statements (the same for every partition; each unit's scope is its own).
-async fn open(options: &PgOptions) -> Result<(Client, Prepared), StoreError> {
+/// A lane's prepared statements: the store's (scoped per partition as it writes) and the fencing check of
+/// several partitions at once (migrations/V8__fence_partitions.sql).
+struct LaneStatements {
+    prepared: Prepared,
+    fence: Statement,
+}
+
+async fn open(options: &PgOptions) -> Result<(Client, LaneStatements), StoreError> {
     let client = connect(options).await?;
     timeout(
         options.call_timeout(),
@@ -268,29 +279,41 @@ async fn open(options: &PgOptions) -> Result<(Client, Prepared), StoreError> {
     )
     .await
     .map_err(|_| unavailable("preparing the store's statements timed out"))??;
-    Ok((client, prepared))
+    let fence = timeout(options.call_timeout(), client.prepare(FENCE_PARTITIONS))
+        .await
+        .map_err(|_| unavailable("preparing the store's statements timed out"))?
+        .map_err(db_error)?;
+    Ok((client, LaneStatements { prepared, fence }))
 }
 
-/// The transaction's statements: for each partition in the group, in the order of its first unit, its fencing
-/// check and its units' operations planned together. A partition whose operations cannot be written (a queue
-/// of another partition) is named instead, with why.
+/// The transaction's statements: one fencing check for every partition in the group, then the partitions'
+/// batches written as one (their keys never meet), then what each partition writes alone (queues created or
+/// deleted, moves, move tasks) in its own order. A partition whose operations cannot be written (a queue of
+/// another partition) is named instead, with why.
 fn statements(
-    prepared: &Prepared,
+    lane: &LaneStatements,
     live: &[Unit],
-) -> (
-    Vec<(tokio_postgres::Statement, sql::Params)>,
-    BTreeMap<Scope, StoreError>,
-) {
+) -> (Vec<(Statement, sql::Params)>, BTreeMap<Scope, StoreError>) {
     let mut scopes: Vec<Scope> = Vec::new();
     for unit in live {
         if !scopes.contains(&unit.scope) {
             scopes.push(unit.scope);
         }
     }
-    let mut statements = Vec::new();
+    let (mut merged, mut merged_scopes) = (Batch::default(), Vec::new());
+    let (mut alone, mut fenced) = (Vec::new(), (Vec::<i32>::new(), Vec::<i64>::new()));
     let mut unbuildable = BTreeMap::new();
     for scope in scopes {
-        let scoped = prepared.for_scope(scope);
+        let Scope::Partition {
+            partition, epoch, ..
+        } = scope
+        else {
+            unbuildable.insert(
+                scope,
+                StoreError::Io("a shared writer writes partitions only".into()),
+            );
+            continue;
+        };
         let ops: Vec<StoreOp> = live
             .iter()
             .filter(|unit| unit.scope == scope)
@@ -299,14 +322,61 @@ fn statements(
         if ops.is_empty() {
             continue; // only barriers: nothing to write, nothing to fence
         }
-        match io::planned(&scoped, ops) {
-            Ok(mut planned) => statements.append(&mut planned),
+        let mut steps = plan::plan(ops);
+        if let [plan::Step::Batch(_)] = steps.as_slice() {
+            if let Some(plan::Step::Batch(batch)) = steps.pop() {
+                merged.merge(batch);
+                merged_scopes.push(scope);
+            }
+        } else {
+            let scoped = lane.prepared.for_scope(scope);
+            match steps_statements(&scoped, steps) {
+                Ok(mut written) => alone.append(&mut written),
+                Err(error) => {
+                    unbuildable.insert(scope, error);
+                    continue;
+                }
+            }
+        }
+        fenced.0.push(partition as i32);
+        fenced.1.push(epoch);
+    }
+    let mut statements: Vec<(Statement, sql::Params)> = Vec::new();
+    if !fenced.0.is_empty() {
+        statements.push((
+            lane.fence.clone(),
+            vec![Box::new(fenced.0), Box::new(fenced.1)],
+        ));
+    }
+    if !merged.is_empty() {
+        match batch::statements(&lane.prepared.batch, merged) {
+            Ok(mut written) => statements.append(&mut written),
             Err(error) => {
-                unbuildable.insert(scope, error);
+                for scope in merged_scopes {
+                    unbuildable.insert(scope, io::copy(&error));
+                }
             }
         }
     }
+    statements.append(&mut alone);
     (statements, unbuildable)
+}
+
+/// The statements of one partition's planned steps, in order.
+fn steps_statements(
+    prepared: &Prepared,
+    steps: Vec<plan::Step>,
+) -> Result<Vec<(Statement, sql::Params)>, StoreError> {
+    let mut statements = Vec::new();
+    for step in steps {
+        match step {
+            plan::Step::Batch(batch) => {
+                statements.extend(batch::statements(&prepared.batch, batch)?)
+            }
+            plan::Step::One(op) => statements.push(sql::statement(prepared, *op)?),
+        }
+    }
+    Ok(statements)
 }
 
 /// Why a transaction failed: a fencing check (some partition's lease moved on), or anything else.
