@@ -18,9 +18,10 @@ use crate::config::ConfigError;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
 /// Below this a lease would be renewed more often than a loaded database answers reliably.
 pub const LEASE_TTL_MS_MIN: u64 = 500;
-/// Partitions of a new cluster (fixed when its database is first used): enough for the load to spread over
-/// a dozen nodes, few enough that one node holding them all (one PgStore, writer and reader connection each)
-/// stays small. docs/cluster.md "Partitions" has the trade-off and docs/benchmarks.md the measurement.
+/// Partitions of a new cluster (fixed when its database is first used): the load spreads over up to this many
+/// nodes; one node holding them all keeps a PgStore (a load and a reader connection, a thread) per partition,
+/// while its one writer commits for all of them. docs/cluster.md "Settings" has the trade-off and
+/// docs/benchmarks.md the measurement.
 pub const PARTITIONS_DEFAULT: u32 = 4;
 
 /// Flags of `veil serve` for the store and the cluster.
