@@ -557,6 +557,16 @@ def wait_messages(client, url: str, within_s: float = 10) -> list[dict]:
     raise AssertionError(f"nothing arrived in {url} within {within_s}s")
 
 
+def queue_arn(client, url: str) -> str:
+    return client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def dead_letters_go_to(client, source_url: str, dlq_arn: str) -> None:
+    """Gives the queue at `source_url` a redrive policy: its messages move to `dlq_arn` after one receive."""
+    client.set_queue_attributes(QueueUrl=source_url, Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+
+
 def test_dead_letters_and_move_tasks_cross_partitions_once(cluster):
     """A dead-letter queue in another partition than its source (another owner, usually another node): the
     dead letter arrives there once, with its id, body and source; a move task takes it back across; a KubeMQ
@@ -566,12 +576,8 @@ def test_dead_letters_and_move_tasks_cross_partitions_once(cluster):
     dlq = name_in_another_partition(cluster, "dl-dlq", source)
     source_url = sqs_client(a).create_queue(QueueName=source)["QueueUrl"]
     dlq_url = sqs_client(b).create_queue(QueueName=dlq)["QueueUrl"]
-    dlq_arn = sqs_client(b).get_queue_attributes(
-        QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    source_arn = sqs_client(a).get_queue_attributes(
-        QueueUrl=source_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sqs_client(c).set_queue_attributes(QueueUrl=source_url, Attributes={
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+    dlq_arn, source_arn = queue_arn(sqs_client(b), dlq_url), queue_arn(sqs_client(a), source_url)
+    dead_letters_go_to(sqs_client(c), source_url, dlq_arn)
     assert cluster.partition_of(source) != cluster.partition_of(dlq)
     sent = sqs_client(a).send_message(QueueUrl=source_url, MessageBody="poison")["MessageId"]
     first = sqs_client(b).receive_message(QueueUrl=source_url, VisibilityTimeout=0)["Messages"]
@@ -1244,12 +1250,8 @@ def test_two_shards_hold_their_own_partitions_and_a_dead_letter_crosses_between_
     in_home = home.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM {cluster.schema}.veil_queue")
     in_second = second.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM {cluster.schema}.veil_queue")
     assert (in_home, in_second) == (source, dlq), "each queue's catalog row is on its partition's shard"
-    dlq_arn = sqs_client(a).get_queue_attributes(
-        QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    source_arn = sqs_client(b).get_queue_attributes(
-        QueueUrl=source_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sqs_client(b).set_queue_attributes(QueueUrl=source_url, Attributes={
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+    dlq_arn, source_arn = queue_arn(sqs_client(a), dlq_url), queue_arn(sqs_client(b), source_url)
+    dead_letters_go_to(sqs_client(b), source_url, dlq_arn)
     sent = [sqs_client(a).send_message(QueueUrl=source_url, MessageBody=f"poison-{i}")["MessageId"]
             for i in range(3)]
     first = sqs_client(b).receive_message(QueueUrl=source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)

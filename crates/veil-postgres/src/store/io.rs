@@ -112,30 +112,22 @@ pub fn start(
     let (ready, ready_rx) = std_mpsc::channel();
     let transactions = Arc::new(AtomicU64::new(0));
     let counted = transactions.clone();
-    let thread = std::thread::Builder::new()
-        .name("veil-postgres".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    let _opener_gone = ready.send(Err(StoreError::Io(format!(
-                        "starting the PostgreSQL store's runtime: {error}"
-                    ))));
-                    return;
-                }
-            };
-            runtime.block_on(run(
+    let failing = ready.clone();
+    let thread = on_own_runtime(
+        "veil-postgres",
+        move |error| {
+            let _opener_gone = failing.send(Err(error));
+        },
+        move || {
+            run(
                 options,
                 (scope, lane),
                 (jobs_rx, reads_rx),
                 (failed_tx, counted),
                 ready,
-            ));
-        })
-        .map_err(|e| StoreError::Io(format!("starting the PostgreSQL store thread: {e}")))?;
+            )
+        },
+    )?;
     let loaded = match ready_rx.recv() {
         Ok(result) => result?,
         Err(_) => {
@@ -152,6 +144,30 @@ pub fn start(
         loaded,
         transactions,
     })
+}
+
+/// Runs the future `work` makes on a thread named `name` with a current-thread runtime of its own; a runtime
+/// that cannot start is reported to `failed`.
+pub(super) fn on_own_runtime<F>(
+    name: &str,
+    failed: impl FnOnce(StoreError) + Send + 'static,
+    work: impl FnOnce() -> F + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, StoreError>
+where
+    F: std::future::Future<Output = ()>,
+{
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(work()),
+                Err(error) => failed(StoreError::Io(format!("starting a runtime: {error}"))),
+            }
+        })
+        .map_err(|e| StoreError::Io(format!("starting the thread {name}: {e}")))
 }
 
 async fn run(
@@ -283,6 +299,19 @@ pub(super) struct Writer {
     options: PgOptions,
 }
 
+/// A connection set up to write: its session plans keyed lookups only (`sql::WRITER_PLANS`).
+pub(super) async fn writer_session(options: &PgOptions) -> Result<Client, StoreError> {
+    let client = connect(options).await?;
+    timeout(
+        options.call_timeout(),
+        client.batch_execute(sql::WRITER_PLANS),
+    )
+    .await
+    .map_err(|_| unavailable("setting up a writer session timed out"))?
+    .map_err(db_error)?;
+    Ok(client)
+}
+
 impl Writer {
     /// Connects a writer; the first (`migrate`) applies the migrations before it prepares its statements.
     async fn open(
@@ -291,14 +320,7 @@ impl Writer {
         shared: Shared,
         migrate: bool,
     ) -> Result<Self, StoreError> {
-        let mut client = connect(options).await?;
-        timeout(
-            options.call_timeout(),
-            client.batch_execute(sql::WRITER_PLANS),
-        )
-        .await
-        .map_err(|_| unavailable("setting up a writer session timed out"))?
-        .map_err(db_error)?;
+        let mut client = writer_session(options).await?;
         if migrate {
             timeout(
                 Duration::from_millis(MIGRATION_TIMEOUT_MS),

@@ -27,7 +27,7 @@ use super::io::{self, Done, Job, Shared, Writer};
 use super::plan::{self, Batch};
 use super::sql::{self, Prepared};
 use super::{batch, Scope};
-use crate::connect::{connect, db_error, unavailable, PgOptions};
+use crate::connect::{db_error, unavailable, PgOptions};
 use crate::limits::{GROUP_BYTES_MAX, GROUP_OPS_MAX};
 
 /// Every partition of a group fenced in one statement (migrations/V8__fence_partitions.sql).
@@ -69,32 +69,21 @@ impl SharedWriter {
         let count = options.writers.max(1);
         let (lanes, receivers): (Vec<_>, Vec<_>) =
             (0..count).map(|_| mpsc::unbounded_channel()).unzip();
-        std::thread::Builder::new()
-            .name("veil-pg-writer".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(error) => {
-                        tracing::error!(%error, "cannot start the shared writer's runtime");
-                        return;
+        io::on_own_runtime(
+            "veil-pg-writer",
+            |error| tracing::error!(%error, "cannot start the shared writer"),
+            move || async move {
+                let running: Vec<_> = receivers
+                    .into_iter()
+                    .map(|units| tokio::spawn(lane(options.clone(), units)))
+                    .collect();
+                for lane in running {
+                    if lane.await.is_err() {
+                        tracing::error!("a shared PostgreSQL writer lane panicked");
                     }
-                };
-                runtime.block_on(async move {
-                    let running: Vec<_> = receivers
-                        .into_iter()
-                        .map(|units| tokio::spawn(lane(options.clone(), units)))
-                        .collect();
-                    for lane in running {
-                        if lane.await.is_err() {
-                            tracing::error!("a shared PostgreSQL writer lane panicked");
-                        }
-                    }
-                });
-            })
-            .map_err(|e| StoreError::Io(format!("starting the shared writer thread: {e}")))?;
+                }
+            },
+        )?;
         Ok(Self { lanes })
     }
 
@@ -260,14 +249,7 @@ struct LaneStatements {
 }
 
 async fn open(options: &PgOptions) -> Result<(Client, LaneStatements), StoreError> {
-    let client = connect(options).await?;
-    timeout(
-        options.call_timeout(),
-        client.batch_execute(sql::WRITER_PLANS),
-    )
-    .await
-    .map_err(|_| unavailable("setting up a writer session timed out"))?
-    .map_err(db_error)?;
+    let client = io::writer_session(options).await?;
     let any_partition = Scope::Partition {
         partition: 0,
         count: 1,
