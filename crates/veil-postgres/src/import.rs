@@ -18,6 +18,7 @@ use crate::limits::IMPORT_ENTRIES_MAX;
 use crate::partition::Partition;
 use crate::partition_lease::PartitionLease;
 use crate::store::sql::get;
+use crate::store::sql::FENCE_PARTITION;
 
 /// Entries waiting in one database's inbox for partitions another database holds.
 pub struct Waiting {
@@ -44,18 +45,24 @@ impl Waiting {
     }
 }
 
-/// The oldest entries (at most [`IMPORT_ENTRIES_MAX`]) of shard `shard`'s inbox for any of `partitions`.
+/// The oldest entries of shard `shard`'s inbox for any of `partitions`: at most [`IMPORT_ENTRIES_MAX`], and
+/// no more once their bodies pass `bytes_max` (the first entry is taken whatever its size).
 pub async fn waiting(
     origin: &impl GenericClient,
     shard: u32,
     partitions: &[Partition],
+    bytes_max: i64,
 ) -> Result<Waiting, StoreError> {
     let wanted: Vec<i32> = partitions.iter().map(|&p| p as i32).collect();
     let rows = origin
         .query(
             "SELECT id, partition, entry, message_id, sent_at, moved_from, attrs, body_md5, body
-               FROM veil_inbox WHERE partition = ANY($1) ORDER BY id LIMIT $2",
-            &[&wanted, &IMPORT_ENTRIES_MAX],
+               FROM (SELECT *, sum(octet_length(body)) OVER (ORDER BY id) AS through
+                       FROM (SELECT * FROM veil_inbox WHERE partition = ANY($1) ORDER BY id LIMIT $2)
+                            AS oldest) AS counted
+              WHERE through - octet_length(body) < $3
+              ORDER BY id",
+            &[&wanted, &IMPORT_ENTRIES_MAX, &bytes_max],
         )
         .await
         .map_err(db_error)?;
@@ -100,21 +107,22 @@ pub async fn bring_home(
     if mine.is_empty() {
         return Ok(0);
     }
-    let pick = |column: &Vec<Vec<u8>>| -> Vec<Vec<u8>> {
-        mine.iter().map(|&i| column[i].clone()).collect()
-    };
+    // The bodies are borrowed into the statement's arrays, not copied.
+    fn pick<'a>(mine: &[usize], column: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+        mine.iter().map(|&i| column[i].as_slice()).collect()
+    }
     let ids: Vec<i64> = mine.iter().map(|&i| waiting.ids[i]).collect();
     let sent_ats: Vec<i64> = mine.iter().map(|&i| waiting.sent_ats[i]).collect();
-    let moved_froms: Vec<Option<Vec<u8>>> = mine
+    let moved_froms: Vec<Option<&[u8]>> = mine
         .iter()
-        .map(|&i| waiting.moved_froms[i].clone())
+        .map(|&i| waiting.moved_froms[i].as_deref())
         .collect();
     let (entries, message_ids, attrs, body_md5s, bodies) = (
-        pick(&waiting.entries),
-        pick(&waiting.message_ids),
-        pick(&waiting.attrs),
-        pick(&waiting.body_md5s),
-        pick(&waiting.bodies),
+        pick(&mine, &waiting.entries),
+        pick(&mine, &waiting.message_ids),
+        pick(&mine, &waiting.attrs),
+        pick(&mine, &waiting.body_md5s),
+        pick(&mine, &waiting.bodies),
     );
     let shard = waiting.shard as i32;
     let partition = lease.partition as i32;
@@ -173,11 +181,8 @@ async fn fence(
     txn: &tokio_postgres::Transaction<'_>,
     lease: PartitionLease,
 ) -> Result<(), StoreError> {
-    txn.execute(
-        "SELECT veil_fence_partition($1, $2)",
-        &[&(lease.partition as i32), &lease.epoch],
-    )
-    .await
-    .map_err(db_error)?;
+    txn.execute(FENCE_PARTITION, &[&(lease.partition as i32), &lease.epoch])
+        .await
+        .map_err(db_error)?;
     Ok(())
 }

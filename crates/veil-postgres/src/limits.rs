@@ -36,6 +36,11 @@ pub const PARTITIONS_MAX: u32 = 1_024;
 /// each is one control and one import connection per node, and a query per node every round.
 pub const SHARDS_MAX: u32 = 16;
 
-/// Inbox entries one import from another shard copies at most (store/../import.rs): bounds the arrays of one
+/// Inbox entries one import from another shard copies at most (import.rs): bounds the arrays of one
 /// statement; the rest follow in the next.
 pub const IMPORT_ENTRIES_MAX: i64 = 500;
+
+/// Bytes of bodies one import from another shard copies before it stops (it takes at least one entry,
+/// whatever its size): as [`GROUP_BYTES_MAX`] bounds a group commit, this bounds the node's memory and the
+/// copy's statement, whatever the bodies' size.
+pub const IMPORT_BYTES_MAX: i64 = GROUP_BYTES_MAX as i64;

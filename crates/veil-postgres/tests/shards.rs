@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use veil_core::StoreError;
 use veil_postgres::import;
+use veil_postgres::limits::IMPORT_BYTES_MAX;
 use veil_postgres::partition::{self, Shard};
 use veil_postgres::partition_lease::{self, PartitionLease};
 use veil_postgres::testing::test_options;
@@ -109,6 +110,36 @@ async fn each_shard_holds_its_own_partitions_and_refuses_another_place() {
 }
 
 #[tokio::test]
+async fn an_import_stops_at_its_byte_bound_but_takes_at_least_one_entry() {
+    let Some([(_, origin), _]) = two_shards("shards_import_bytes").await else {
+        return;
+    };
+    for _ in 0..3 {
+        waiting_entry(&origin, 1, &[7; 10]).await;
+    }
+    let taken = |bytes_max| {
+        let origin = &origin;
+        async move {
+            import::waiting(origin, 0, &[1], bytes_max)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!(
+        taken(15).await,
+        2,
+        "the entry that crosses the bound is the last taken"
+    );
+    assert_eq!(
+        taken(1).await,
+        1,
+        "one entry even when it alone passes the bound"
+    );
+    assert_eq!(taken(IMPORT_BYTES_MAX).await, 3);
+}
+
+#[tokio::test]
 async fn a_move_between_shards_is_brought_home_once_even_when_the_copy_runs_again() {
     let Some([(_, origin), (_, mut home)]) = two_shards("shards_import").await else {
         return;
@@ -117,7 +148,9 @@ async fn a_move_between_shards_is_brought_home_once_even_when_the_copy_runs_agai
     let lease = take(&home, 1, "a").await;
     let id = waiting_entry(&origin, 1, b"moved").await;
     waiting_entry(&origin, 2, b"not for partition 1").await;
-    let waiting = import::waiting(&origin, 0, &[1]).await.unwrap();
+    let waiting = import::waiting(&origin, 0, &[1], IMPORT_BYTES_MAX)
+        .await
+        .unwrap();
     assert_eq!(waiting.len(), 1);
     assert_eq!(
         import::bring_home(&origin, &mut home, lease, &waiting)
@@ -156,7 +189,9 @@ async fn a_move_between_shards_is_brought_home_once_even_when_the_copy_runs_agai
     )
     .await
     .unwrap();
-    let again = import::waiting(&origin, 0, &[1]).await.unwrap();
+    let again = import::waiting(&origin, 0, &[1], IMPORT_BYTES_MAX)
+        .await
+        .unwrap();
     assert_eq!(
         import::bring_home(&origin, &mut home, lease, &again)
             .await
@@ -172,7 +207,9 @@ async fn a_move_between_shards_is_brought_home_once_even_when_the_copy_runs_agai
     partition_lease::release(&home, "a", lease).await.unwrap();
     let next = take(&home, 1, "b").await;
     assert!(next.epoch > lease.epoch);
-    let stale = import::waiting(&origin, 0, &[1]).await.unwrap();
+    let stale = import::waiting(&origin, 0, &[1], IMPORT_BYTES_MAX)
+        .await
+        .unwrap();
     let refused = import::bring_home(&origin, &mut home, lease, &stale).await;
     assert!(
         refused.is_err(),

@@ -26,7 +26,7 @@ use tokio_postgres::{Client, Statement};
 use veil_core::inbox::Inbound;
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
-use super::shared::{self, Failed, Unit};
+use super::shared::{self, Unit};
 use super::sql::{self, big, Loaded, Prepared};
 use super::Scope;
 use super::{batch, lanes, plan};
@@ -522,6 +522,12 @@ pub(super) async fn pipelined(
         Ok(Err(error)) => Err(fenced_or_db_error(error)),
         Err(_) => Err(Failed::Other(unavailable("a PostgreSQL commit timed out"))),
     }
+}
+
+/// Why a transaction failed: a fencing check (some partition's lease moved on), or anything else.
+pub(super) enum Failed {
+    Fenced(StoreError),
+    Other(StoreError),
 }
 
 /// A failed fencing check is "unavailable" (this node must stop serving), worded by `veil_fence`; any other

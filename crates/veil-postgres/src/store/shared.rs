@@ -23,7 +23,7 @@ use tokio::time::timeout;
 use tokio_postgres::{Client, Statement};
 use veil_core::{StoreError, StoreOp};
 
-use super::io::{self, Done, Job, Shared, Writer};
+use super::io::{self, Done, Failed, Job, Shared, Writer};
 use super::plan::{self, Batch};
 use super::sql::{self, Prepared};
 use super::{batch, Scope};
@@ -359,12 +359,6 @@ fn steps_statements(
         }
     }
     Ok(statements)
-}
-
-/// Why a transaction failed: a fencing check (some partition's lease moved on), or anything else.
-pub(super) enum Failed {
-    Fenced(StoreError),
-    Other(StoreError),
 }
 
 /// The scopes among `live` whose partition's epoch is no longer theirs.

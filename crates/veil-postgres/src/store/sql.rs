@@ -120,7 +120,7 @@ const DELETE_MOVE_TASK: &str = "DELETE FROM veil_move_task WHERE partition = $1 
 /// the lease's epoch is still this one, and holds the lease row against a new holder's epoch bump until the
 /// transaction ends.
 const FENCE: &str = "SELECT veil_fence($1)";
-const FENCE_PARTITION: &str = "SELECT veil_fence_partition($1, $2)";
+pub(crate) const FENCE_PARTITION: &str = "SELECT veil_fence_partition($1, $2)";
 /// The SQLSTATE `veil_fence` fails with.
 pub const FENCED_SQLSTATE: &str = "VL001";
 

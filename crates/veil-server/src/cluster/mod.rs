@@ -1013,13 +1013,19 @@ async fn import_once(
     let partitions: Vec<Partition> = leases.iter().map(|lease| lease.partition).collect();
     let waiting = bounded(
         timeout,
-        veil_postgres::import::waiting(origin_client, origin as u32, &partitions),
+        veil_postgres::import::waiting(
+            origin_client,
+            origin as u32,
+            &partitions,
+            veil_postgres::limits::IMPORT_BYTES_MAX,
+        ),
     )
     .await?;
     if waiting.is_empty() {
         return Ok(());
     }
     for lease in leases {
+        // Three commits: the copy, the originals' delete, the marks' removal.
         let brought = bounded(
             timeout * 3,
             veil_postgres::import::bring_home(origin_client, home_client, *lease, &waiting),
