@@ -75,3 +75,5 @@ pub const FIFO_ID_CHARS_MAX: usize = 128;
 pub const SIGV4_CLOCK_SKEW_MS_MAX: Millis = 15 * 60 * SECOND_MS;
 pub const SIGV4_PRESIGNED_EXPIRES_S_MAX: u64 = 604_800;
 pub const SIGV4_SIGNED_HEADERS_MAX: usize = 64;
+/// Derived SigV4 signing keys kept (one per credential, day, region and service); the cache starts over when full.
+pub const SIGV4_SIGNING_KEYS_CACHED_MAX: usize = 1_024;

@@ -25,6 +25,7 @@ use veil_core::Millis;
 
 use crate::limits::{
     SIGV4_CLOCK_SKEW_MS_MAX, SIGV4_PRESIGNED_EXPIRES_S_MAX, SIGV4_SIGNED_HEADERS_MAX,
+    SIGV4_SIGNING_KEYS_CACHED_MAX,
 };
 
 pub const ALGORITHM: &str = "AWS4-HMAC-SHA256";
@@ -315,10 +316,74 @@ fn parse_signed_headers(list: &str) -> Result<Vec<String>, SigV4Error> {
 }
 
 /// Checks a claim against the secret it names, at `now` (Unix milliseconds, the engine's clock).
+/// Signing keys already derived, by secret, date, region and service: a client signs every request of a day
+/// with one key, and deriving it is four HMACs. The secret is part of what a key is found by, so a changed
+/// secret derives anew. A claim's date and region are cached before its signature is checked, so the cache
+/// is bounded ([`SIGV4_SIGNING_KEYS_CACHED_MAX`]) and starts over when full. A hit allocates nothing: keys are
+/// found by a hash of the four strings, and the entry's own strings are compared before it is used.
+#[derive(Default)]
+pub struct SigningKeys {
+    /// Locked only to look up or insert; the derivation happens outside.
+    keys: std::sync::Mutex<std::collections::HashMap<u64, (KeyScope, [u8; 32])>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+#[derive(PartialEq, Eq)]
+struct KeyScope {
+    secret: String,
+    date: String,
+    region: String,
+    service: String,
+}
+
+impl KeyScope {
+    fn is(&self, secret: &str, claim: &Claim) -> bool {
+        self.secret == secret
+            && self.date == claim.scope_date
+            && self.region == claim.region
+            && self.service == claim.service
+    }
+}
+
+impl SigningKeys {
+    fn key(&self, secret: &str, claim: &Claim) -> [u8; 32] {
+        use std::hash::BuildHasher;
+        let found_by = self.hasher.hash_one((
+            secret,
+            claim.scope_date.as_str(),
+            claim.region.as_str(),
+            claim.service.as_str(),
+        ));
+        let cached = self.keys.lock().ok().and_then(|keys| {
+            keys.get(&found_by)
+                .filter(|(scope, _)| scope.is(secret, claim))
+                .map(|(_, key)| *key)
+        });
+        if let Some(key) = cached {
+            return key;
+        }
+        let key = signing_key(secret, &claim.scope_date, &claim.region, &claim.service);
+        let scope = KeyScope {
+            secret: secret.to_owned(),
+            date: claim.scope_date.clone(),
+            region: claim.region.clone(),
+            service: claim.service.clone(),
+        };
+        if let Ok(mut keys) = self.keys.lock() {
+            if keys.len() >= SIGV4_SIGNING_KEYS_CACHED_MAX {
+                keys.clear();
+            }
+            keys.insert(found_by, (scope, key));
+        }
+        key
+    }
+}
+
 pub fn verify(
     request: &SignedRequest<'_>,
     claim: &Claim,
     secret: &str,
+    keys: &SigningKeys,
     now: Millis,
 ) -> Result<(), SigV4Error> {
     if claim.service != SERVICE {
@@ -342,8 +407,9 @@ pub fn verify(
     }
     check_time(claim, signed_at, now)?;
     let given = claim.signature.to_ascii_lowercase();
+    let key = keys.key(secret, claim);
     let matches = |payload_hash: &str| {
-        signature_of(request, claim, secret, payload_hash)
+        signature_with(request, claim, &key, payload_hash)
             .as_bytes()
             .ct_eq(given.as_bytes())
     };
@@ -442,10 +508,19 @@ pub fn signature_of(
     secret: &str,
     payload_hash: &str,
 ) -> String {
+    let key = signing_key(secret, &claim.scope_date, &claim.region, &claim.service);
+    signature_with(request, claim, &key, payload_hash)
+}
+
+fn signature_with(
+    request: &SignedRequest<'_>,
+    claim: &Claim,
+    key: &[u8; 32],
+    payload_hash: &str,
+) -> String {
     let canonical = canonical_request(request, claim, payload_hash);
     let to_sign = string_to_sign(claim, &canonical);
-    let key = signing_key(secret, &claim.scope_date, &claim.region, &claim.service);
-    hex::encode(hmac(&key, to_sign.as_bytes()))
+    hex::encode(hmac(key, to_sign.as_bytes()))
 }
 
 pub fn canonical_request(request: &SignedRequest<'_>, claim: &Claim, payload_hash: &str) -> String {
@@ -462,13 +537,12 @@ pub fn canonical_request(request: &SignedRequest<'_>, claim: &Claim, payload_has
     for name in &claim.signed_headers {
         out.push_str(name);
         out.push(':');
-        let values: Vec<String> = request
-            .headers
-            .get_all(name.as_str())
-            .iter()
-            .map(|value| collapse_whitespace(&String::from_utf8_lossy(value.as_bytes())))
-            .collect();
-        out.push_str(&values.join(","));
+        for (i, value) in request.headers.get_all(name.as_str()).iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_collapsed(&mut out, &String::from_utf8_lossy(value.as_bytes()));
+        }
         out.push('\n');
     }
     out.push('\n');
@@ -489,25 +563,32 @@ fn string_to_sign(claim: &Claim, canonical_request: &str) -> String {
     )
 }
 
-pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> Vec<u8> {
+pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> [u8; 32] {
     let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
     let k_region = hmac(&k_date, region.as_bytes());
     let k_service = hmac(&k_region, service.as_bytes());
     hmac(&k_service, SCOPE_TERMINATOR.as_bytes())
 }
 
-fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     // HMAC takes keys of any length, so `new_from_slice` cannot fail.
     let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
         Ok(mac) => mac,
-        Err(_) => return Vec::new(),
+        Err(_) => return [0; 32],
     };
     mac.update(data);
-    mac.finalize().into_bytes().to_vec()
+    mac.finalize().into_bytes().into()
 }
 
-fn collapse_whitespace(value: &str) -> String {
-    value.split_whitespace().collect::<Vec<_>>().join(" ")
+/// Appends `value` trimmed, each run of inner whitespace one space: written in place, as this runs for every
+/// signed header of every request.
+fn push_collapsed(out: &mut String, value: &str) {
+    for (i, word) in value.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
 }
 
 /// Percent-encodes every byte but the unreserved ones (`A-Z a-z 0-9 - _ . ~`), and `/` when `keep_slash`.

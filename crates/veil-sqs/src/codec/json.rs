@@ -2,7 +2,7 @@
 //! objects named as in botocore's model, and errors carry `__type` plus the `x-amzn-query-error` header.
 
 use super::fields::{decode_object, Fields, Shaped};
-use super::json_out::{size_hint, Answer, ErrorBody};
+use super::json_out::{size_hint, write_received, Answer, ErrorBody};
 use super::params::{decode_action, Params};
 use super::HttpReply;
 use crate::api::*;
@@ -55,7 +55,12 @@ pub fn decode(target: &str, body: &[u8]) -> SqsResult<Action> {
 /// It fails only if serde cannot write a shape, which none of ours is.
 pub fn encode_output(action: ActionName, output: &Output) -> serde_json::Result<Vec<u8>> {
     let mut body = Vec::with_capacity(size_hint(output));
-    serde_json::to_writer(&mut body, &Answer { action, output })?;
+    match output {
+        Output::ReceiveMessage(messages) if !messages.is_empty() => {
+            write_received(&mut body, messages)?;
+        }
+        _ => serde_json::to_writer(&mut body, &Answer { action, output })?,
+    }
     Ok(body)
 }
 

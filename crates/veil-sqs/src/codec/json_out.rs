@@ -49,9 +49,10 @@ impl Serialize for Answer<'_> {
             Output::ReceiveMessage(messages) if messages.is_empty() => {
                 serializer.serialize_map(Some(0))?.end()
             }
-            Output::ReceiveMessage(messages) => {
-                one_member(serializer, "Messages", &Messages(messages))
-            }
+            // Written by `write_received`, not through serde (`json::encode_output`).
+            Output::ReceiveMessage(_) => Err(serde::ser::Error::custom(
+                "ReceiveMessage's messages are written by write_received",
+            )),
             Output::BatchIds { successful, failed } => IdBatch {
                 failed: Failures(failed),
                 successful: IdEntries(successful),
@@ -232,51 +233,142 @@ impl Serialize for Failures<'_> {
     }
 }
 
-struct Messages<'a>(&'a [ReceivedMessage]);
+/// ReceiveMessage's answer with messages, written directly rather than through serde: `{"Messages":[...]}`,
+/// each message's members in byte order of their names like every other answer (system attributes only when
+/// some were asked for and shown, the message attributes exactly when they have a digest). The body is the
+/// largest string of any answer, and serde_json escapes a string one byte at a time (~8 instructions a byte,
+/// docs/benchmarks.md "Instructions per message"); [`write_string`] skips plain runs eight bytes at a time and
+/// escapes exactly as serde_json does, so the bytes are the same (`json_out_tests.rs` pins them).
+pub(super) fn write_received(
+    out: &mut Vec<u8>,
+    messages: &[ReceivedMessage],
+) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"Messages\":[");
+    for (index, message) in messages.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let mut object = Object::open(out);
+        if !message.attributes.is_empty() {
+            object.value("Attributes", &SortedPairs(&message.attributes))?;
+        }
+        object.string("Body", &message.body);
+        object.string("MD5OfBody", &message.md5_of_body);
+        if let Some(digest) = &message.md5_of_message_attributes {
+            object.string("MD5OfMessageAttributes", digest);
+            object.value(
+                "MessageAttributes",
+                &MessageAttributes(&message.message_attributes),
+            )?;
+        }
+        object.string("MessageId", &message.message_id);
+        object.string("ReceiptHandle", &message.receipt_handle);
+        object.close();
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
 
-impl Serialize for Messages<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(Received::of))
+/// A JSON object being written member by member, in the order given; the commas are its business.
+struct Object<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, empty: true }
+    }
+
+    fn name(&mut self, name: &str) {
+        if !std::mem::take(&mut self.empty) {
+            self.out.push(b',');
+        }
+        write_string(self.out, name);
+        self.out.push(b':');
+    }
+
+    /// A string member, escaped by [`write_string`].
+    fn string(&mut self, name: &str, value: &str) {
+        self.name(name);
+        write_string(self.out, value);
+    }
+
+    /// A member whose value serde writes (the small attribute maps).
+    fn value(&mut self, name: &str, value: &impl Serialize) -> serde_json::Result<()> {
+        self.name(name);
+        serde_json::to_writer(&mut *self.out, value)
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
     }
 }
 
-/// One delivered message: system attributes only when some were asked for and shown, and the message
-/// attributes exactly when they have a digest.
-#[derive(DeriveSerialize)]
-struct Received<'a> {
-    #[serde(rename = "Attributes", skip_serializing_if = "Option::is_none")]
-    attributes: Option<SortedPairs<'a>>,
-    #[serde(rename = "Body")]
-    body: &'a str,
-    #[serde(rename = "MD5OfBody")]
-    md5_of_body: &'a str,
-    #[serde(
-        rename = "MD5OfMessageAttributes",
-        skip_serializing_if = "Option::is_none"
-    )]
-    md5_of_message_attributes: Option<&'a str>,
-    #[serde(rename = "MessageAttributes", skip_serializing_if = "Option::is_none")]
-    message_attributes: Option<MessageAttributes<'a>>,
-    #[serde(rename = "MessageId")]
-    message_id: &'a str,
-    #[serde(rename = "ReceiptHandle")]
-    receipt_handle: &'a str,
+/// A JSON string as serde_json writes it: `"` and `\` escaped with a backslash, the control characters below
+/// U+0020 as `\b \t \n \f \r` or `\u00xx` (lowercase hex), everything else (U+007F and all non-ASCII
+/// included) as it is.
+pub(super) fn write_string(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let (mut plain_from, mut at) = (0, 0);
+    while at < bytes.len() {
+        if let Some(word) = bytes.get(at..at + 8) {
+            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+            if !may_need_escape(word) {
+                at += 8;
+                continue;
+            }
+        }
+        let byte = bytes[at];
+        if needs_escape(byte) {
+            out.extend_from_slice(&bytes[plain_from..at]);
+            write_escape(out, byte);
+            plain_from = at + 1;
+        }
+        at += 1;
+    }
+    out.extend_from_slice(&bytes[plain_from..]);
+    out.push(b'"');
 }
 
-impl<'a> Received<'a> {
-    fn of(message: &'a ReceivedMessage) -> Self {
-        let md5_of_message_attributes = message.md5_of_message_attributes.as_deref();
-        Self {
-            attributes: (!message.attributes.is_empty())
-                .then_some(SortedPairs(&message.attributes)),
-            body: &message.body,
-            md5_of_body: &message.md5_of_body,
-            md5_of_message_attributes,
-            message_attributes: md5_of_message_attributes
-                .map(|_| MessageAttributes(&message.message_attributes)),
-            message_id: &message.message_id,
-            receipt_handle: &message.receipt_handle,
-        }
+fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// Whether any of the eight bytes may need escaping: true for every word that has such a byte (the bit tricks
+/// below never miss one), and rarely for one that has none, which the byte check then passes.
+fn may_need_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let below = |n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let equal = |b: u8| {
+        let x = word ^ (ONES * u64::from(b));
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
+    (below(0x20) | equal(b'"') | equal(b'\\')) != 0
+}
+
+fn write_escape(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match byte {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x09 => out.extend_from_slice(b"\\t"),
+        0x0A => out.extend_from_slice(b"\\n"),
+        0x0C => out.extend_from_slice(b"\\f"),
+        0x0D => out.extend_from_slice(b"\\r"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xF)],
+        ]),
     }
 }
 

@@ -252,7 +252,7 @@ fn received(id: &str, full: bool) -> ReceivedMessage {
         message_id: format!("id-{id}"),
         receipt_handle: format!("rh/{id}+=="),
         md5_of_body: "md5".into(),
-        body: "<x>\r\n \u{2028} \"é\" \u{1F600}".into(),
+        body: "<x>\r\n \u{2028} \"é\" \u{1F600} \\ \u{1} \t\u{7f} a body longer than a word".into(),
         attributes: if full {
             pairs(&[
                 "SentTimestamp",
@@ -414,4 +414,36 @@ fn error_bodies_are_byte_for_byte_the_values_they_replaced() {
         String::from_utf8(reply.body).unwrap(),
         reference.to_string()
     );
+}
+
+#[test]
+fn a_string_is_escaped_exactly_as_serde_json_escapes_it() {
+    let mut texts: Vec<String> = Vec::new();
+    // Every ASCII byte and a few non-ASCII characters, alone and at each offset of an eight-byte word.
+    let specials = (0u8..0x80)
+        .map(char::from)
+        .chain(['é', '\u{2028}', '\u{FFFD}', '\u{1F600}']);
+    for c in specials {
+        texts.push(c.to_string());
+        for offset in 0..17 {
+            texts.push(format!(
+                "{}{c}{}",
+                "a".repeat(offset),
+                "b".repeat(17 - offset)
+            ));
+        }
+    }
+    texts.push(String::new());
+    texts.push("plain text longer than one word, with nothing to escape at all".into());
+    texts.push("\"\\\"\\\u{1}\u{1f}\n\r\t\u{8}\u{c}\u{7f}".repeat(5));
+    for text in texts {
+        let mut ours = Vec::new();
+        super::json_out::write_string(&mut ours, &text);
+        let theirs = serde_json::to_vec(&text).expect("a string serializes");
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs),
+            "{text:?}"
+        );
+    }
 }

@@ -221,8 +221,14 @@ impl Service {
         if !token_ok {
             return Err(invalid_token());
         }
-        sigv4::verify(&request, &claim, &credential.secret_key, self.engine.now())
-            .map_err(sigv4_error)?;
+        sigv4::verify(
+            &request,
+            &claim,
+            &credential.secret_key,
+            &self.signing_keys,
+            self.engine.now(),
+        )
+        .map_err(sigv4_error)?;
         Ok(Caller {
             access: credential.access(&self.names, &claim.region),
             principal_arn: credential.principal_arn(),

@@ -119,6 +119,8 @@ struct Service {
     names: NamespaceMap,
     /// `config.auth.credentials` by access key.
     credentials: auth::CredentialMap,
+    /// SigV4 signing keys already derived (sigv4.rs).
+    signing_keys: crate::sigv4::SigningKeys,
     /// The request pipeline (veil-http's): where each request is audited and counted.
     pipeline: Pipeline,
 }
@@ -341,6 +343,7 @@ impl Service {
             config,
             names,
             credentials,
+            signing_keys: Default::default(),
             pipeline,
         }
     }

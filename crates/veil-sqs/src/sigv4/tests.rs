@@ -115,7 +115,9 @@ fn canonical_uri_and_query_encode_as_the_sdks_do() {
         "a=1&a=~%2Bx&b=2"
     );
     assert_eq!(canonical_query("", false), "");
-    assert_eq!(collapse_whitespace("  a   b \t c "), "a b c");
+    let mut collapsed = String::from("x:");
+    push_collapsed(&mut collapsed, "  a   b \t c ");
+    assert_eq!(collapsed, "x:a b c");
 }
 
 #[test]
@@ -173,7 +175,7 @@ fn check(h: &HeaderMap, body: &[u8], secret: &str, now: Millis) -> Result<Claim,
         body,
     };
     let claim = parse(&request)?;
-    verify(&request, &claim, secret, now)?;
+    verify(&request, &claim, secret, &SigningKeys::default(), now)?;
     Ok(claim)
 }
 
@@ -198,6 +200,29 @@ fn tampering_with_body_header_or_secret_is_a_mismatch() {
     let mut tampered = h.clone();
     tampered.insert("content-type", HeaderValue::from_static("text/plain"));
     assert_eq!(check(&tampered, b"{}", "test", now), mismatch);
+}
+
+#[test]
+fn a_cached_signing_key_serves_only_its_own_secret() {
+    let now = amz_to_millis(SUITE_DATE).unwrap();
+    let (h, _) = signed_sqs(b"{}", SUITE_DATE);
+    let request = SignedRequest {
+        method: "POST",
+        path: "/",
+        query: None,
+        headers: &h,
+        body: b"{}",
+    };
+    let claim = parse(&request).unwrap();
+    let keys = SigningKeys::default();
+    assert_eq!(verify(&request, &claim, "test", &keys, now), Ok(()));
+    // Verified again from the cache, then refused under another secret with the same scope.
+    assert_eq!(verify(&request, &claim, "test", &keys, now), Ok(()));
+    assert_eq!(
+        verify(&request, &claim, "other", &keys, now),
+        Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
+    );
+    assert_eq!(verify(&request, &claim, "test", &keys, now), Ok(()));
 }
 
 #[test]
@@ -269,18 +294,17 @@ fn presigned_query_strings_verify_until_they_expire() {
     let parsed = parse(&request).unwrap();
     assert_eq!(parsed.carrier, Carrier::Query { expires_s: 60 });
     let now = amz_to_millis(at).unwrap();
-    assert_eq!(verify(&request, &parsed, "test", now + 59_000), Ok(()));
-    assert_eq!(
-        verify(&request, &parsed, "test", now + 61_000),
-        Err(SigV4Error::Expired)
-    );
+    let keys = SigningKeys::default();
+    let verify_at = |millis| verify(&request, &parsed, "test", &keys, millis);
+    assert_eq!(verify_at(now + 59_000), Ok(()));
+    assert_eq!(verify_at(now + 61_000), Err(SigV4Error::Expired));
     let tampered = query.replace("ListQueues", "CreateQueue");
     let request = SignedRequest {
         query: Some(&tampered),
         ..request
     };
     assert_eq!(
-        verify(&request, &parsed, "test", now),
+        verify(&request, &parsed, "test", &SigningKeys::default(), now),
         Err(SigV4Error::Mismatch(MISMATCH_MESSAGE.into()))
     );
 }
@@ -326,7 +350,13 @@ fn presigned_verdict(
         body,
     };
     let parsed = parse(&request)?;
-    verify(&request, &parsed, "test", amz_to_millis(at).unwrap())
+    verify(
+        &request,
+        &parsed,
+        "test",
+        &SigningKeys::default(),
+        amz_to_millis(at).unwrap(),
+    )
 }
 
 #[test]
@@ -395,7 +425,13 @@ fn a_scope_for_another_service_is_refused() {
     };
     let c = claim("s3", &["host"], Carrier::Header);
     assert_eq!(
-        verify(&request, &c, "test", amz_to_millis(SUITE_DATE).unwrap()),
+        verify(
+            &request,
+            &c,
+            "test",
+            &SigningKeys::default(),
+            amz_to_millis(SUITE_DATE).unwrap()
+        ),
         Err(SigV4Error::Mismatch(
             "Credential should be scoped to correct service: 'sqs'. ".into()
         ))
