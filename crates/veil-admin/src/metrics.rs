@@ -15,7 +15,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use veil_core::{limits::DELIVERY_RECEIVE_COUNT_BUCKETS, QueueOverview};
+use veil_core::limits::{DELIVERY_RECEIVE_COUNT_BUCKETS, ENGINE_LOCK_BUCKETS_NS};
+use veil_core::{DurationCounts, LockTimes, QueueOverview};
 
 use crate::AdminState;
 
@@ -37,6 +38,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     if let Some(queues) = queues {
         encode_queues(&queues, &mut text);
     }
+    encode_lock_times(LockTimes::process(), &mut text);
     (
         [(
             header::CONTENT_TYPE,
@@ -220,6 +222,40 @@ fn encode_receive_counts(out: &mut String, queues: &[QueueOverview], labels: &[S
     }
 }
 
+/// The engine locks' waits and holds in this process (ADR 0012), as two histograms in seconds.
+fn encode_lock_times(times: &LockTimes, out: &mut String) {
+    for (name, help, counts) in [
+        (
+            "veil_engine_lock_wait_seconds",
+            "How long operations waited for an engine lock, since the process started.",
+            times.wait.counts(),
+        ),
+        (
+            "veil_engine_lock_hold_seconds",
+            "How long operations held an engine lock (ADR 0012: the lock's share of each second bounds an \
+             engine's rate), since the process started.",
+            times.hold.counts(),
+        ),
+    ] {
+        family(out, name, "histogram", help);
+        encode_duration_histogram(out, name, &counts);
+    }
+}
+
+fn encode_duration_histogram(out: &mut String, name: &str, counts: &DurationCounts) {
+    let mut cumulative = 0;
+    for (i, count) in counts.buckets.iter().enumerate() {
+        cumulative += count;
+        let bound = match ENGINE_LOCK_BUCKETS_NS.get(i) {
+            Some(ns) => format!("{}", *ns as f64 / 1e9),
+            None => "+Inf".to_owned(),
+        };
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_sum {}", counts.sum_ns as f64 / 1e9);
+    let _ = writeln!(out, "{name}_count {cumulative}");
+}
+
 /// One sample line: `name{labels[,extra]} value`. Written with `push_str` and a hand-rolled integer
 /// conversion because this runs for every line of every queue: through `write!` it cost twice as much.
 fn sample(out: &mut String, name: &str, labels: &str, extra: &str, value: u64) {
@@ -304,6 +340,30 @@ mod tests {
             deliveries_receive_count_sum: 0,
             long_polls_waiting: 0,
         }
+    }
+
+    #[test]
+    fn lock_histograms_are_cumulative_in_seconds_with_an_infinite_bucket() {
+        let mut buckets = vec![0; ENGINE_LOCK_BUCKETS_NS.len() + 1];
+        buckets[0] = 2;
+        buckets[2] = 1;
+        buckets[ENGINE_LOCK_BUCKETS_NS.len()] = 1;
+        let counts = DurationCounts {
+            buckets,
+            sum_ns: 1_500_000_000,
+        };
+        let mut out = String::new();
+        encode_duration_histogram(&mut out, "x", &counts);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "x_bucket{le=\"0.000001\"} 2");
+        assert_eq!(lines[1], "x_bucket{le=\"0.000002\"} 2");
+        assert_eq!(lines[2], "x_bucket{le=\"0.000005\"} 3");
+        assert_eq!(
+            lines[ENGINE_LOCK_BUCKETS_NS.len()],
+            "x_bucket{le=\"+Inf\"} 4"
+        );
+        assert_eq!(lines[ENGINE_LOCK_BUCKETS_NS.len() + 1], "x_sum 1.5");
+        assert_eq!(lines[ENGINE_LOCK_BUCKETS_NS.len() + 2], "x_count 4");
     }
 
     #[test]

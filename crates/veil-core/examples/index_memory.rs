@@ -104,7 +104,9 @@ fn main() {
         let after_send = LIVE_BYTES.load(Ordering::Relaxed);
         let per_message = (after_send - before) as f64 / stored as f64;
         println!("{stored} stored, all visible: {per_message:.1} bytes of engine memory per message");
-        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive, attempt_id: None, consumer: None };
+        // A consumer as the SQS front-end names one: its address and access key.
+        let consumer = Consumer::new(Protocol::Sqs, Some("127.0.0.1:40000".parse().expect("address")), Some("AKIDEXAMPLE".into()));
+        let options = ReceiveOptions { max_messages: 1_000, visibility_ms: Some(3_600_000), wait_ms: Some(0), dead_letter: DeadLetterTiming::OnReceive, attempt_id: None, consumer: Some(consumer) };
         let mut received = 0;
         while received < hidden {
             // Payload reads return None from the null store, so count through the statistics instead.

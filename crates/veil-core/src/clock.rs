@@ -22,6 +22,11 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Millis;
     /// Completes once `now() >= deadline` (or soon after). Used only to wake long-polling waiters.
     fn sleep_until(&self, deadline: Millis) -> Sleep;
+    /// Monotonic nanoseconds since an arbitrary start, for measuring how long something took (monitoring
+    /// only: no rule reads it). A clock that does not measure returns 0.
+    fn ticks_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// The wall clock.
@@ -29,6 +34,14 @@ pub trait Clock: Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    fn ticks_ns(&self) -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+
     fn now(&self) -> Millis {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -115,6 +128,10 @@ impl OffsetClock {
 }
 
 impl Clock for OffsetClock {
+    fn ticks_ns(&self) -> u64 {
+        SystemClock.ticks_ns()
+    }
+
     fn now(&self) -> Millis {
         SystemClock.now().saturating_add(*self.offset_ms.borrow())
     }

@@ -189,7 +189,7 @@ impl Dedup {
 pub(crate) struct Attempt {
     pub at: Millis,
     /// (seq, generation of the delivery, receipt) of each delivered message.
-    pub deliveries: Vec<(Seq, u32, String)>,
+    pub deliveries: Vec<(Seq, u32, crate::receipt::Receipt)>,
 }
 
 /// The receive attempts of the last `RECEIVE_ATTEMPT_MS_MAX`. Not durable: after a restart a retry is a new

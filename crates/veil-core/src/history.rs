@@ -23,9 +23,10 @@
 //!   lock, in bounded batches (`Engine::history`).
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,7 @@ impl Protocol {
 }
 
 /// Who received a message: what the front-end knows of its client.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Consumer {
     pub protocol: Protocol,
     /// The client's address, when the transport gives one.
@@ -92,10 +93,11 @@ pub enum DeliveryEnding {
     Released,
     /// Its deadline passed without a settlement: the message became visible again (or was received again).
     Lapsed,
-    /// A dead-letter rule moved the message to `to`.
-    DeadLettered { to: QueueKey },
+    /// A dead-letter rule moved the message to `to`. Boxed, as is `Moved`'s: every delivery record holds room
+    /// for an ending, and few end in a move.
+    DeadLettered { to: Box<QueueKey> },
     /// The message was moved (re-queued, or by a move task) to `to`.
-    Moved { to: QueueKey },
+    Moved { to: Box<QueueKey> },
 }
 
 /// When and how a delivery ended.
@@ -114,8 +116,10 @@ pub struct DeliveryRecord {
     /// The message's generation under this delivery (its receipt's); an Azure update raises it. A delivery
     /// is in flight while the message is Hidden with this generation.
     pub generation: u32,
-    /// `None` when the front-end did not say.
-    pub consumer: Option<Consumer>,
+    /// `None` when the front-end did not say. Shared: a queue's records of one client hold one copy
+    /// ([`Histories`] interns them), and the store's copy of a history shares it too. Serialized as the
+    /// consumer itself.
+    pub consumer: Option<Arc<Consumer>>,
     /// The visibility the receive granted.
     pub visibility_ms: Millis,
     /// Visibility changes to a non-zero value during this delivery (extensions, shortenings).
@@ -219,9 +223,25 @@ pub(crate) struct Histories {
     without_id: BTreeSet<Seq>,
     /// Most recent last; bounded by [`limits::DELETED_HISTORIES_KEPT`]. Not durable.
     deleted: VecDeque<(Seq, DeliveryHistory)>,
+    /// The consumers recent records name, one shared copy each; bounded by
+    /// [`limits::HISTORY_CONSUMERS_INTERNED_MAX`] (then it starts over: records keep their copies).
+    consumers: HashSet<Arc<Consumer>>,
 }
 
 impl Histories {
+    /// The shared copy of `consumer` for a new record.
+    pub fn consumer(&mut self, consumer: &Consumer) -> Arc<Consumer> {
+        if let Some(shared) = self.consumers.get(consumer) {
+            return shared.clone();
+        }
+        if self.consumers.len() >= limits::HISTORY_CONSUMERS_INTERNED_MAX {
+            self.consumers.clear();
+        }
+        let shared = Arc::new(consumer.clone());
+        self.consumers.insert(shared.clone());
+        shared
+    }
+
     /// Restores a history read from the store at start-up.
     pub fn restore(&mut self, seq: Seq, history: DeliveryHistory) {
         self.insert_live(seq, history);
@@ -286,6 +306,9 @@ impl Histories {
         if history.deliveries.len() >= limits::DELIVERY_HISTORY_ENTRIES_MAX {
             history.deliveries.remove(0);
         }
+        // Room for this record only: a first push would take room for four, and most messages are delivered
+        // once (docs/benchmarks.md, "Memory per stored message").
+        history.deliveries.reserve_exact(1);
         history.deliveries.push(record);
         let wants_id = history.message_id.is_none();
         (history, wants_id)
@@ -410,4 +433,63 @@ pub(crate) fn ended_by_move(
 ) -> DeliveryHistory {
     history.end_with_move(how, now);
     history
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(generation: u32) -> DeliveryRecord {
+        DeliveryRecord {
+            received_at: 1_000,
+            receive_count: generation,
+            generation,
+            consumer: None,
+            visibility_ms: 30_000,
+            visibility_changes: 0,
+            last_visibility_change: None,
+            ended: None,
+        }
+    }
+
+    #[test]
+    fn records_of_one_consumer_share_one_copy_which_serializes_as_the_consumer() {
+        let mut histories = Histories::default();
+        let client = Consumer::new(
+            Protocol::Sqs,
+            Some("127.0.0.1:4000".parse().unwrap()),
+            Some("AKIDEXAMPLE".into()),
+        );
+        let first = histories.consumer(&client);
+        let second = histories.consumer(&client.clone());
+        assert!(Arc::ptr_eq(&first, &second));
+        let other = histories.consumer(&Consumer::new(Protocol::Sqs, None, None));
+        assert!(!Arc::ptr_eq(&first, &other));
+        // The log's and the store's bytes do not change with the sharing.
+        let shared = postcard::to_allocvec(&Some(first)).unwrap();
+        let plain = postcard::to_allocvec(&Some(client)).unwrap();
+        assert_eq!(shared, plain);
+    }
+
+    #[test]
+    fn a_history_holds_room_for_the_deliveries_it_has_not_four() {
+        let mut histories = Histories::default();
+        let state = MessageState {
+            sent_at: 0,
+            visible_at: 0,
+            expires_at: crate::model::NEVER,
+            first_received_at: 0,
+            receive_count: 0,
+            generation: 0,
+            body_bytes: 0,
+            dead_letter_on_release: false,
+        };
+        let (history, _) = histories.delivered(7, state, record(1));
+        assert_eq!(history.deliveries.capacity(), 1);
+        for generation in 2..=limits::DELIVERY_HISTORY_ENTRIES_MAX as u32 + 3 {
+            let (history, _) = histories.delivered(7, state, record(generation));
+            assert!(history.deliveries.len() <= limits::DELIVERY_HISTORY_ENTRIES_MAX);
+            assert_eq!(history.deliveries.capacity(), history.deliveries.len());
+        }
+    }
 }

@@ -26,7 +26,9 @@ mod waiters;
 pub use access::{Access, AccessDenied, Grant, GrantSpec, Pattern, Permission, Permissions};
 pub use clock::{Clock, ManualClock, Millis, OffsetClock, SystemClock};
 pub use dispatch::Dispatch;
-pub use engine::{Engine, QueueOverview, ServingGate, CREATED_BY_SETTING, NOT_SERVING};
+pub use engine::{
+    DurationCounts, Engine, LockTimes, QueueOverview, ServingGate, CREATED_BY_SETTING, NOT_SERVING,
+};
 pub use error::{EngineError, EngineResult};
 pub use history::{
     Consumer, DeliveryEnd, DeliveryEnding, DeliveryHistory, DeliveryRecord, MessageHistory,

@@ -51,3 +51,11 @@ pub const DELETED_HISTORIES_KEPT: usize = 256;
 /// Payloads one read of a history look-up takes when it must match message ids by reading them (histories
 /// restored after a restart before their id was learned): bounds each read outside the engine lock.
 pub const HISTORY_LOOKUP_PAYLOADS_PER_READ_MAX: usize = 1_024;
+/// Upper bounds (nanoseconds) of the buckets in which the engine lock's waits and holds are counted
+/// (`veil_engine_lock_hold_seconds`, ADR 0012): 1 µs to 10 ms, a last bucket takes the rest.
+pub const ENGINE_LOCK_BUCKETS_NS: [u64; 11] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 10_000_000,
+];
+/// Distinct consumers whose one shared copy a queue's delivery histories keep (`Histories::consumer`); past
+/// this the set starts over, which costs memory (a record then holds its own copy), never a record.
+pub const HISTORY_CONSUMERS_INTERNED_MAX: usize = 256;

@@ -1,13 +1,18 @@
 //! `SeqSlab`: one queue's message states by sequence number, stored densely. Sequence numbers are handed out
 //! in order and messages mostly leave in order, so states live in fixed chunks of `CHUNK_LEN` consecutive
-//! sequence numbers with an occupancy bitmap: ~49 bytes per message instead of the ~100 a `BTreeMap` leaf
+//! sequence numbers with an occupancy bitmap: ~41 bytes per message instead of the ~100 a `BTreeMap` leaf
 //! costs at its 55% fill under in-order inserts. The price: a chunk stays allocated while any one of its
 //! messages lives (at worst ~1.3 KiB for a lone survivor), which is bounded and independent of body sizes.
 //!
 //! Each chunk also remembers a lower bound of its messages' expiry times, so that the index can find expired
 //! messages through one entry per chunk instead of one per message.
+//!
+//! States are stored packed ([`PackedState`], 40 bytes instead of `MessageState`'s 48): a time is 48 bits of
+//! milliseconds (until the year 10889), [`NEVER`] its own value. A state that does not pack (a time beyond
+//! that, which no protocol's limits produce) is kept whole beside the chunks (`spilled`), so packing never
+//! changes a state; only memory (docs/benchmarks.md, "Memory per stored message").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::Millis;
 use crate::model::{MessageState, Seq, NEVER};
@@ -32,12 +37,99 @@ const EMPTY: MessageState = MessageState {
     dead_letter_on_release: false,
 };
 
+/// The largest time a [`PackedState`] holds; [`NEVER`] packs as this, other times at or above it spill.
+const PACKED_TIME_MAX: u64 = (1 << 48) - 1;
+
+/// A [`MessageState`] in 40 bytes: its four times as 48-bit halves (low 32 bits, high 16), its counts as they
+/// are. Aligned to 4, so an array of them has no padding.
+#[derive(Clone, Copy)]
+struct PackedState {
+    times_low: [u32; 4],
+    times_high: [u16; 4],
+    receive_count: u32,
+    generation: u32,
+    body_bytes: u32,
+    dead_letter_on_release: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<PackedState>() == 40);
+
+impl PackedState {
+    /// `None` when a time does not fit in 48 bits (and is not [`NEVER`]).
+    fn pack(state: &MessageState) -> Option<Self> {
+        let times = [
+            state.sent_at,
+            state.visible_at,
+            state.expires_at,
+            state.first_received_at,
+        ];
+        let mut packed = PackedState {
+            times_low: [0; 4],
+            times_high: [0; 4],
+            receive_count: state.receive_count,
+            generation: state.generation,
+            body_bytes: state.body_bytes,
+            dead_letter_on_release: state.dead_letter_on_release,
+        };
+        for (i, time) in times.into_iter().enumerate() {
+            let time = match time {
+                NEVER => PACKED_TIME_MAX,
+                time if time < PACKED_TIME_MAX => time,
+                _ => return None,
+            };
+            packed.times_low[i] = time as u32;
+            packed.times_high[i] = (time >> 32) as u16;
+        }
+        Some(packed)
+    }
+
+    fn unpack(&self) -> MessageState {
+        let time =
+            |i: usize| match u64::from(self.times_high[i]) << 32 | u64::from(self.times_low[i]) {
+                PACKED_TIME_MAX => NEVER,
+                time => time,
+            };
+        MessageState {
+            sent_at: time(0),
+            visible_at: time(1),
+            expires_at: time(2),
+            first_received_at: time(3),
+            receive_count: self.receive_count,
+            generation: self.generation,
+            body_bytes: self.body_bytes,
+            dead_letter_on_release: self.dead_letter_on_release,
+        }
+    }
+}
+
+const EMPTY_PACKED: PackedState = PackedState {
+    times_low: [0; 4],
+    times_high: [0; 4],
+    receive_count: 0,
+    generation: 0,
+    body_bytes: 0,
+    dead_letter_on_release: false,
+};
+
 struct Chunk {
-    /// Bit i set: `states[i]` holds the message with seq `chunk << CHUNK_BITS | i`.
+    /// Bit i set: slot i holds the message with seq `chunk << CHUNK_BITS | i`.
     occupied: u32,
+    /// Bit i set: slot i's state did not pack and is in [`SeqSlab::spilled`]; `states[i]` is unused.
+    spilled: u32,
     /// No message of this chunk expires before this (it may be stale-low after removals; never too high).
     expires_at_min: Millis,
-    states: [MessageState; CHUNK_LEN],
+    states: [PackedState; CHUNK_LEN],
+}
+
+impl Chunk {
+    fn state(&self, seq: Seq, slot: usize, spilled: &HashMap<Seq, MessageState>) -> MessageState {
+        if self.spilled & (1 << slot) == 0 {
+            return self.states[slot].unpack();
+        }
+        *spilled
+            .get(&seq)
+            .unwrap_or_else(|| panic!("seq {seq} marked spilled but not kept"))
+    }
 }
 
 impl Chunk {
@@ -113,6 +205,8 @@ impl Iterator for ChunkIter {
 #[derive(Default)]
 pub struct SeqSlab {
     chunks: BTreeMap<u64, Box<Chunk>>,
+    /// States that did not pack, whole; empty unless a time passed the year 10889.
+    spilled: HashMap<Seq, MessageState>,
     len: usize,
 }
 
@@ -124,7 +218,30 @@ impl SeqSlab {
     pub fn get(&self, seq: Seq) -> Option<MessageState> {
         let chunk = self.chunks.get(&chunk_of(seq))?;
         let slot = (seq as usize) & (CHUNK_LEN - 1);
-        (chunk.occupied & (1 << slot) != 0).then(|| chunk.states[slot])
+        (chunk.occupied & (1 << slot) != 0).then(|| chunk.state(seq, slot, &self.spilled))
+    }
+
+    /// Stores `state` in its slot, packed, or whole in `spilled` when it does not pack.
+    fn store(
+        chunk: &mut Chunk,
+        spilled: &mut HashMap<Seq, MessageState>,
+        seq: Seq,
+        slot: usize,
+        state: MessageState,
+    ) {
+        match PackedState::pack(&state) {
+            Some(packed) => {
+                chunk.states[slot] = packed;
+                if chunk.spilled & (1 << slot) != 0 {
+                    chunk.spilled &= !(1 << slot);
+                    spilled.remove(&seq);
+                }
+            }
+            None => {
+                chunk.spilled |= 1 << slot;
+                spilled.insert(seq, state);
+            }
+        }
     }
 
     /// Inserts a state for a seq that holds none. Panics (a broken invariant) if it holds one.
@@ -133,8 +250,9 @@ impl SeqSlab {
         let chunk = self.chunks.entry(number).or_insert_with(|| {
             Box::new(Chunk {
                 occupied: 0,
+                spilled: 0,
                 expires_at_min: NEVER,
-                states: [EMPTY; CHUNK_LEN],
+                states: [EMPTY_PACKED; CHUNK_LEN],
             })
         });
         let slot = (seq as usize) & (CHUNK_LEN - 1);
@@ -143,7 +261,7 @@ impl SeqSlab {
             "seq {seq} inserted twice"
         );
         chunk.occupied |= 1 << slot;
-        chunk.states[slot] = state;
+        Self::store(chunk, &mut self.spilled, seq, slot, state);
         self.len += 1;
         chunk.lower_expiry_bound(number, state.expires_at)
     }
@@ -157,7 +275,7 @@ impl SeqSlab {
             .get_mut(&number)
             .filter(|c| c.occupied & (1 << slot) != 0);
         let chunk = chunk.unwrap_or_else(|| panic!("set of unknown seq {seq}"));
-        chunk.states[slot] = state;
+        Self::store(chunk, &mut self.spilled, seq, slot, state);
         chunk.lower_expiry_bound(number, state.expires_at)
     }
 
@@ -171,7 +289,14 @@ impl SeqSlab {
             return None;
         }
         chunk.occupied &= !(1 << slot);
-        let state = chunk.states[slot];
+        let state = if chunk.spilled & (1 << slot) != 0 {
+            chunk.spilled &= !(1 << slot);
+            self.spilled
+                .remove(&seq)
+                .unwrap_or_else(|| panic!("seq {seq} marked spilled but not kept"))
+        } else {
+            chunk.states[slot].unpack()
+        };
         self.len -= 1;
         let bound = if chunk.occupied == 0 {
             let old = chunk.expires_at_min;
@@ -187,14 +312,16 @@ impl SeqSlab {
     pub fn first(&self) -> Option<(Seq, MessageState)> {
         let (&number, chunk) = self.chunks.first_key_value()?;
         let slot = chunk.occupied.trailing_zeros() as usize;
-        Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
+        let seq = (number << CHUNK_BITS) | slot as u64;
+        Some((seq, chunk.state(seq, slot, &self.spilled)))
     }
 
     /// The state of the highest live seq.
     pub fn last(&self) -> Option<(Seq, MessageState)> {
         let (&number, chunk) = self.chunks.last_key_value()?;
         let slot = (u32::BITS - 1 - chunk.occupied.leading_zeros()) as usize;
-        Some(((number << CHUNK_BITS) | slot as u64, chunk.states[slot]))
+        let seq = (number << CHUNK_BITS) | slot as u64;
+        Some((seq, chunk.state(seq, slot, &self.spilled)))
     }
 
     /// Up to `max` live messages with a seq of at least `from`, in seq order (an operator's browse).
@@ -207,7 +334,7 @@ impl SeqSlab {
                     if found.len() == max {
                         return found;
                     }
-                    found.push((seq, chunk.states[slot]));
+                    found.push((seq, chunk.state(seq, slot, &self.spilled)));
                 }
             }
         }
@@ -218,11 +345,20 @@ impl SeqSlab {
     /// slab while it walks them.
     pub fn chunk_entries(&self, number: u64) -> ChunkEntries {
         match self.chunks.get(&number) {
-            Some(chunk) => ChunkEntries {
-                number,
-                occupied: chunk.occupied,
-                states: chunk.states,
-            },
+            Some(chunk) => {
+                let mut states = [EMPTY; CHUNK_LEN];
+                for (slot, state) in states.iter_mut().enumerate() {
+                    if chunk.occupied & (1 << slot) != 0 {
+                        let seq = (number << CHUNK_BITS) | slot as u64;
+                        *state = chunk.state(seq, slot, &self.spilled);
+                    }
+                }
+                ChunkEntries {
+                    number,
+                    occupied: chunk.occupied,
+                    states,
+                }
+            }
             None => ChunkEntries {
                 number,
                 occupied: 0,
@@ -237,7 +373,10 @@ impl SeqSlab {
         let chunk = self.chunks.get_mut(&number)?;
         let exact = (0..CHUNK_LEN)
             .filter(|slot| chunk.occupied & (1 << slot) != 0)
-            .map(|slot| chunk.states[slot].expires_at)
+            .map(|slot| {
+                let seq = (number << CHUNK_BITS) | slot as u64;
+                chunk.state(seq, slot, &self.spilled).expires_at
+            })
             .min()
             .unwrap_or(NEVER);
         chunk.expires_at_min = exact;
@@ -253,6 +392,7 @@ impl SeqSlab {
 
     pub fn clear(&mut self) {
         self.chunks.clear();
+        self.spilled.clear();
         self.len = 0;
     }
 }
@@ -292,6 +432,58 @@ mod tests {
             .collect();
         assert_eq!(live, (32..40).collect::<Vec<_>>());
         assert_eq!(slab.remove(31), None, "removing twice finds nothing");
+    }
+
+    fn full(time: Millis) -> MessageState {
+        MessageState {
+            sent_at: time,
+            visible_at: time.saturating_add(1),
+            expires_at: time.saturating_add(2),
+            first_received_at: time.saturating_add(3),
+            receive_count: u32::MAX,
+            generation: 7,
+            body_bytes: 1 << 20,
+            dead_letter_on_release: true,
+        }
+    }
+
+    #[test]
+    fn a_stored_state_comes_back_exactly_packed_or_not() {
+        let mut slab = SeqSlab::default();
+        let unpackable = [PACKED_TIME_MAX - 3, PACKED_TIME_MAX, NEVER - 5];
+        let states: Vec<MessageState> = [0, 1_764_000_000_000, PACKED_TIME_MAX - 4]
+            .into_iter()
+            .chain(unpackable)
+            .map(full)
+            .chain([state(NEVER), EMPTY])
+            .collect();
+        for (seq, state) in states.iter().enumerate() {
+            slab.insert(seq as Seq, *state);
+        }
+        assert_eq!(
+            slab.spilled.len(),
+            unpackable.len(),
+            "only times past 48 bits spill"
+        );
+        for (seq, state) in states.iter().enumerate() {
+            assert_eq!(slab.get(seq as Seq), Some(*state), "seq {seq}");
+        }
+        let copied: Vec<MessageState> = slab.chunk_entries(0).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(copied, states);
+        assert_eq!(slab.range_from(0, 100).len(), states.len());
+        assert_eq!(slab.last().map(|(_, s)| s), states.last().copied());
+        // A spilled state overwritten by one that packs leaves `spilled`, and the reverse.
+        slab.set(3, full(5));
+        slab.set(0, full(NEVER - 5));
+        assert_eq!(
+            (slab.get(3), slab.get(0)),
+            (Some(full(5)), Some(full(NEVER - 5)))
+        );
+        assert_eq!(slab.spilled.len(), unpackable.len());
+        for seq in 0..states.len() as Seq {
+            assert!(slab.remove(seq).is_some());
+        }
+        assert!(slab.spilled.is_empty() && slab.chunks.is_empty());
     }
 
     #[test]

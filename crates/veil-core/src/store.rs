@@ -15,7 +15,8 @@ use crate::model::{
 use crate::move_task::MoveTaskRecord;
 use crate::partition::Partition;
 
-#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
+/// Clone: a send that delivers to waiting receives shares its commit, and so its outcome, with them.
+#[derive(Clone, Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum StoreError {
     #[error("storage I/O failed: {0}")]
     Io(String),

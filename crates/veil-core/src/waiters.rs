@@ -13,7 +13,15 @@
 //! finds nothing (another consumer took the message) registers again before the lock is let go. A waiter
 //! dropped after its wake arrived but before it ran (its timer fired too, the client went away) passes the
 //! wake to the next waiter: tokio's `Notify` forwards a `notify_one` on drop.
+//!
+//! A waiter of a standard queue is also *parked* with what it asked for: a send that makes messages ready
+//! delivers them to the oldest parked waiters itself, under the same lock, and its store changes carry those
+//! deliveries, so one commit makes both the send and the receive durable (issue 28: a woken waiter used to
+//! deliver under its own commit, queued behind the send's, two `fdatasync`s between a send and the answer to
+//! the waiter). The delivery reaches the waiter through a one-shot slot after the commit was submitted; a
+//! waiter whose slot closed (its receive went away) is skipped under the lock, before anything is delivered.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +29,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
+
+use crate::engine::HandOff;
+use crate::model::ReceiveOptions;
 
 /// One queue's waiters and the wake-ups owed to them by the operation under way.
 #[derive(Default)]
@@ -33,11 +44,57 @@ pub(crate) struct Waiters {
     gained: usize,
     /// The earliest pending deadline moved earlier in the operation under way.
     rearm: bool,
+    /// Waiters a send may deliver to directly, oldest first. An entry whose waiter went away (its slot
+    /// closed) stays until a hand-off or a registration passes it; `register` keeps the list within twice
+    /// the live waiters.
+    parked: VecDeque<Parked>,
+}
+
+/// A waiting receive of a standard queue as a send sees it: what it asked for and where its delivery goes.
+pub(crate) struct Parked {
+    pub options: ReceiveOptions,
+    pub max_messages: usize,
+    /// Filled by the send that delivered to this waiter, after its commit was submitted.
+    pub slot: oneshot::Sender<HandOff>,
 }
 
 impl Waiters {
     /// A waiter for the next wake-up; call under the lock of the attempt that found nothing.
     pub fn register(&self) -> Waiting {
+        self.waiting_for(None)
+    }
+
+    /// A waiter for the next wake-up that a send may also deliver to directly ([`Waiters::take_parked`]);
+    /// call under the lock of the attempt that found nothing, for a standard queue.
+    pub fn park(&mut self, options: &ReceiveOptions, max_messages: usize) -> Waiting {
+        let (slot, handed) = oneshot::channel();
+        if self.parked.len() >= 2 * self.waiting().max(8) {
+            self.parked.retain(|p| !p.slot.is_closed());
+        }
+        self.parked.push_back(Parked {
+            options: options.clone(),
+            max_messages,
+            slot,
+        });
+        self.waiting_for(Some(handed))
+    }
+
+    /// The oldest parked waiter still waiting, taken out of the list.
+    pub fn take_parked(&mut self) -> Option<Parked> {
+        while let Some(parked) = self.parked.pop_front() {
+            if !parked.slot.is_closed() {
+                return Some(parked);
+            }
+        }
+        None
+    }
+
+    /// Puts back a waiter [`Waiters::take_parked`] took and the send delivered nothing to, as the oldest.
+    pub fn unpark(&mut self, parked: Parked) {
+        self.parked.push_front(parked);
+    }
+
+    fn waiting_for(&self, handed: Option<oneshot::Receiver<HandOff>>) -> Waiting {
         let mut notified = Box::pin(self.notify.clone().notified_owned());
         // In the wait list now, not at its first poll: a `notify_one` between the lock's release and that
         // poll would otherwise be stored as one permit for however many waiters it was meant for.
@@ -45,6 +102,7 @@ impl Waiters {
         self.waiting.fetch_add(1, Ordering::Relaxed);
         Waiting {
             notified,
+            handed,
             waiting: self.waiting.clone(),
         }
     }
@@ -91,17 +149,40 @@ impl Waiters {
     }
 }
 
-/// A registered waiter: resolves when woken. Dropping it unresolved gives a wake it got to the next waiter.
+/// A registered waiter: resolves when woken, with the delivery a send handed it if it was parked. Dropping it
+/// unresolved gives a wake it got to the next waiter.
 pub(crate) struct Waiting {
     notified: Pin<Box<OwnedNotified>>,
+    /// A parked waiter's slot. A sender dropped without a delivery (the queue deleted) is a plain wake: the
+    /// waiter re-checks.
+    handed: Option<oneshot::Receiver<HandOff>>,
     waiting: Arc<AtomicUsize>,
 }
 
-impl Future for Waiting {
-    type Output = ();
+impl Waiting {
+    /// Closes a parked waiter's slot and returns a delivery that reached it. A waiter that woke for another
+    /// reason (its timer, a plain wake, shutdown) calls this before it is dropped: a send that chose it just
+    /// then has either delivered already, and the delivery is served, or finds the slot closed and makes its
+    /// messages visible again. Without it, a delivery could be dropped with the waiter and its messages stay
+    /// hidden for a visibility timeout.
+    pub fn close(&mut self) -> Option<HandOff> {
+        let handed = self.handed.as_mut()?;
+        handed.close();
+        handed.try_recv().ok()
+    }
+}
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.notified.as_mut().poll(cx)
+impl Future for Waiting {
+    type Output = Option<HandOff>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<HandOff>> {
+        if let Some(handed) = self.handed.as_mut() {
+            if let Poll::Ready(result) = Pin::new(handed).poll(cx) {
+                self.handed = None;
+                return Poll::Ready(result.ok());
+            }
+        }
+        self.notified.as_mut().poll(cx).map(|()| None)
     }
 }
 

@@ -63,7 +63,7 @@ async fn a_receive_records_when_to_whom_and_for_how_long() {
     assert_eq!(delivery.received_at, START_MS + 5_000);
     assert_eq!(delivery.receive_count, 1);
     assert_eq!(delivery.visibility_ms, 30_000);
-    assert_eq!(delivery.consumer, Some(consumer("AKIDEXAMPLE")));
+    assert_eq!(delivery.consumer.as_deref(), Some(&consumer("AKIDEXAMPLE")));
     assert_eq!(delivery.ended, None, "in flight");
     assert_eq!(history.in_flight_until, Some(START_MS + 35_000));
 }
@@ -178,7 +178,9 @@ async fn a_dead_lettered_message_keeps_its_history_in_the_dead_letter_queue() {
     );
     assert_eq!(
         ending(&history.deliveries[1]),
-        Some(&DeliveryEnding::DeadLettered { to: dlq.clone() })
+        Some(&DeliveryEnding::DeadLettered {
+            to: Box::new(dlq.clone())
+        })
     );
     // Delivered in the dead-letter queue, it goes on counting there.
     receive_as(&h, &dlq, "inspector", 10).await;
@@ -201,7 +203,9 @@ async fn a_requeued_message_keeps_its_history_ended_as_moved() {
     let history = history_of(&h, &target, &sent.message_id);
     assert_eq!(
         ending(&history.deliveries[0]),
-        Some(&DeliveryEnding::Moved { to: target.clone() })
+        Some(&DeliveryEnding::Moved {
+            to: Box::new(target.clone())
+        })
     );
     assert_eq!(history.in_flight_until, None);
 }

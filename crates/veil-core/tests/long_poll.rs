@@ -298,25 +298,44 @@ async fn a_fifo_send_wakes_one_waiter_per_group_head_that_became_deliverable() {
     );
 }
 
+/// A FIFO queue, and a send of one message in a group of its own: a FIFO send wakes its waiters (it does
+/// not deliver to them itself as a standard queue's does), so a woken waiter may find its message taken.
+async fn fifo_queue(h: &Harness) -> QueueKey {
+    let config = QueueConfig {
+        fifo: Some(FifoConfig::default()),
+        ..QueueConfig::default()
+    };
+    h.queue_with("q.fifo", config).await
+}
+
+async fn send_grouped(h: &Harness, key: &QueueKey, body: &str) {
+    let message = NewMessage {
+        group: Some(body.to_owned()),
+        dedup_id: Some(body.to_owned()),
+        ..NewMessage::new(body.to_owned())
+    };
+    h.engine.send(key, vec![message]).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_waiter_woken_for_a_message_another_consumer_took_waits_again_and_loses_no_wake() {
     let h = Harness::new();
-    let q = h.queue("q").await;
+    let q = fifo_queue(&h).await;
     let mut a = Waiter::registered(&h.engine, &q);
     let b = Waiter::registered(&h.engine, &q);
-    h.send(&q, "taken").await;
+    send_grouped(&h, &q, "taken").await;
     assert_eq!((a.wakes(), b.wakes()), (1, 0));
     // Another consumer takes the message before the woken waiter re-checks.
     h.receive_one(&q, 30).await;
     assert!(a.poll().is_pending(), "found nothing: waits again");
-    h.send(&q, "next").await;
+    send_grouped(&h, &q, "next").await;
     assert_eq!(
         (a.wakes(), b.wakes()),
         (1, 1),
         "b waited longer than a's new registration"
     );
     assert_eq!(b.received().await, ["next"]);
-    h.send(&q, "last").await;
+    send_grouped(&h, &q, "last").await;
     assert_eq!(
         a.wakes(),
         2,
@@ -328,14 +347,71 @@ async fn a_waiter_woken_for_a_message_another_consumer_took_waits_again_and_lose
 #[tokio::test]
 async fn a_waiter_dropped_after_its_wake_passes_it_to_the_next_waiter() {
     let h = Harness::new();
-    let q = h.queue("q").await;
+    let q = fifo_queue(&h).await;
     let a = Waiter::registered(&h.engine, &q);
     let b = Waiter::registered(&h.engine, &q);
-    h.send(&q, "a").await;
+    send_grouped(&h, &q, "a").await;
     assert_eq!((a.wakes(), b.wakes()), (1, 0));
     drop(a); // the client went away before its request ran again
     assert_eq!(b.wakes(), 1, "the wake went on to b");
     assert_eq!(b.received().await, ["a"]);
+}
+
+#[tokio::test]
+async fn a_send_delivers_to_the_oldest_waiter_in_its_own_commit() {
+    let h = Harness::over(Arc::new(CountingStore::default()));
+    let q = h.queue("q").await;
+    let a = Waiter::registered(&h.engine, &q);
+    let mut b = Waiter::registered(&h.engine, &q);
+    let before = h.store.submissions();
+    h.send(&q, "handed").await;
+    assert_eq!(a.received().await, ["handed"]);
+    assert_eq!(
+        h.store.submissions(),
+        before + 1,
+        "the waiter's delivery is durable with the send: no commit of its own"
+    );
+    assert!(b.poll().is_pending(), "one message, one waiter");
+    h.advance_s(31);
+    assert_eq!(
+        h.receive(&q, 10, Some(30)).await.len(),
+        1,
+        "the handed message was in flight under the waiter's visibility timeout, and then visible again"
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_handed_to_a_waiter_whose_wait_ended_meanwhile_is_still_served() {
+    let h = Harness::new();
+    // Both branches ready at once: a regression that lets the timer win loses the delivery in some rounds.
+    for round in 0..20 {
+        // A queue per round: the clock moves past earlier rounds' visibility timeouts.
+        let q = h.queue(&format!("q{round}")).await;
+        let waiter = Waiter::registered(&h.engine, &q);
+        let body = format!("m{round}");
+        h.send(&q, &body).await;
+        // The hand-off is in the waiter's slot, and its wait is over too: both are ready at its next poll.
+        h.advance_s(WAIT_MS / 1000 + 1);
+        assert_eq!(waiter.received().await, [body], "round {round}");
+        let visible = h.receive(&q, 10, Some(30)).await;
+        assert!(
+            visible.is_empty(),
+            "round {round}: {} visible",
+            visible.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_that_went_away_gets_nothing_and_the_next_one_gets_the_message() {
+    let h = Harness::new();
+    let q = h.queue("q").await;
+    let a = Waiter::registered(&h.engine, &q);
+    let b = Waiter::registered(&h.engine, &q);
+    drop(a); // its client went away while it waited
+    h.send(&q, "m").await;
+    assert_eq!(b.wakes(), 1);
+    assert_eq!(b.received().await, ["m"]);
 }
 
 #[tokio::test]
@@ -347,7 +423,12 @@ async fn a_purge_and_a_deletion_wake_every_waiter() {
     assert_eq!(wakes(&waiters), [1, 1, 1]);
     assert!(waiters.iter_mut().all(|w| w.poll().is_pending()));
     h.engine.delete_queue(&q).await.unwrap();
-    assert_eq!(wakes(&waiters), [2, 2, 2]);
+    // Woken again, each: by the wake and by its hand-off slot closing with the queue, one waker call each.
+    assert!(
+        wakes(&waiters).iter().all(|&n| n >= 2),
+        "{:?}",
+        wakes(&waiters)
+    );
     for waiter in &mut waiters {
         assert!(matches!(
             waiter.poll(),

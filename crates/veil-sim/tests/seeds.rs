@@ -9,7 +9,7 @@ const CI_STEPS: usize = veil_sim::limits::STEPS_DEFAULT;
 /// What the CI slice exercised when it was pinned (`pin.rs`): the digest of its scenarios and the requests
 /// its runs made. A change to the operation generator or to what operations do fails here, loudly.
 const CI_DIGEST: &str = "23c4d60ca045b1c3";
-const CI_REQUESTS: u64 = 54_399;
+const CI_REQUESTS: u64 = 54_412;
 
 #[test]
 fn every_invariant_holds_for_the_ci_seeds() {

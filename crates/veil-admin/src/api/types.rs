@@ -514,7 +514,7 @@ impl From<veil_core::MessageHistory> for HistoryView {
                         .as_ref()
                         .and_then(|c| c.address)
                         .map(|a| a.to_string()),
-                    identity: d.consumer.and_then(|c| c.identity),
+                    identity: d.consumer.and_then(|c| c.identity.clone()),
                     visibility_timeout_ms: d.visibility_ms,
                     visibility_changes: d.visibility_changes,
                     last_visibility_change: d.last_visibility_change.map(|c| {
@@ -535,9 +535,9 @@ impl From<veil_core::MessageHistory> for HistoryView {
                                 E::Released => ("released", None),
                                 E::Lapsed => ("lapsed", None),
                                 E::DeadLettered { to } => {
-                                    ("dead_lettered", Some(QueueRef::from(&to)))
+                                    ("dead_lettered", Some(QueueRef::from(&*to)))
                                 }
-                                E::Moved { to } => ("moved", Some(QueueRef::from(&to))),
+                                E::Moved { to } => ("moved", Some(QueueRef::from(&*to))),
                             };
                             EndedView {
                                 how: how.into(),

@@ -142,6 +142,8 @@ pub struct ManyWaitersFigure {
     pub waiters: usize,
     pub wake_p50_us: u64,
     pub wake_p99_us: u64,
+    /// The send's own answer, from the same start: what of the wake is the send's round trip, not the wake.
+    pub send_p50_us: u64,
     pub server_cpu_us_per_send: f64,
     pub rss_bytes_per_waiter: f64,
     pub rss_idle_bytes: u64,
@@ -157,10 +159,11 @@ pub async fn many_waiters(args: ManyWaitersArgs) -> Result<std::process::ExitCod
         for &n in &args.waiters {
             let figure = one_many_waiters(bin, n, args.rounds).await?;
             println!(
-                "== {} · {n} waiters: wake p50 {} p99 {} · server CPU {:.0} µs/send · RSS {:.1} KiB per waiting connection (idle RSS {:.1} MiB)",
+                "== {} · {n} waiters: wake p50 {} p99 {} (the send's own answer p50 {}) · server CPU {:.0} µs/send · RSS {:.1} KiB per waiting connection (idle RSS {:.1} MiB)",
                 figure.bin,
                 crate::stats::human_us(figure.wake_p50_us as f64),
                 crate::stats::human_us(figure.wake_p99_us as f64),
+                crate::stats::human_us(figure.send_p50_us as f64),
                 figure.server_cpu_us_per_send,
                 figure.rss_bytes_per_waiter / 1024.0,
                 figure.rss_idle_bytes as f64 / (1024.0 * 1024.0),
@@ -272,7 +275,7 @@ async fn one_many_waiters(
     // The requests are written; give the server time to read them and park each one.
     tokio::time::sleep(Duration::from_millis(500 + (n as u64) / 10)).await;
     let rss_waiting = rss_of(veil.pid)?;
-    let mut wake = Latency::new();
+    let (mut wake, mut send) = (Latency::new(), Latency::new());
     let cpu_before = crate::cpu::cpu_seconds(veil.pid).unwrap_or(0.0);
     for _ in 0..rounds {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -282,6 +285,7 @@ async fn one_many_waiters(
         let sent = now_us();
         sqs.send(&queue, vec![bytes::Bytes::from_static(b"wake")])
             .await?;
+        send.record_us(now_us().saturating_sub(sent));
         match tokio::time::timeout(Duration::from_secs(10), arrived_rx.recv()).await {
             Ok(Some(at)) => wake.record_us(at.saturating_sub(sent)),
             _ => {
@@ -301,6 +305,7 @@ async fn one_many_waiters(
         waiters: n,
         wake_p50_us: p.p50,
         wake_p99_us: p.p99,
+        send_p50_us: send.percentiles().p50,
         server_cpu_us_per_send: (cpu_after - cpu_before) * 1e6 / rounds.max(1) as f64,
         rss_bytes_per_waiter: (rss_waiting.saturating_sub(rss_idle)) as f64 / n.max(1) as f64,
         rss_idle_bytes: rss_idle,

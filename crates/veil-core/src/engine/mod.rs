@@ -12,8 +12,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use crate::clock::{Clock, Millis};
 use crate::error::{EngineError, EngineResult};
 use crate::inbox::Placement;
@@ -25,6 +23,7 @@ use crate::store::{Commit, Store, StoreOp};
 mod admin;
 mod history;
 mod inbox;
+mod lock;
 mod move_tasks;
 mod moves;
 mod queues;
@@ -32,7 +31,10 @@ mod receive;
 mod send;
 mod settle;
 
+pub(crate) use receive::HandOff;
+
 pub use admin::{QueueOverview, CREATED_BY_SETTING};
+pub use lock::{DurationCounts, LockTimes};
 
 struct State {
     queues: HashMap<QueueId, QueueIndex>,
@@ -58,8 +60,9 @@ impl State {
 pub struct Engine {
     /// One lock over every queue: an operation touching two queues (a dead-letter move) stays atomic, and the
     /// order in which changes reach the store is the order in which they were applied. Critical sections are
-    /// in-memory only; the wait for durability happens after the lock is released.
-    state: Mutex<State>,
+    /// in-memory only; the wait for durability happens after the lock is released. Timed (lock.rs): its waits
+    /// and holds are in `/metrics`.
+    state: lock::TimedMutex<State>,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     receipts: ReceiptKey,
@@ -116,7 +119,7 @@ impl Engine {
             move_tasks: move_tasks::MoveTasks::load(store.as_ref(), now)?,
         };
         Ok(Self {
-            state: Mutex::new(state),
+            state: lock::TimedMutex::new(state, clock.clone()),
             store,
             clock,
             receipts,

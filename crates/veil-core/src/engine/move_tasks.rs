@@ -540,7 +540,9 @@ impl Engine {
             Destination::Here(target) => target,
             Destination::Elsewhere(key, partition) => {
                 let history = history.map(|history| {
-                    let ending = DeliveryEnding::Moved { to: key.clone() };
+                    let ending = DeliveryEnding::Moved {
+                        to: Box::new(key.clone()),
+                    };
                     crate::history::ended_by_move(history, ending, now)
                 });
                 locked.ops.push(StoreOp::SendToInbox {
@@ -561,7 +563,7 @@ impl Engine {
         };
         let history = history.map(|history| {
             let to = locked.state.queues[&target].record.key.clone();
-            crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
+            crate::history::ended_by_move(history, DeliveryEnding::Moved { to: Box::new(to) }, now)
         });
         let arrival = Arrival {
             from: (source, seq),

@@ -142,7 +142,9 @@ impl Engine {
                 Landing::Here(target, rule) => (target, rule),
                 Landing::Elsewhere(key, partition, rule) => {
                     let history = history.map(|history| {
-                        let ending = DeliveryEnding::DeadLettered { to: key.clone() };
+                        let ending = DeliveryEnding::DeadLettered {
+                            to: Box::new(key.clone()),
+                        };
                         crate::history::ended_by_move(history, ending, now)
                     });
                     let entry = Outbound {
@@ -164,7 +166,11 @@ impl Engine {
             };
             let history = history.map(|history| {
                 let to = state.queues[&target].record.key.clone();
-                crate::history::ended_by_move(history, DeliveryEnding::DeadLettered { to }, now)
+                crate::history::ended_by_move(
+                    history,
+                    DeliveryEnding::DeadLettered { to: Box::new(to) },
+                    now,
+                )
             });
             let retention_ms = state.queues[&target].record.config.retention_ms;
             let arrival = Arrival {
@@ -408,7 +414,9 @@ impl Engine {
             Destination::Here(target_id) => *target_id,
             Destination::Elsewhere(target, partition) => {
                 let history = history.map(|history| {
-                    let ending = DeliveryEnding::Moved { to: target.clone() };
+                    let ending = DeliveryEnding::Moved {
+                        to: Box::new(target.clone()),
+                    };
                     crate::history::ended_by_move(history, ending, now)
                 });
                 locked.ops.push(StoreOp::SendToInbox {
@@ -429,7 +437,7 @@ impl Engine {
         };
         let history = history.map(|history| {
             let to = locked.state.queues[&target_id].record.key.clone();
-            crate::history::ended_by_move(history, DeliveryEnding::Moved { to }, now)
+            crate::history::ended_by_move(history, DeliveryEnding::Moved { to: Box::new(to) }, now)
         });
         let arrival = Arrival {
             from: (id, seq),

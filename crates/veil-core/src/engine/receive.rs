@@ -1,6 +1,10 @@
 //! Receiving: long polls, delivery under the lock (FIFO groups, retried attempts, the in-flight limit), the
 //! payload read after it, and peek, which delivers nothing.
 
+use std::sync::Arc;
+
+use futures_util::future::{FutureExt, Shared};
+
 use super::moves::{DeadLetter, Destination, DEAD_LETTER_MOVES_PER_RECEIVE_MAX};
 use super::{Engine, Locked};
 use crate::clock::Millis;
@@ -11,6 +15,7 @@ use crate::limits;
 use crate::model::*;
 use crate::receipt::Receipt;
 use crate::store::{Commit, StoreOp};
+use crate::waiters::Parked;
 
 impl Engine {
     /// Receives up to `max_messages`, waiting up to `wait_ms` for the first one (long polling).
@@ -64,16 +69,118 @@ impl Engine {
             }
             let wake_at = attempt.next_due.map_or(deadline, |due| due.min(deadline));
             // Registered under the lock the attempt held, so no send after it goes unnoticed.
-            let notified = attempt
+            let mut notified = attempt
                 .notified
                 .expect("an empty attempt registers for wake-ups");
             crate::park::parking();
-            tokio::select! {
-                _ = notified => {}
-                _ = self.clock.sleep_until(wake_at) => {}
-                _ = closing.changed() => {}
+            // Biased, the wake first: a delivery that is there is served even if the timer is due too.
+            let handed = tokio::select! {
+                biased;
+                handed = &mut notified => handed,
+                _ = self.clock.sleep_until(wake_at) => None,
+                _ = closing.changed() => None,
+            };
+            // Woken otherwise: a send that chose this waiter meanwhile has delivered (serve it) or now finds
+            // its slot closed (and makes the messages visible again).
+            if let Some(handed) = handed.or_else(|| notified.close()) {
+                let messages = self.take_hand_off(handed).await?;
+                return Ok(Received { messages, expired });
             }
         }
+    }
+
+    /// What a send delivered to this waiting receive, once the send's commit (which carries the deliveries)
+    /// is durable.
+    async fn take_hand_off(&self, handed: HandOff) -> EngineResult<Vec<Message>> {
+        handed.durable.await?;
+        let wants_ids = handed.delivered.iter().any(|d| d.wants_id);
+        let messages = self.with_payloads(handed.queue, handed.delivered).await?;
+        if wants_ids {
+            self.learn_ids(handed.queue, &messages);
+        }
+        Ok(messages)
+    }
+
+    /// Under a send's lock: delivers the locked standard queue's ready messages to its parked waiters, oldest
+    /// first, into the send's own store changes (src/waiters.rs). Returns each delivery with the waiter it is
+    /// for; the caller hands them over once the commit is submitted ([`Engine::hand_over`]).
+    pub(super) fn hand_off(&self, locked: &mut Locked<'_>) -> Handed {
+        let mut handed = Vec::new();
+        loop {
+            let index = locked.index();
+            if index.fifo.is_some() || index.next_ready(None).is_none() {
+                break;
+            }
+            let Some(parked) = index.waiters.take_parked() else {
+                break;
+            };
+            match self.deliver(locked, parked.max_messages, &parked.options) {
+                Ok(attempt) if !attempt.delivered.is_empty() => handed.push((parked, attempt)),
+                // Nothing deliverable for it (the in-flight limit, only dead letters moved): it waits on.
+                Ok(_) | Err(_) => {
+                    locked.index().waiters.unpark(parked);
+                    break;
+                }
+            }
+        }
+        handed
+    }
+
+    /// After a send submitted its commit: gives each parked waiter its delivery and waits for the commit
+    /// with them. A waiter that went away after it was chosen gets nothing: its messages are made visible
+    /// again (a visibility change to 0 through their receipts), so none waits out a visibility timeout for a
+    /// receive that no longer exists.
+    pub(super) async fn hand_over(
+        &self,
+        key: &QueueKey,
+        handed: Handed,
+        commit: Option<Commit>,
+    ) -> EngineResult<()> {
+        if handed.is_empty() {
+            return Self::durable(commit).await;
+        }
+        let durable = commit
+            .unwrap_or_else(|| self.store.submit(Vec::new()))
+            .shared();
+        let mut orphaned = Vec::new();
+        for (parked, attempt) in handed {
+            let offer = HandOff {
+                queue: attempt.queue,
+                delivered: attempt.delivered,
+                durable: durable.clone(),
+            };
+            if let Err(refused) = parked.slot.send(offer) {
+                orphaned.extend(refused.delivered);
+            }
+        }
+        durable.await?;
+        if !orphaned.is_empty() {
+            self.make_visible_again(key, orphaned).await?;
+        }
+        Ok(())
+    }
+
+    /// Deliveries nobody will answer become visible at once, if each is still the message's current one.
+    async fn make_visible_again(
+        &self,
+        key: &QueueKey,
+        orphaned: Vec<Delivery>,
+    ) -> EngineResult<()> {
+        let receipts: Vec<String> = orphaned
+            .iter()
+            .filter_map(|d| d.receipt.as_ref().map(|r| self.receipts.encode(r)))
+            .collect();
+        let change = VisibilityChange {
+            visibility_ms: 0,
+            since_receive_ms_max: None,
+            not_past_expiry: false,
+            receipts: ReceiptRule::Current,
+        };
+        let entries: Vec<(&str, VisibilityChange)> =
+            receipts.iter().map(|r| (r.as_str(), change)).collect();
+        // Each entry's own failure means the message moved on (deleted, received again): nothing to undo.
+        self.change_visibility_batch(key, &entries).await?;
+        Ok(())
     }
 
     fn receive_now(
@@ -89,8 +196,13 @@ impl Engine {
                 let index = locked.index();
                 attempt.queue_wait_ms = index.record.config.receive_wait_ms;
                 if attempt.delivered.is_empty() {
-                    // Before the lock is let go: every send and nack wakes under it (src/waiters.rs).
-                    attempt.notified = Some(index.waiters.register());
+                    // Before the lock is let go: every send and nack wakes under it, and a send delivers to a
+                    // parked waiter of a standard queue directly (src/waiters.rs).
+                    attempt.notified = Some(if index.fifo.is_some() {
+                        index.waiters.register()
+                    } else {
+                        index.waiters.park(options, max_messages)
+                    });
                 }
                 Ok(attempt)
             })?;
@@ -110,7 +222,13 @@ impl Engine {
         let (id, now, expired) = (locked.id, locked.now, locked.expired);
         let queue_dead_letter = self.queue_dead_letter(locked.state, id);
         let (index, ops) = locked.parts();
-        let grant = Grant::of(options, &index.record.config);
+        // Interned once per receive, not per message: a lookup hashes the consumer's strings.
+        let consumer = options
+            .consumer
+            .as_ref()
+            .filter(|_| index.record.config.delivery_history)
+            .map(|consumer| index.history.consumer(consumer));
+        let grant = Grant::of(options, &index.record.config, consumer.as_ref());
         let inflight_max = u64::from(index.record.config.inflight_max);
         let fifo = index.fifo.is_some();
         if index.hidden() >= inflight_max && !fifo {
@@ -283,7 +401,7 @@ impl Engine {
         };
         let deliveries = delivered
             .iter()
-            .filter_map(|d| Some((d.seq, d.state.generation, d.receipt.clone()?)))
+            .filter_map(|d| Some((d.seq, d.state.generation, d.receipt?)))
             .collect();
         fifo.attempts.remember(
             attempt_id.to_owned(),
@@ -330,12 +448,13 @@ impl Engine {
             state: next,
         });
         let wants_id = Self::record_delivery(index, seq, (current, next), grant, now, ops);
-        let receipt = self.receipts.encode(&Receipt {
+        // Encoded (a keyed hash) once the lock is released, in `with_payloads` (ADR 0012).
+        let receipt = Receipt {
             queue: index.id(),
             seq,
             generation: next.generation,
             issued_at: now,
-        });
+        };
         Delivery {
             seq,
             state: next,
@@ -394,7 +513,7 @@ impl Engine {
                     seq: delivery.seq,
                     payload,
                     state: delivery.state,
-                    receipt: delivery.receipt,
+                    receipt: delivery.receipt.map(|r| self.receipts.encode(&r)),
                     redrive: delivery.redrive,
                 })
             })
@@ -460,20 +579,24 @@ impl Engine {
 struct Grant<'a> {
     visibility_ms: Millis,
     dead_letter: DeadLetterTiming,
-    /// Who receives, for the delivery history.
-    consumer: Option<&'a Consumer>,
+    /// Who receives, for the delivery history: the queue's shared copy.
+    consumer: Option<&'a Arc<Consumer>>,
 }
 
 impl<'a> Grant<'a> {
     /// The receive's own visibility, else the queue's, within the engine's range.
-    fn of(options: &'a ReceiveOptions, config: &QueueConfig) -> Self {
+    fn of(
+        options: &ReceiveOptions,
+        config: &QueueConfig,
+        consumer: Option<&'a Arc<Consumer>>,
+    ) -> Self {
         Self {
             visibility_ms: options
                 .visibility_ms
                 .unwrap_or(config.visibility_timeout_ms)
                 .min(limits::VISIBILITY_TIMEOUT_MS_MAX),
             dead_letter: options.dead_letter,
-            consumer: options.consumer.as_ref(),
+            consumer,
         }
     }
 }
@@ -482,15 +605,26 @@ impl<'a> Grant<'a> {
 struct Delivery {
     seq: Seq,
     state: MessageState,
-    /// `None` for a peek.
-    receipt: Option<String>,
+    /// `None` for a peek. Not yet encoded: that happens outside the engine lock.
+    receipt: Option<Receipt>,
     redrive: Option<MessageRedrivePolicy>,
     /// This delivery's history does not know its message id yet: the receive tells it once it read the
     /// payload.
     wants_id: bool,
 }
 
-struct ReceiveAttempt {
+/// The deliveries a send made to parked waiters, each with its waiter.
+pub(super) type Handed = Vec<(Parked, ReceiveAttempt)>;
+
+/// Messages a send delivered to a parked receive (src/waiters.rs), durable once `durable` resolves: the
+/// send's commit, which carries the deliveries' store changes.
+pub(crate) struct HandOff {
+    queue: QueueId,
+    delivered: Vec<Delivery>,
+    durable: Shared<Commit>,
+}
+
+pub(super) struct ReceiveAttempt {
     queue: QueueId,
     delivered: Vec<Delivery>,
     next_due: Option<Millis>,

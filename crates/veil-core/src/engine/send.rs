@@ -1,6 +1,7 @@
 //! Sending: the checks a send must pass (size, FIFO group and deduplication id), FIFO deduplication, and
 //! the new messages' state, payload and store changes.
 
+use super::receive::Handed;
 use super::{Engine, Locked};
 use crate::clock::Millis;
 use crate::error::{EngineError, EngineResult};
@@ -31,11 +32,13 @@ impl Engine {
             .iter()
             .map(|m| Prepared::of(m, by_content))
             .collect();
-        let (sent, commit) = self.on_queue(key, now, |locked| {
-            Self::store_messages(locked, messages, prepared)
+        let (sent, commit) = self.on_queue(key, now, |locked| -> EngineResult<(_, Handed)> {
+            let sent = Self::store_messages(locked, messages, prepared)?;
+            Ok((sent, self.hand_off(locked)))
         })?;
-        Self::durable(commit).await?;
-        sent
+        let (sent, handed) = sent?;
+        self.hand_over(key, handed, commit).await?;
+        Ok(sent)
     }
 
     /// Sends several messages to one queue, each judged on its own: a message the queue refuses (too large, a
@@ -56,7 +59,7 @@ impl Engine {
             .iter()
             .map(|m| Prepared::of(m, by_content))
             .collect();
-        let (results, commit) = self.on_queue(key, now, |locked| {
+        let (results, commit) = self.on_queue(key, now, |locked| -> EngineResult<(_, Handed)> {
             let config = &locked.index().record.config;
             let (size_max, fifo) = (config.message_size_bytes_max, config.fifo);
             let mut results: Vec<Option<EngineResult<SentMessage>>> = Vec::new();
@@ -72,16 +75,18 @@ impl Engine {
                 }
             }
             if accepted.is_empty() {
-                return Ok(results.into_iter().flatten().collect());
+                return Ok((results.into_iter().flatten().collect(), Vec::new()));
             }
             let mut sent = Self::store_messages(locked, accepted, accepted_prepared)?.into_iter();
-            Ok(results
+            let results = results
                 .into_iter()
                 .filter_map(|result| result.or_else(|| sent.next().map(Ok)))
-                .collect())
+                .collect();
+            Ok((results, self.hand_off(locked)))
         })?;
-        Self::durable(commit).await?;
-        results
+        let (results, handed) = results?;
+        self.hand_over(key, handed, commit).await?;
+        Ok(results)
     }
 
     /// Whether the queue is FIFO with content-based deduplication (a brief look under the lock).
