@@ -23,7 +23,7 @@
 //!   lock, in bounded batches (`Engine::history`).
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -213,10 +213,12 @@ impl MessageHistory {
 /// One queue's histories: of its delivered messages, and (in memory only) of its recently deleted ones.
 #[derive(Default)]
 pub(crate) struct Histories {
-    live: HashMap<Seq, DeliveryHistory>,
+    /// Keyed by seqs and (below) message ids Veil assigns, so hashed fast (docs/decisions/0014-hashing.md);
+    /// the consumers, which clients name, keep SipHash.
+    live: foldhash::HashMap<Seq, DeliveryHistory>,
     /// Message id → seq of the live histories that know their id: a look-up by id is one hash probe, not a
     /// scan of every delivered message under the engine lock.
-    by_id: HashMap<[u8; 16], Seq>,
+    by_id: foldhash::HashMap<[u8; 16], Seq>,
     /// Live histories that do not know their id yet: normally only between a receive and its payload read;
     /// after a restart, those written before they learned it. Ordered, so a look-up can walk it in bounded
     /// steps.

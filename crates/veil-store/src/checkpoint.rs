@@ -7,7 +7,8 @@
 //! the log. Counters, rewritten by nearly every commit, are written once per queue: their last value.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+// Keyed by engine-assigned ids: hashed fast (docs/decisions/0014-hashing.md).
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::path::Path;
 
 use redb::Database;
@@ -180,7 +181,7 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
 
 /// The messages both born and gone within `ops`.
 fn short_lived(ops: &[StoreOp]) -> HashSet<Key> {
-    let mut born: HashSet<Key> = HashSet::new();
+    let mut born: HashSet<Key> = HashSet::with_capacity(ops.len());
     let mut short_lived = HashSet::new();
     let mut end = |key: Key, born: &mut HashSet<Key>| {
         if born.remove(&key) {

@@ -5,8 +5,11 @@
 //! A payload lookup goes newest first: the open window, the window being checkpointed, then redb. A window
 //! answers "here it is", "it is gone" (deleted, moved away or purged in this window) or "not mine".
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+// Keys are (queue id, seq) pairs the engine assigns, never chosen by a client: hashed fast rather than with
+// SipHash (docs/decisions/0014-hashing.md).
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 

@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use foldhash::HashMapExt;
+
 use crate::clock::{Clock, Millis};
 use crate::error::{EngineError, EngineResult};
 use crate::inbox::Placement;
@@ -36,8 +38,12 @@ pub(crate) use receive::HandOff;
 pub use admin::{QueueOverview, CREATED_BY_SETTING};
 pub use lock::{DurationCounts, LockTimes};
 
+/// Every queue's index by its id.
+type QueueMap = foldhash::HashMap<QueueId, QueueIndex>;
+
 struct State {
-    queues: HashMap<QueueId, QueueIndex>,
+    /// Keyed by ids the engine assigns, so hashed fast (docs/decisions/0014-hashing.md).
+    queues: QueueMap,
     /// Sorted so that listing is ordered by namespace, then name.
     by_key: BTreeMap<QueueKey, QueueId>,
     next_queue_id: QueueId,
@@ -92,7 +98,7 @@ impl Engine {
     ) -> EngineResult<Self> {
         let snapshot = store.load_queues()?;
         let now = clock.now();
-        let mut queues = HashMap::new();
+        let mut queues = QueueMap::new();
         let mut by_key = BTreeMap::new();
         for (record, counters) in snapshot.queues {
             by_key.insert(record.key.clone(), record.id);
@@ -158,13 +164,9 @@ impl Engine {
 
     /// Puts every stored message back into its queue's index, with its FIFO group, and the deduplication ids
     /// each FIFO queue remembered. A message of no queue means a corrupt store.
-    fn restore_messages(
-        store: &dyn Store,
-        queues: &mut HashMap<QueueId, QueueIndex>,
-        now: Millis,
-    ) -> EngineResult<()> {
+    fn restore_messages(store: &dyn Store, queues: &mut QueueMap, now: Millis) -> EngineResult<()> {
         // Groups first: a FIFO message joins its group as it is inserted, in seq order.
-        let mut groups: HashMap<(QueueId, Seq), String> = HashMap::new();
+        let mut groups: foldhash::HashMap<(QueueId, Seq), String> = foldhash::HashMap::new();
         store.load_groups(&mut |queue, seq, group| {
             groups.insert((queue, seq), group);
         })?;
@@ -187,10 +189,7 @@ impl Engine {
     }
 
     /// Gives messages back their own redrive rules. A rule of no stored message means a corrupt store.
-    fn restore_redrives(
-        store: &dyn Store,
-        queues: &mut HashMap<QueueId, QueueIndex>,
-    ) -> EngineResult<()> {
+    fn restore_redrives(store: &dyn Store, queues: &mut QueueMap) -> EngineResult<()> {
         let mut stray_redrives = 0u64;
         store.load_redrives(&mut |queue, seq, policy| match queues
             .get_mut(&queue)
@@ -209,10 +208,7 @@ impl Engine {
     }
 
     /// Gives each FIFO queue back the deduplication ids it remembered before the restart.
-    fn restore_dedup(
-        store: &dyn Store,
-        queues: &mut HashMap<QueueId, QueueIndex>,
-    ) -> EngineResult<()> {
+    fn restore_dedup(store: &dyn Store, queues: &mut QueueMap) -> EngineResult<()> {
         store.load_dedup(&mut |queue, key, entry| {
             if let Some(fifo) = queues.get_mut(&queue).and_then(|q| q.fifo.as_mut()) {
                 fifo.dedup.remember(key, entry);
