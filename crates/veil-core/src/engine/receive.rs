@@ -49,11 +49,7 @@ impl Engine {
             });
             if !attempt.delivered.is_empty() {
                 Self::durable(attempt.commit).await?;
-                let wants_ids = attempt.delivered.iter().any(|d| d.wants_id);
                 let messages = self.with_payloads(attempt.queue, attempt.delivered).await?;
-                if wants_ids {
-                    self.learn_ids(attempt.queue, &messages);
-                }
                 return Ok(Received { messages, expired });
             }
             // Nothing delivered: what was submitted (expiry, dead-letter moves) is no success to wait for.
@@ -93,12 +89,7 @@ impl Engine {
     /// is durable.
     async fn take_hand_off(&self, handed: HandOff) -> EngineResult<Vec<Message>> {
         handed.durable.await?;
-        let wants_ids = handed.delivered.iter().any(|d| d.wants_id);
-        let messages = self.with_payloads(handed.queue, handed.delivered).await?;
-        if wants_ids {
-            self.learn_ids(handed.queue, &messages);
-        }
-        Ok(messages)
+        self.with_payloads(handed.queue, handed.delivered).await
     }
 
     /// Under a send's lock: delivers the locked standard queue's ready messages to its parked waiters, oldest
@@ -497,14 +488,16 @@ impl Engine {
         wants_id
     }
 
+    /// The delivered messages with their payloads; histories that wanted their message ids learn them.
     async fn with_payloads(
         &self,
         queue: QueueId,
         delivered: Vec<Delivery>,
     ) -> EngineResult<Vec<Message>> {
         let seqs: Vec<Seq> = delivered.iter().map(|d| d.seq).collect();
+        let wants_ids = delivered.iter().any(|d| d.wants_id);
         let payloads = self.store.read_payloads_later(queue, seqs).await?;
-        Ok(delivered
+        let messages: Vec<Message> = delivered
             .into_iter()
             .zip(payloads)
             // A payload can be missing only if the message was deleted (or purged) since it was delivered.
@@ -517,7 +510,11 @@ impl Engine {
                     redrive: delivery.redrive,
                 })
             })
-            .collect())
+            .collect();
+        if wants_ids {
+            self.learn_ids(queue, &messages);
+        }
+        Ok(messages)
     }
 
     /// Returns up to `max_messages` visible messages without changing anything.
