@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import struct
@@ -54,15 +55,45 @@ DEFAULT_PORTS = (9324, 10001, 50000)
 _HANDED_OUT: set[int] = set()
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+# Ports are handed out below the kernel's ephemeral range. A port from inside it (what binding port 0 gives)
+# can be taken as the local end of any outgoing connection between the moment it is handed out and the
+# moment the server binds it: CI saw a cluster node refuse to start because one of its ports had become the
+# source port of a PostgreSQL connection. Nothing takes a port below the range unless it binds it on purpose.
+_PORT_LO = 15000
+_PORT_HI = min(_ephemeral_range()[0], 32768)  # exclusive
+_next_port = _PORT_LO + random.Random(os.getpid()).randrange(_PORT_HI - _PORT_LO)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A port free now that this session has not handed out before (nor one of `veil serve`'s defaults)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in DEFAULT_PORTS and port not in _HANDED_OUT:
+    """A port free now, outside the ephemeral range, that this session has not handed out before (nor one of
+    `veil serve`'s defaults)."""
+    global _next_port
+    for _ in range(_PORT_HI - _PORT_LO):
+        port = _next_port
+        _next_port = _PORT_LO + (_next_port + 1 - _PORT_LO) % (_PORT_HI - _PORT_LO)
+        if port in DEFAULT_PORTS or port in _HANDED_OUT:
+            continue
+        if _bindable(port):
             _HANDED_OUT.add(port)
             return port
+    raise RuntimeError(f"no free port left in {_PORT_LO}..{_PORT_HI}")
 
 
 class VeilServer:
