@@ -106,7 +106,7 @@ impl QueueIndex {
     pub fn alloc_seq(&mut self, ops: &mut Vec<StoreOp>) -> Seq {
         if self.next_seq >= self.record.seq_reserved {
             self.record.seq_reserved = self.next_seq + limits::SEQ_RESERVE_BLOCK;
-            ops.push(StoreOp::PutQueue(self.record.clone()));
+            ops.push(StoreOp::PutQueue(Box::new(self.record.clone())));
         }
         let seq = self.next_seq;
         self.next_seq += 1;

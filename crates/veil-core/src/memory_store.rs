@@ -14,7 +14,10 @@ use crate::model::{
 };
 use crate::move_task::MoveTaskRecord;
 use crate::partition::Partition;
-use crate::store::{Commit, InboxRead, Snapshot, Store, StoreError, StoreOp};
+use crate::store::{
+    AcceptInbound, Commit, ForwardInbound, InboxRead, MoveMessage, PutMessage, SendToInbox,
+    Snapshot, Store, StoreError, StoreOp,
+};
 
 #[derive(Default)]
 struct Inner {
@@ -49,7 +52,7 @@ impl Inner {
 
     fn apply(&mut self, op: StoreOp) {
         match op {
-            StoreOp::PutQueue(record) => self.put_queue(record),
+            StoreOp::PutQueue(record) => self.put_queue(*record),
             StoreOp::DeleteQueue(queue) => {
                 self.queues.remove(&queue);
                 self.remove_queue_messages(queue);
@@ -60,27 +63,33 @@ impl Inner {
                     entry.1 = counters;
                 }
             }
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                state,
-                redrive,
-                fifo_group,
-            } => self.put_message((queue, seq), payload, state, redrive, fifo_group),
+            StoreOp::PutMessage(put) => {
+                let PutMessage {
+                    queue,
+                    seq,
+                    payload,
+                    state,
+                    redrive,
+                    fifo_group,
+                } = *put;
+                self.put_message((queue, seq), payload, state, redrive, fifo_group)
+            }
             StoreOp::PutState { queue, seq, state } => {
                 self.states.insert((queue, seq), state);
             }
             StoreOp::DeleteMessage { queue, seq } => self.delete_message((queue, seq)),
             StoreOp::PurgeQueue(queue) => self.remove_queue_messages(queue),
-            StoreOp::MoveMessage {
-                from,
-                to,
-                state,
-                moved_from,
-                redrive,
-                fifo_group,
-            } => self.move_message(from, to, state, moved_from, (redrive, fifo_group)),
+            StoreOp::MoveMessage(moved) => {
+                let MoveMessage {
+                    from,
+                    to,
+                    state,
+                    moved_from,
+                    redrive,
+                    fifo_group,
+                } = *moved;
+                self.move_message(from, to, state, moved_from, (redrive, fifo_group))
+            }
             StoreOp::ReplaceBody {
                 queue,
                 seq,
@@ -100,7 +109,7 @@ impl Inner {
                 self.dedup.remove(&(queue, key));
             }
             StoreOp::PutMoveTask(record) => {
-                self.move_tasks.insert(record.number, record);
+                self.move_tasks.insert(record.number, *record);
             }
             StoreOp::DeleteMoveTask { number } => {
                 self.move_tasks.remove(&number);
@@ -115,31 +124,34 @@ impl Inner {
                     self.histories.insert((queue, seq), history);
                 }
             }
-            StoreOp::SendToInbox {
-                from,
-                partition,
-                entry,
-            } => {
+            StoreOp::SendToInbox(sent) => {
+                let SendToInbox {
+                    from,
+                    partition,
+                    entry,
+                } = *sent;
                 let payload = self.payloads.remove(&from);
                 self.delete_message(from);
                 if let Some(payload) = payload {
                     self.outbox.push((partition, entry, payload));
                 }
             }
-            StoreOp::AcceptInbound {
-                id,
-                to,
-                state,
-                moved_from,
-                redrive,
-                fifo_group,
-            } => {
+            StoreOp::AcceptInbound(accepted) => {
+                let AcceptInbound {
+                    id,
+                    to,
+                    state,
+                    moved_from,
+                    redrive,
+                    fifo_group,
+                } = *accepted;
                 if let Some((_, mut payload)) = self.inbox.remove(&id) {
                     payload.moved_from = moved_from.or(payload.moved_from);
                     self.put_message(to, payload, state, redrive, fifo_group);
                 }
             }
-            StoreOp::ForwardInbound { id, to } => {
+            StoreOp::ForwardInbound(forwarded) => {
+                let ForwardInbound { id, to } = *forwarded;
                 if let (Some((_, payload)), Some((partition, entry))) = (self.inbox.remove(&id), to)
                 {
                     self.outbox.push((partition, entry, payload));

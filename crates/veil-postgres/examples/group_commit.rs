@@ -16,7 +16,7 @@ use veil_postgres::PgStore;
 
 fn send(queue: QueueId, seq: Seq) -> Vec<StoreOp> {
     vec![
-        StoreOp::PutMessage {
+        StoreOp::PutMessage(Box::new(veil_core::store::PutMessage {
             queue,
             seq,
             payload: Payload {
@@ -42,7 +42,7 @@ fn send(queue: QueueId, seq: Seq) -> Vec<StoreOp> {
             },
             redrive: None,
             fifo_group: None,
-        },
+        })),
         StoreOp::PutCounters {
             queue,
             counters: Counters {
@@ -67,14 +67,14 @@ async fn main() {
     let store =
         Arc::new(PgStore::open(options, veil_postgres::Scope::Whole).expect("the store opens"));
     store
-        .submit(vec![StoreOp::PutQueue(QueueRecord {
+        .submit(vec![StoreOp::PutQueue(Box::new(QueueRecord {
             id: 1,
             key: QueueKey::new(DEFAULT_NAMESPACE, "bench"),
             config: QueueConfig::default(),
             created_at: 0,
             modified_at: 0,
             seq_reserved: 0,
-        })])
+        }))])
         .await
         .expect("the queue is written");
     let next_seq = Arc::new(AtomicU64::new(0));

@@ -46,7 +46,7 @@ async fn established(test: &str) -> Option<(PgOptions, Vec<QueueRecord>)> {
     let whole = PgStore::open(options.clone(), Scope::Whole).expect("opens");
     let before: Vec<_> = (1..=8).map(|id| queue(id, &format!("old-{id}"))).collect();
     whole
-        .submit(before.iter().cloned().map(StoreOp::PutQueue).collect())
+        .submit(before.iter().cloned().map(|record| StoreOp::PutQueue(Box::new(record))).collect())
         .await
         .expect("the queues are written");
     whole
@@ -146,7 +146,7 @@ async fn a_partitions_store_loads_only_its_queues_and_numbers_new_ones_from_its_
         );
         store
             .submit(vec![
-                StoreOp::PutQueue(queue(first, &name_in(partition, 0))),
+                StoreOp::PutQueue(Box::new(queue(first, &name_in(partition, 0)))),
                 StoreOp::PutNextQueueId(first + 1),
             ])
             .await
@@ -165,7 +165,10 @@ async fn a_partitions_store_refuses_a_queue_of_another_partition() {
     };
     let store = open(&options, take(&options, 1, "node-a").await);
     match store
-        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(2, 0)))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(
+            1 << 40,
+            &name_in(2, 0),
+        )))])
         .await
     {
         Err(StoreError::Io(message)) => {
@@ -184,7 +187,10 @@ async fn a_partitions_lease_fences_its_own_writes_and_no_others() {
     let other = take(&options, 2, "node-a").await;
     let (store, untouched) = (open(&options, mine), open(&options, other));
     store
-        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(
+            1 << 40,
+            &name_in(1, 0),
+        )))])
         .await
         .expect("the owner writes");
     let client = connect(&options).await.unwrap();
@@ -194,7 +200,10 @@ async fn a_partitions_lease_fences_its_own_writes_and_no_others() {
     let taken = take(&options, 1, "node-b").await;
     assert_eq!(taken.epoch, mine.epoch + 1, "a takeover bumps the epoch");
     match store
-        .submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(
+            1 << 40,
+            &name_in(1, 0),
+        )))])
         .await
     {
         Err(StoreError::Unavailable(message)) => {
@@ -203,7 +212,10 @@ async fn a_partitions_lease_fences_its_own_writes_and_no_others() {
         other => panic!("expected the deposed owner fenced, got {other:?}"),
     }
     untouched
-        .submit(vec![StoreOp::PutQueue(queue(2 << 40, &name_in(2, 0)))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(
+            2 << 40,
+            &name_in(2, 0),
+        )))])
         .await
         .expect("another partition's owner writes on");
 }
@@ -233,8 +245,14 @@ async fn a_shared_writer_fails_a_fenced_partition_alone_and_commits_the_others_o
     );
     let (deposed, kept) = (shared(one), shared(two));
     let (a, b) = futures_util::future::join(
-        deposed.submit(vec![StoreOp::PutQueue(queue(1 << 40, &name_in(1, 0)))]),
-        kept.submit(vec![StoreOp::PutQueue(queue(2 << 40, &name_in(2, 0)))]),
+        deposed.submit(vec![StoreOp::PutQueue(Box::new(queue(
+            1 << 40,
+            &name_in(1, 0),
+        )))]),
+        kept.submit(vec![StoreOp::PutQueue(Box::new(queue(
+            2 << 40,
+            &name_in(2, 0),
+        )))]),
     )
     .await;
     a.expect("both owners write");
@@ -246,14 +264,14 @@ async fn a_shared_writer_fails_a_fenced_partition_alone_and_commits_the_others_o
         .unwrap();
     take(&options, 1, "node-b").await;
     let (fenced, written) = futures_util::future::join(
-        deposed.submit(vec![StoreOp::PutQueue(queue(
+        deposed.submit(vec![StoreOp::PutQueue(Box::new(queue(
             (1 << 40) + 1,
             &name_in(1, 1),
-        ))]),
-        kept.submit(vec![StoreOp::PutQueue(queue(
+        )))]),
+        kept.submit(vec![StoreOp::PutQueue(Box::new(queue(
             (2 << 40) + 1,
             &name_in(2, 1),
-        ))]),
+        )))]),
     )
     .await;
     match fenced {
@@ -290,10 +308,10 @@ async fn a_shared_writer_fails_a_fenced_partition_alone_and_commits_the_others_o
         "nothing of the fenced submission committed"
     );
     assert_eq!(names(2).await, 2);
-    kept.submit(vec![StoreOp::PutQueue(queue(
+    kept.submit(vec![StoreOp::PutQueue(Box::new(queue(
         (2 << 40) + 2,
         &name_in(2, 2),
-    ))])
+    )))])
     .await
     .expect("and it goes on");
     deposed.close();

@@ -99,7 +99,7 @@ async fn a_stopped_server_fails_commits_quickly_as_unavailable() {
     let store = PgStore::open(options.clone(), veil_postgres::Scope::Whole).expect("opens");
     let failed = store.failed();
     store
-        .submit(vec![StoreOp::PutQueue(record())])
+        .submit(vec![StoreOp::PutQueue(Box::new(record()))])
         .await
         .expect("committed while the server runs");
     server.stop();

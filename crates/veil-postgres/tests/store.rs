@@ -62,7 +62,7 @@ fn payload(n: u8, group: Option<&str>) -> Payload {
 }
 
 fn put(queue: QueueId, seq: Seq, n: u8, group: Option<&str>, redrive: bool) -> StoreOp {
-    StoreOp::PutMessage {
+    StoreOp::PutMessage(Box::new(veil_core::store::PutMessage {
         queue,
         seq,
         payload: payload(n, group),
@@ -72,7 +72,7 @@ fn put(queue: QueueId, seq: Seq, n: u8, group: Option<&str>, redrive: bool) -> S
             dead_letter_queue: Some(QueueKey::new(DEFAULT_NAMESPACE, "dlq")),
         }),
         fifo_group: group.map(str::to_owned),
-    }
+    }))
 }
 
 fn history(n: u8) -> DeliveryHistory {
@@ -109,10 +109,10 @@ fn every_op() -> Vec<Vec<StoreOp>> {
     vec![
         vec![
             StoreOp::PutNextQueueId(5),
-            StoreOp::PutQueue(queue(1, "orders", false)),
-            StoreOp::PutQueue(queue(2, "dlq", false)),
-            StoreOp::PutQueue(queue(3, "fifo.fifo", true)),
-            StoreOp::PutQueue(queue(4, "doomed", true)),
+            StoreOp::PutQueue(Box::new(queue(1, "orders", false))),
+            StoreOp::PutQueue(Box::new(queue(2, "dlq", false))),
+            StoreOp::PutQueue(Box::new(queue(3, "fifo.fifo", true))),
+            StoreOp::PutQueue(Box::new(queue(4, "doomed", true))),
         ],
         vec![
             put(1, 0, 10, None, false),
@@ -203,29 +203,29 @@ fn every_op() -> Vec<Vec<StoreOp>> {
                 body: Bytes::from_static(b"replaced"),
                 body_md5: [7; 16],
             },
-            StoreOp::MoveMessage {
+            StoreOp::MoveMessage(Box::new(veil_core::store::MoveMessage {
                 from: (1, 1),
                 to: (2, 0),
                 state: state(0),
                 moved_from: moved_from.clone(),
                 redrive: None,
                 fifo_group: None,
-            },
+            })),
             StoreOp::PutHistory {
                 queue: 2,
                 seq: 0,
                 history: history(12),
             },
             // Its payload is gone: nothing arrives.
-            StoreOp::MoveMessage {
+            StoreOp::MoveMessage(Box::new(veil_core::store::MoveMessage {
                 from: (1, 50),
                 to: (2, 1),
                 state: state(0),
                 moved_from: moved_from.clone(),
                 redrive: None,
                 fifo_group: None,
-            },
-            StoreOp::MoveMessage {
+            })),
+            StoreOp::MoveMessage(Box::new(veil_core::store::MoveMessage {
                 from: (1, 3),
                 to: (3, 2),
                 state: state(2),
@@ -238,12 +238,12 @@ fn every_op() -> Vec<Vec<StoreOp>> {
                     dead_letter_queue: None,
                 }),
                 fifo_group: Some("g3".into()),
-            },
-            StoreOp::PutMoveTask(task(1, 0)),
-            StoreOp::PutMoveTask(task(2, 0)),
+            })),
+            StoreOp::PutMoveTask(Box::new(task(1, 0))),
+            StoreOp::PutMoveTask(Box::new(task(2, 0))),
         ],
         vec![
-            StoreOp::PutMoveTask(task(1, 3)),
+            StoreOp::PutMoveTask(Box::new(task(1, 3))),
             StoreOp::DeleteMoveTask { number: 2 },
             StoreOp::DeleteDedup {
                 queue: 3,
@@ -251,10 +251,10 @@ fn every_op() -> Vec<Vec<StoreOp>> {
             },
             StoreOp::DeleteMessage { queue: 1, seq: 0 },
             StoreOp::DeleteQueue(4),
-            StoreOp::PutQueue(QueueRecord {
+            StoreOp::PutQueue(Box::new(QueueRecord {
                 modified_at: 9_000,
                 ..queue(2, "dlq", false)
-            }),
+            })),
         ],
         vec![],
         vec![put(1, 4, 14, None, false), put(1, 5, 15, None, false)],
@@ -416,7 +416,7 @@ async fn a_reopened_engine_over_the_same_store_reads_the_database_afresh() {
     let store = open(&options);
     store.load_queues().unwrap();
     store
-        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(1, "orders", false)))])
         .await
         .unwrap();
     assert_eq!(store.load_queues().unwrap().queues.len(), 1);
@@ -429,7 +429,7 @@ async fn concurrent_submissions_share_transactions() {
     };
     let store = std::sync::Arc::new(open(&options));
     store
-        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(1, "orders", false)))])
         .await
         .unwrap();
     let before = store.transactions();
@@ -457,7 +457,7 @@ async fn a_barrier_commits_after_every_lane_and_before_what_follows_it() {
     options.writers = 4;
     let store = open(&options);
     let queues: Vec<_> = (1..=4)
-        .map(|id| StoreOp::PutQueue(queue(id, &format!("q{id}"), false)))
+        .map(|id| StoreOp::PutQueue(Box::new(queue(id, &format!("q{id}"), false))))
         .collect();
     store.submit(queues).await.unwrap();
     const EACH: u64 = 100;
@@ -488,7 +488,7 @@ async fn a_failed_lane_fails_every_lane() {
     let store = PgStore::open(options.clone(), veil_postgres::Scope::Leader { epoch: 0 })
         .expect("opens under epoch 0");
     let queues: Vec<_> = (1..=2)
-        .map(|id| StoreOp::PutQueue(queue(id, &format!("q{id}"), false)))
+        .map(|id| StoreOp::PutQueue(Box::new(queue(id, &format!("q{id}"), false))))
         .collect();
     store.submit(queues).await.unwrap();
     let other = connect(&options).await.unwrap();
@@ -514,7 +514,7 @@ async fn an_acknowledged_commit_survives_a_crash() {
     let store = open(&options);
     store
         .submit(vec![
-            StoreOp::PutQueue(queue(1, "orders", false)),
+            StoreOp::PutQueue(Box::new(queue(1, "orders", false))),
             put(1, 0, 1, None, false),
         ])
         .await
@@ -538,7 +538,7 @@ async fn a_deposed_leader_cannot_write() {
         .expect("opens under epoch 0");
     let failed = store.failed();
     store
-        .submit(vec![StoreOp::PutQueue(queue(1, "orders", false))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(1, "orders", false)))])
         .await
         .expect("the leader writes");
     assert!(!*failed.borrow());
@@ -548,7 +548,7 @@ async fn a_deposed_leader_cannot_write() {
         .await
         .unwrap();
     let refused = store
-        .submit(vec![StoreOp::PutQueue(queue(2, "dlq", false))])
+        .submit(vec![StoreOp::PutQueue(Box::new(queue(2, "dlq", false)))])
         .await;
     match refused {
         Err(StoreError::Unavailable(message)) => {
@@ -563,7 +563,7 @@ async fn a_deposed_leader_cannot_write() {
     ));
     assert!(matches!(
         store
-            .submit(vec![StoreOp::PutQueue(queue(3, "x", false))])
+            .submit(vec![StoreOp::PutQueue(Box::new(queue(3, "x", false)))])
             .await,
         Err(StoreError::Unavailable(_))
     ));
@@ -634,7 +634,7 @@ async fn reads_after_a_failure_answer_within_the_call_timeout() {
     let store = PgStore::open(options.clone(), veil_postgres::Scope::Leader { epoch: 0 }).unwrap();
     store
         .submit(vec![
-            StoreOp::PutQueue(queue(1, "orders", false)),
+            StoreOp::PutQueue(Box::new(queue(1, "orders", false))),
             put(1, 0, 1, None, false),
         ])
         .await

@@ -12,6 +12,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::path::Path;
 
 use redb::Database;
+use veil_core::store::MoveMessage;
 use veil_core::{Payload, QueueId, StoreError, StoreOp};
 
 use crate::io::StorageIo;
@@ -116,13 +117,8 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
     let mut parked: HashMap<Key, Cow<'_, Payload>> = HashMap::new();
     for (index, op) in ops.iter().enumerate() {
         match op {
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                ..
-            } if short_lived.contains(&(*queue, *seq)) => {
-                parked.insert((*queue, *seq), Cow::Borrowed(payload));
+            StoreOp::PutMessage(put) if short_lived.contains(&(put.queue, put.seq)) => {
+                parked.insert((put.queue, put.seq), Cow::Borrowed(&put.payload));
             }
             StoreOp::PutState { queue, seq, .. } | StoreOp::PutHistory { queue, seq, .. }
                 if short_lived.contains(&(*queue, *seq)) => {}
@@ -141,14 +137,17 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
                     payload.body_md5 = *body_md5;
                 }
             }
-            StoreOp::MoveMessage {
-                from,
-                to,
-                state,
-                moved_from,
-                redrive,
-                fifo_group,
-            } if short_lived.contains(from) || short_lived.contains(to) => {
+            StoreOp::MoveMessage(move_op)
+                if short_lived.contains(&move_op.from) || short_lived.contains(&move_op.to) =>
+            {
+                let MoveMessage {
+                    from,
+                    to,
+                    state,
+                    moved_from,
+                    redrive,
+                    fifo_group,
+                } = &**move_op;
                 let payload = if short_lived.contains(from) {
                     parked.remove(from).map(Cow::into_owned)
                 } else {
@@ -190,13 +189,13 @@ fn short_lived(ops: &[StoreOp]) -> HashSet<Key> {
     };
     for op in ops {
         match op {
-            StoreOp::PutMessage { queue, seq, .. } => {
-                born.insert((*queue, *seq));
+            StoreOp::PutMessage(put) => {
+                born.insert((put.queue, put.seq));
             }
             StoreOp::DeleteMessage { queue, seq } => end((*queue, *seq), &mut born),
-            StoreOp::MoveMessage { from, to, .. } => {
-                end(*from, &mut born);
-                born.insert(*to);
+            StoreOp::MoveMessage(move_op) => {
+                end(move_op.from, &mut born);
+                born.insert(move_op.to);
             }
             StoreOp::PurgeQueue(queue) | StoreOp::DeleteQueue(queue) => {
                 let ended: Vec<Key> = born.iter().filter(|k| k.0 == *queue).copied().collect();

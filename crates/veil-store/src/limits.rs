@@ -12,9 +12,11 @@ pub const GROUP_OPS_MAX: usize = 50_000;
 /// segments: this bounds both that memory and recovery time (docs/decisions/0004-write-ahead-log.md).
 pub const WAL_SEGMENT_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
-/// The same bound counted in operations, for small messages: an operation held in memory costs 368 bytes
-/// (`size_of::<StoreOp>()`) plus its body, so each of the two windows (open, checkpointing) holds at most
-/// 46 MiB of operations besides bodies; a window's allocations are reused by the next one. A message sent,
+/// The same bound counted in operations, for small messages: an operation held in memory costs 72 bytes
+/// (`size_of::<StoreOp>()`, veil_core's `STORE_OP_BYTES_MAX`), and a message's own operation ~370 more in its
+/// box plus its body, so each of the two windows (open, checkpointing) holds at most 9 MiB of operations and,
+/// if every one were a new message, ~38 MiB more besides bodies; a window's allocations are reused by the
+/// next one. A message sent,
 /// received and deleted in batches of ten costs about 3.3 operations, so a window holds about 40,000 such
 /// messages: one that lives longer than that crosses a checkpoint and is written to redb.
 pub const WAL_SEGMENT_OPS_MAX: usize = 131_072;

@@ -69,7 +69,7 @@ impl Window {
     fn find(&self, key: Key) -> Found {
         match self.payloads.get(&key) {
             Some(Held::Logged(index)) => match &self.ops[*index] {
-                StoreOp::PutMessage { payload, .. } => Found::Payload(payload.clone()),
+                StoreOp::PutMessage(put) => Found::Payload(put.payload.clone()),
                 other => unreachable!("a logged payload points at {other:?}"),
             },
             Some(Held::Owned(payload)) => Found::Payload(Payload::clone(payload)),
@@ -81,7 +81,7 @@ impl Window {
     fn take_here(&mut self, key: Key) -> Option<Payload> {
         match self.payloads.remove(&key)? {
             Held::Logged(index) => match &self.ops[index] {
-                StoreOp::PutMessage { payload, .. } => Some(payload.clone()),
+                StoreOp::PutMessage(put) => Some(put.payload.clone()),
                 other => unreachable!("a logged payload points at {other:?}"),
             },
             Held::Owned(payload) => Some(*payload),
@@ -124,11 +124,11 @@ impl Overlay {
         read_disk: &dyn Fn(Key) -> Result<Option<Payload>, StoreError>,
     ) -> Result<(), StoreError> {
         match &op {
-            StoreOp::PutMessage { queue, seq, .. } => {
+            StoreOp::PutMessage(put) => {
                 let index = self.active.ops.len();
                 self.active
                     .payloads
-                    .insert((*queue, *seq), Held::Logged(index));
+                    .insert((put.queue, put.seq), Held::Logged(index));
             }
             StoreOp::DeleteMessage { queue, seq } => self.forget((*queue, *seq)),
             StoreOp::PurgeQueue(queue) | StoreOp::DeleteQueue(queue) => {
@@ -136,19 +136,14 @@ impl Overlay {
                 self.active.gone.retain(|key| key.0 != *queue);
                 self.active.purged.insert(*queue);
             }
-            StoreOp::MoveMessage {
-                from,
-                to,
-                moved_from,
-                ..
-            } => {
-                let taken = self.take(*from, read_disk)?;
-                self.forget(*from);
+            StoreOp::MoveMessage(move_op) => {
+                let taken = self.take(move_op.from, read_disk)?;
+                self.forget(move_op.from);
                 if let Some(payload) = taken {
-                    let payload = moved(payload, moved_from.clone());
+                    let payload = moved(payload, move_op.moved_from.clone());
                     self.active
                         .payloads
-                        .insert(*to, Held::Owned(Box::new(payload)));
+                        .insert(move_op.to, Held::Owned(Box::new(payload)));
                 }
             }
             StoreOp::ReplaceBody {

@@ -361,38 +361,24 @@ impl<'txn> Tables<'txn> {
             StoreOp::PutQueue(record) => self.put_queue(record),
             StoreOp::DeleteQueue(queue) => self.delete_queue(*queue),
             StoreOp::PutCounters { queue, counters } => self.put_counters(*queue, counters),
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                state,
-                redrive,
-                fifo_group,
-            } => self.put_message(
-                (*queue, *seq),
-                payload,
-                state,
-                (redrive.as_ref(), fifo_group.as_deref()),
+            StoreOp::PutMessage(put) => self.put_message(
+                (put.queue, put.seq),
+                &put.payload,
+                &put.state,
+                (put.redrive.as_ref(), put.fifo_group.as_deref()),
             ),
             StoreOp::PutState { queue, seq, state } => self.put_state((*queue, *seq), state),
             StoreOp::DeleteMessage { queue, seq } => self.delete_message((*queue, *seq)),
             StoreOp::PurgeQueue(queue) => self.remove_messages(*queue),
-            StoreOp::MoveMessage {
-                from,
-                to,
-                state,
-                moved_from,
-                redrive,
-                fifo_group,
-            } => {
+            StoreOp::MoveMessage(move_op) => {
                 // A message whose payload is already gone leaves nothing at `to`.
-                if let Some(payload) = self.take_message(*from)? {
-                    let payload = moved(payload, moved_from.clone());
+                if let Some(payload) = self.take_message(move_op.from)? {
+                    let payload = moved(payload, move_op.moved_from.clone());
                     self.put_message(
-                        *to,
+                        move_op.to,
                         &payload,
-                        state,
-                        (redrive.as_ref(), fifo_group.as_deref()),
+                        &move_op.state,
+                        (move_op.redrive.as_ref(), move_op.fifo_group.as_deref()),
                     )?;
                 }
                 Ok(())
@@ -414,11 +400,11 @@ impl<'txn> Tables<'txn> {
                 history,
             } => self.put_history((*queue, *seq), history),
             // Refused by `RedbStore::submit` before they reach the log (the embedded store has no partitions).
-            StoreOp::SendToInbox { .. }
-            | StoreOp::AcceptInbound { .. }
-            | StoreOp::ForwardInbound { .. } => Err(StoreError::Corrupt(
-                "the log holds an operation of a cluster partition's inbox".into(),
-            )),
+            StoreOp::SendToInbox(_) | StoreOp::AcceptInbound(_) | StoreOp::ForwardInbound(_) => {
+                Err(StoreError::Corrupt(
+                    "the log holds an operation of a cluster partition's inbox".into(),
+                ))
+            }
         }
     }
 

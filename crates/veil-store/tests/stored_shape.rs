@@ -79,7 +79,7 @@ fn a_log_record_creating_a_queue_written_before_the_move_replays_the_same_queue(
     let ops: Vec<StoreOp> = postcard::from_bytes(&bytes).expect("decodes");
     match ops.as_slice() {
         [StoreOp::PutNextQueueId(8), StoreOp::PutQueue(record)] => {
-            assert_eq!(*record, expected_record())
+            assert_eq!(**record, expected_record())
         }
         other => panic!("unexpected log record: {other:?}"),
     }

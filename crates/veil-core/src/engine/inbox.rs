@@ -55,7 +55,9 @@ impl Engine {
                         None => woken.push((target, earliest)),
                     }
                 }
-                Fate::Forward(to) => ops.push(StoreOp::ForwardInbound { id, to }),
+                Fate::Forward(to) => ops.push(StoreOp::ForwardInbound(Box::new(
+                    crate::store::ForwardInbound { id, to },
+                ))),
             }
         }
         for (target, _) in &woken {
@@ -135,14 +137,16 @@ impl Engine {
         if entry.rule == ArrivalRule::Requeue {
             index.counters.sends += 1;
         }
-        ops.push(StoreOp::AcceptInbound {
-            id,
-            to: (target, seq),
-            state: arrived,
-            moved_from: entry.moved_from,
-            redrive: entry.redrive,
-            fifo_group,
-        });
+        ops.push(StoreOp::AcceptInbound(Box::new(
+            crate::store::AcceptInbound {
+                id,
+                to: (target, seq),
+                state: arrived,
+                moved_from: entry.moved_from,
+                redrive: entry.redrive,
+                fifo_group,
+            },
+        )));
         Self::history_arrives(index, seq, entry.history, ops);
         wake
     }

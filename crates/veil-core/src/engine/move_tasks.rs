@@ -227,7 +227,9 @@ impl Engine {
                 let tasks = &mut locked.state.move_tasks;
                 tasks.next_number += 1;
                 tasks.tasks.push(Task::new(record.clone(), now));
-                locked.ops.push(StoreOp::PutMoveTask(record.clone()));
+                locked
+                    .ops
+                    .push(StoreOp::PutMoveTask(Box::new(record.clone())));
                 locked.state.move_tasks.trim(source_id, &mut locked.ops);
                 Ok(record)
             })
@@ -274,7 +276,9 @@ impl Engine {
                 }
                 task.finish(MoveTaskStatus::Cancelled, None);
                 let record = task.record.clone();
-                locked.ops.push(StoreOp::PutMoveTask(record.clone()));
+                locked
+                    .ops
+                    .push(StoreOp::PutMoveTask(Box::new(record.clone())));
                 tasks.trim(source_id, &mut locked.ops);
                 Ok(record)
             })
@@ -468,7 +472,7 @@ impl Engine {
         }
         if moved || !task.record.status.is_running() {
             let record = task.record.clone();
-            locked.ops.push(StoreOp::PutMoveTask(record));
+            locked.ops.push(StoreOp::PutMoveTask(Box::new(record)));
         }
         if moved {
             let counters = locked.index().counters;
@@ -545,19 +549,21 @@ impl Engine {
                     };
                     crate::history::ended_by_move(history, ending, now)
                 });
-                locked.ops.push(StoreOp::SendToInbox {
-                    from: (source, seq),
-                    partition,
-                    entry: Outbound {
-                        target: key,
-                        rule: ArrivalRule::Requeue,
-                        state: current,
-                        moved_from: Some(moved_from),
-                        redrive,
-                        group,
-                        history,
-                    },
-                });
+                locked
+                    .ops
+                    .push(StoreOp::SendToInbox(Box::new(crate::store::SendToInbox {
+                        from: (source, seq),
+                        partition,
+                        entry: Outbound {
+                            target: key,
+                            rule: ArrivalRule::Requeue,
+                            state: current,
+                            moved_from: Some(moved_from),
+                            redrive,
+                            group,
+                            history,
+                        },
+                    })));
                 return None;
             }
         };

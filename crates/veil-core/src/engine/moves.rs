@@ -156,11 +156,11 @@ impl Engine {
                         group,
                         history,
                     };
-                    ops.push(StoreOp::SendToInbox {
+                    ops.push(StoreOp::SendToInbox(Box::new(crate::store::SendToInbox {
                         from: (source, seq),
                         partition,
                         entry,
-                    });
+                    })));
                     continue;
                 }
             };
@@ -275,14 +275,14 @@ impl Engine {
             arrival.redrive.as_ref(),
             (now, ops),
         );
-        ops.push(StoreOp::MoveMessage {
+        ops.push(StoreOp::MoveMessage(Box::new(crate::store::MoveMessage {
             from: arrival.from,
             to: (arrival.target, to_seq),
             state: arrival.state,
             moved_from: arrival.moved_from,
             redrive: arrival.redrive,
             fifo_group,
-        });
+        })));
         // After the move, which deleted the history at `from` in the store.
         Self::history_arrives(target, to_seq, arrival.history, ops);
         wake
@@ -419,19 +419,21 @@ impl Engine {
                     };
                     crate::history::ended_by_move(history, ending, now)
                 });
-                locked.ops.push(StoreOp::SendToInbox {
-                    from: (id, seq),
-                    partition: *partition,
-                    entry: Outbound {
-                        target: target.clone(),
-                        rule: ArrivalRule::Requeue,
-                        state: moved,
-                        moved_from: Some(moved_from),
-                        redrive,
-                        group,
-                        history,
-                    },
-                });
+                locked
+                    .ops
+                    .push(StoreOp::SendToInbox(Box::new(crate::store::SendToInbox {
+                        from: (id, seq),
+                        partition: *partition,
+                        entry: Outbound {
+                            target: target.clone(),
+                            rule: ArrivalRule::Requeue,
+                            state: moved,
+                            moved_from: Some(moved_from),
+                            redrive,
+                            group,
+                            history,
+                        },
+                    })));
                 return Ok(false);
             }
         };

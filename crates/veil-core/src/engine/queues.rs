@@ -107,7 +107,7 @@ impl Engine {
             let info = Self::info(index, now);
             (
                 info,
-                self.submit(vec![StoreOp::PutQueue(index.record.clone())]),
+                self.submit(vec![StoreOp::PutQueue(Box::new(index.record.clone()))]),
             )
         };
         Self::durable(commit).await?;
@@ -218,7 +218,7 @@ impl Engine {
             seq_reserved: 0,
         };
         ops.push(StoreOp::PutNextQueueId(state.next_queue_id));
-        ops.push(StoreOp::PutQueue(record.clone()));
+        ops.push(StoreOp::PutQueue(Box::new(record.clone())));
         state.by_key.insert(key, id);
         state
             .queues

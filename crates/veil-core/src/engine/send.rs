@@ -199,14 +199,14 @@ impl Engine {
             expires_at: state.expires_at,
             duplicate: false,
         };
-        ops.push(StoreOp::PutMessage {
+        ops.push(StoreOp::PutMessage(Box::new(crate::store::PutMessage {
             queue,
             seq,
             payload,
             state,
             redrive,
             fifo_group,
-        });
+        })));
         index.counters.sends += 1;
         (sent, wake)
     }

@@ -545,7 +545,7 @@ fn fenced_or_db_error(error: tokio_postgres::Error) -> Failed {
 pub(super) fn ops_bytes(ops: &[StoreOp]) -> usize {
     ops.iter()
         .map(|op| match op {
-            StoreOp::PutMessage { payload, .. } => payload.body.len(),
+            StoreOp::PutMessage(put) => put.payload.body.len(),
             StoreOp::ReplaceBody { body, .. } => body.len(),
             _ => 0,
         })

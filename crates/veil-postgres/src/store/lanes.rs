@@ -36,8 +36,8 @@ pub fn lane_of(ops: &[StoreOp], lanes: usize) -> Option<usize> {
 /// The queue an operation touches alone, or `None` for operations that span queues or touch none.
 fn queue_of(op: &StoreOp) -> Option<u64> {
     match op {
+        StoreOp::PutMessage(put) => Some(put.queue),
         StoreOp::PutCounters { queue, .. }
-        | StoreOp::PutMessage { queue, .. }
         | StoreOp::PutState { queue, .. }
         | StoreOp::DeleteMessage { queue, .. }
         | StoreOp::ReplaceBody { queue, .. }
@@ -45,10 +45,8 @@ fn queue_of(op: &StoreOp) -> Option<u64> {
         | StoreOp::DeleteDedup { queue, .. }
         | StoreOp::PutHistory { queue, .. } => Some(*queue),
         // The inbox row it writes or deletes is no other queue's concern.
-        StoreOp::SendToInbox {
-            from: (queue, _), ..
-        }
-        | StoreOp::AcceptInbound { to: (queue, _), .. } => Some(*queue),
+        StoreOp::SendToInbox(sent) => Some(sent.from.0),
+        StoreOp::AcceptInbound(accepted) => Some(accepted.to.0),
         StoreOp::PutQueue(_)
         | StoreOp::DeleteQueue(_)
         | StoreOp::PurgeQueue(_)

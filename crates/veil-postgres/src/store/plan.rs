@@ -15,47 +15,20 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use veil_core::{
-    Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, Payload, QueueId,
-    Seq, StoreOp,
-};
+use veil_core::{Counters, DedupEntry, DeliveryHistory, MessageState, QueueId, Seq, StoreOp};
 
 /// A message's key in every message table.
 pub type Key = (QueueId, Seq);
 
-/// A message inserted (or replaced whole) by the batch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewMessage {
-    pub payload: Payload,
-    pub state: MessageState,
-    pub redrive: Option<MessageRedrivePolicy>,
-    pub fifo_group: Option<String>,
-}
+/// A message inserted (or replaced whole) by the batch: its `PutMessage`, taken out of the operation as it is
+/// (already boxed, so the batch keeps it without another allocation).
+pub type NewMessage = veil_core::store::PutMessage;
 
-impl NewMessage {
-    /// A `PutMessage`'s key and message; any other operation back as it was. Handed back by value: boxing
-    /// it would allocate for every other operation of every group.
-    #[allow(clippy::result_large_err)]
-    pub fn from_put(op: StoreOp) -> Result<(Key, Self), StoreOp> {
-        match op {
-            StoreOp::PutMessage {
-                queue,
-                seq,
-                payload,
-                state,
-                redrive,
-                fifo_group,
-            } => Ok((
-                (queue, seq),
-                Self {
-                    payload,
-                    state,
-                    redrive,
-                    fifo_group,
-                },
-            )),
-            other => Err(other),
-        }
+/// A `PutMessage`'s message; any other operation back as it was.
+pub fn take_put(op: StoreOp) -> Result<Box<NewMessage>, StoreOp> {
+    match op {
+        StoreOp::PutMessage(put) => Ok(put),
+        other => Err(other),
     }
 }
 
@@ -137,15 +110,15 @@ impl Batch {
 
     /// Takes `op` into the batch, or hands it back when the batch cannot hold it (see the module's text).
     fn absorb(&mut self, op: StoreOp) -> Result<(), Box<StoreOp>> {
-        if let StoreOp::PutMessage { queue, seq, .. } = &op {
-            if self.insert_must_wait((*queue, *seq)) {
+        if let StoreOp::PutMessage(put) = &op {
+            if self.insert_must_wait((put.queue, put.seq)) {
                 return Err(Box::new(op));
             }
         }
-        let op = match NewMessage::from_put(op) {
-            Ok((key, message)) => {
+        let op = match take_put(op) {
+            Ok(message) => {
                 self.messages
-                    .insert(key, MessageWrite::Insert(Box::new(message)));
+                    .insert((message.queue, message.seq), MessageWrite::Insert(message));
                 return Ok(());
             }
             Err(other) => other,

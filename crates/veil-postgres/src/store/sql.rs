@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 use veil_core::inbox::Inbound;
+use veil_core::store::{AcceptInbound, ForwardInbound, MoveMessage};
 use veil_core::{
     Attributes, Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState,
     MoveTaskRecord, MovedFrom, Payload, QueueId, QueueKey, QueueRecord, Seq, StoreError, StoreOp,
@@ -293,26 +294,29 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
         }
         StoreOp::DeleteQueue(queue) => (prepared.delete_queue.clone(), vec![p(big(queue))]),
         StoreOp::PurgeQueue(queue) => (prepared.purge_queue.clone(), vec![p(big(queue))]),
-        StoreOp::MoveMessage {
-            from,
-            to,
-            state,
-            moved_from,
-            redrive,
-            fifo_group,
-        } => (
-            prepared.move_message.clone(),
-            vec![
-                p(big(from.0)),
-                p(big(from.1)),
-                p(big(to.0)),
-                p(big(to.1)),
-                p(encode(&state)?),
-                p(encode_opt(&redrive)?),
-                p(fifo_group),
-                p(Some(encode(&moved_from)?)),
-            ],
-        ),
+        StoreOp::MoveMessage(move_op) => {
+            let MoveMessage {
+                from,
+                to,
+                state,
+                moved_from,
+                redrive,
+                fifo_group,
+            } = *move_op;
+            (
+                prepared.move_message.clone(),
+                vec![
+                    p(big(from.0)),
+                    p(big(from.1)),
+                    p(big(to.0)),
+                    p(big(to.1)),
+                    p(encode(&state)?),
+                    p(encode_opt(&redrive)?),
+                    p(fifo_group),
+                    p(Some(encode(&moved_from)?)),
+                ],
+            )
+        }
         StoreOp::PutNextQueueId(next) => {
             let mut params = vec![p(big(next))];
             if let Scope::Partition { partition, .. } = prepared.scope {
@@ -332,48 +336,47 @@ pub fn statement(prepared: &Prepared, op: StoreOp) -> Result<(Statement, Params)
             prepared.delete_move_task.clone(),
             vec![p(prepared.partition()), p(big(number))],
         ),
-        StoreOp::SendToInbox {
-            from,
-            partition,
-            entry,
-        } => (
+        StoreOp::SendToInbox(sent) => (
             prepared.send_to_inbox.clone(),
             vec![
-                p(big(from.0)),
-                p(big(from.1)),
-                p(partition as i32),
-                p(encode(&entry)?),
+                p(big(sent.from.0)),
+                p(big(sent.from.1)),
+                p(sent.partition as i32),
+                p(encode(&sent.entry)?),
             ],
         ),
-        StoreOp::AcceptInbound {
-            id,
-            to,
-            state,
-            moved_from,
-            redrive,
-            fifo_group,
-        } => (
-            prepared.accept_inbound.clone(),
-            vec![
-                p(big(id)),
-                p(big(to.0)),
-                p(big(to.1)),
-                p(encode(&state)?),
-                p(encode_opt(&redrive)?),
-                p(fifo_group),
-                p(encode_opt(&moved_from)?),
-            ],
-        ),
-        StoreOp::ForwardInbound {
-            id,
-            to: Some((partition, entry)),
-        } => (
-            prepared.forward_inbound.clone(),
-            vec![p(big(id)), p(partition as i32), p(encode(&entry)?)],
-        ),
-        StoreOp::ForwardInbound { id, to: None } => {
-            (prepared.drop_inbound.clone(), vec![p(big(id))])
+        StoreOp::AcceptInbound(accepted) => {
+            let AcceptInbound {
+                id,
+                to,
+                state,
+                moved_from,
+                redrive,
+                fifo_group,
+            } = *accepted;
+            (
+                prepared.accept_inbound.clone(),
+                vec![
+                    p(big(id)),
+                    p(big(to.0)),
+                    p(big(to.1)),
+                    p(encode(&state)?),
+                    p(encode_opt(&redrive)?),
+                    p(fifo_group),
+                    p(encode_opt(&moved_from)?),
+                ],
+            )
         }
+        StoreOp::ForwardInbound(forwarded) => match *forwarded {
+            ForwardInbound {
+                id,
+                to: Some((partition, entry)),
+            } => (
+                prepared.forward_inbound.clone(),
+                vec![p(big(id)), p(partition as i32), p(encode(&entry)?)],
+            ),
+            ForwardInbound { id, to: None } => (prepared.drop_inbound.clone(), vec![p(big(id))]),
+        },
         batched => {
             return Err(StoreError::Io(format!(
                 "internal: {} is written in a batch, not alone",

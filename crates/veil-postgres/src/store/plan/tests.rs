@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
+use veil_core::Payload;
 
 /// The tables, as one-by-one statements leave them.
 #[derive(Debug, Default, PartialEq)]
@@ -21,9 +22,9 @@ struct Tables {
 
 impl Tables {
     fn apply(&mut self, op: StoreOp) {
-        let op = match NewMessage::from_put(op) {
-            Ok((key, message)) => {
-                self.messages.insert(key, message);
+        let op = match take_put(op) {
+            Ok(message) => {
+                self.messages.insert((message.queue, message.seq), *message);
                 return;
             }
             Err(other) => other,
@@ -154,27 +155,27 @@ fn payload(n: u32) -> Payload {
 }
 
 fn insert(queue: QueueId, seq: Seq) -> StoreOp {
-    StoreOp::PutMessage {
+    StoreOp::PutMessage(Box::new(veil_core::store::PutMessage {
         queue,
         seq,
         payload: payload(1),
         state: state(1),
         redrive: None,
         fifo_group: None,
-    }
+    }))
 }
 
 /// An operation of the kinds a group commit holds, on 2 queues × 3 messages and 2 deduplication keys.
 fn op() -> impl Strategy<Value = StoreOp> {
     (0u8..10, 0u64..2, 0u64..3, 0u32..1_000).prop_map(|(kind, queue, seq, n)| match kind {
-        0 => StoreOp::PutMessage {
+        0 => StoreOp::PutMessage(Box::new(veil_core::store::PutMessage {
             queue,
             seq,
             payload: payload(n),
             state: state(n),
             redrive: None,
             fifo_group: None,
-        },
+        })),
         1 | 2 => StoreOp::PutState {
             queue,
             seq,
