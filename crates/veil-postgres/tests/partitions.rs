@@ -46,7 +46,13 @@ async fn established(test: &str) -> Option<(PgOptions, Vec<QueueRecord>)> {
     let whole = PgStore::open(options.clone(), Scope::Whole).expect("opens");
     let before: Vec<_> = (1..=8).map(|id| queue(id, &format!("old-{id}"))).collect();
     whole
-        .submit(before.iter().cloned().map(|record| StoreOp::PutQueue(Box::new(record))).collect())
+        .submit(
+            before
+                .iter()
+                .cloned()
+                .map(|record| StoreOp::PutQueue(Box::new(record)))
+                .collect(),
+        )
         .await
         .expect("the queues are written");
     whole

@@ -28,9 +28,11 @@ impl Engine {
         let mut after = None;
         loop {
             let (queue, unknown) = {
-                let state = self.state.lock();
+                let mut state = self.state.lock();
                 let id = state.queue_id(key)?;
-                let index = &state.queues[&id];
+                let Some(index) = state.queues.get_mut(&id) else {
+                    return Err(EngineError::QueueNotFound(key.clone()));
+                };
                 if let Some(found) = Self::render_history(index, message_id, now) {
                     return Ok(Some(found));
                 }
