@@ -9,6 +9,7 @@
 pub mod api;
 pub mod attributes;
 pub mod codec;
+pub mod digest_hex;
 pub mod error;
 pub mod fifo;
 pub mod limits;

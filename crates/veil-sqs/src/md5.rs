@@ -5,21 +5,12 @@
 use md5::{Digest, Md5};
 use veil_core::{AttributeData, Attributes};
 
+pub use crate::digest_hex::hex;
+
 /// Transport type byte of string-valued attributes (`String`, `Number` and their custom variants).
 const TRANSPORT_STRING: u8 = 1;
 /// Transport type byte of binary attributes.
 const TRANSPORT_BINARY: u8 = 2;
-
-/// Lower-case hex of a digest, without a formatter call per byte (this runs for every message).
-pub fn hex(digest: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(digest.len() * 2);
-    for byte in digest {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
 
 /// Hex MD5 of the body bytes.
 pub fn md5_of_body(body: &[u8]) -> String {
