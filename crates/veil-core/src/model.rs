@@ -469,8 +469,19 @@ pub struct Message {
 
 impl Message {
     pub fn message_id_string(&self) -> String {
-        uuid::Uuid::from_bytes(self.payload.message_id).to_string()
+        message_id_text(&self.payload.message_id)
     }
+}
+
+/// A message id as every protocol shows it: a lower-case hyphenated UUID. Encoded into a buffer rather than
+/// through `Display`, whose formatting machinery cost ~1,000 instructions per id, twice per message sent and
+/// received (docs/benchmarks.md, "Instructions per message").
+pub fn message_id_text(id: &[u8; 16]) -> String {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    uuid::Uuid::from_bytes(*id)
+        .hyphenated()
+        .encode_lower(&mut buffer)
+        .to_owned()
 }
 
 /// Options of one receive.
@@ -593,6 +604,13 @@ pub enum CreateOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_id_is_shown_as_a_lower_case_hyphenated_uuid() {
+        let id: [u8; 16] = std::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(message_id_text(&id), uuid::Uuid::from_bytes(id).to_string());
+        assert_eq!(message_id_text(&id), "00112233-4455-6677-8899-aabbccddeeff");
+    }
 
     #[test]
     fn settings_under_a_prefix_are_only_the_keys_that_start_with_it() {

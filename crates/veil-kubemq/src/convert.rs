@@ -349,7 +349,7 @@ pub fn send_result(
 ) -> pb::SendQueueMessageResult {
     pb::SendQueueMessageResult {
         message_id: if client_message_id.is_empty() {
-            uuid::Uuid::from_bytes(sent.message_id).to_string()
+            veil_core::message_id_text(&sent.message_id)
         } else {
             client_message_id.to_string()
         },

@@ -98,7 +98,7 @@ pub(crate) async fn send(
         sent: sent
             .iter()
             .map(|s| SentView {
-                id: uuid::Uuid::from_bytes(s.message_id).to_string(),
+                id: veil_core::message_id_text(&s.message_id),
                 seq: s.seq,
             })
             .collect(),
@@ -343,7 +343,7 @@ pub(crate) async fn history(
     // Stored but never delivered (or delivered while the queue's history was off): no deliveries to show.
     let stored = find(engine, &key, &message).await?;
     Ok(Json(HistoryView {
-        id: uuid::Uuid::from_bytes(stored.payload.message_id).to_string(),
+        id: veil_core::message_id_text(&stored.payload.message_id),
         seq: stored.seq,
         queue: QueueRef::from(&key),
         deleted: false,

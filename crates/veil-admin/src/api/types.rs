@@ -243,7 +243,7 @@ impl MessageView {
             MessageState::Delayed
         };
         Self {
-            id: uuid::Uuid::from_bytes(payload.message_id).to_string(),
+            id: veil_core::message_id_text(&payload.message_id),
             seq: message.seq,
             state: phase,
             body: std::str::from_utf8(&payload.body).ok().map(str::to_owned),
@@ -497,7 +497,7 @@ impl From<veil_core::MessageHistory> for HistoryView {
     fn from(history: veil_core::MessageHistory) -> Self {
         use veil_core::DeliveryEnding as E;
         Self {
-            id: uuid::Uuid::from_bytes(history.message_id).to_string(),
+            id: veil_core::message_id_text(&history.message_id),
             seq: history.seq,
             queue: QueueRef::from(&history.queue),
             deleted: history.deleted,

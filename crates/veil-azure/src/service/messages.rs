@@ -98,7 +98,7 @@ impl Service {
         Ok(Output::Messages {
             status: 201,
             messages: vec![QueueMessage {
-                message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
+                message_id: veil_core::message_id_text(&sent.message_id),
                 insertion_time: sent.sent_at,
                 expiration_time: sent.expires_at,
                 pop_receipt: Some(receipt),

@@ -419,7 +419,7 @@ pub(super) fn sent_result(
 ) -> SentMessageResult {
     SentMessageResult {
         id,
-        message_id: uuid::Uuid::from_bytes(sent.message_id).to_string(),
+        message_id: veil_core::message_id_text(&sent.message_id),
         md5_of_message_body: hex(&sent.body_md5),
         md5_of_message_attributes,
         md5_of_message_system_attributes,
