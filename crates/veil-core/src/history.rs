@@ -526,16 +526,7 @@ mod tests {
     #[test]
     fn a_history_holds_room_for_the_deliveries_it_has_not_four() {
         let mut histories = Histories::default();
-        let state = MessageState {
-            sent_at: 0,
-            visible_at: 0,
-            expires_at: crate::model::NEVER,
-            first_received_at: 0,
-            receive_count: 0,
-            generation: 0,
-            body_bytes: 0,
-            dead_letter_on_release: false,
-        };
+        let state = unreceived();
         let (history, _) = histories.delivered(7, state, record(1));
         assert_eq!(history.deliveries.capacity(), 1);
         for generation in 2..=limits::DELIVERY_HISTORY_ENTRIES_MAX as u32 + 3 {
