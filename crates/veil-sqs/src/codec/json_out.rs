@@ -315,9 +315,16 @@ pub(super) fn write_string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
     let (mut plain_from, mut at) = (0, 0);
     while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8) {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            if !may_need_escape(word) {
+        // Sixteen bytes per step while they are plain (a body's bulk), then eight, then one.
+        if let Some(block) = bytes.get(at..at + 16) {
+            let (low, high) = block.split_at(8);
+            if escape_mask(word(low)) | escape_mask(word(high)) == 0 {
+                at += 16;
+                continue;
+            }
+        }
+        if let Some(eight) = bytes.get(at..at + 8) {
+            if escape_mask(word(eight)) == 0 {
                 at += 8;
                 continue;
             }
@@ -334,21 +341,29 @@ pub(super) fn write_string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
 }
 
+/// Eight bytes as one word; `eight` is always eight bytes long (a slice of `at..at + 8`).
+fn word(eight: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(eight);
+    u64::from_le_bytes(bytes)
+}
+
 fn needs_escape(byte: u8) -> bool {
     byte < 0x20 || byte == b'"' || byte == b'\\'
 }
 
-/// Whether any of the eight bytes may need escaping: true for every word that has such a byte (the bit tricks
-/// below never miss one), and rarely for one that has none, which the byte check then passes.
-fn may_need_escape(word: u64) -> bool {
+/// Non-zero when any of the eight bytes may need escaping: for every word that has such a byte (the bit
+/// tricks below never miss one), and rarely for one that has none, which the byte check then passes. The
+/// high-bit mask is applied once, to the three tests together.
+fn escape_mask(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let below = |n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
     let equal = |b: u8| {
         let x = word ^ (ONES * u64::from(b));
-        x.wrapping_sub(ONES) & !x & HIGHS
+        x.wrapping_sub(ONES) & !x
     };
-    (below(0x20) | equal(b'"') | equal(b'\\')) != 0
+    (below_space | equal(b'"') | equal(b'\\')) & HIGHS
 }
 
 fn write_escape(out: &mut Vec<u8>, byte: u8) {
