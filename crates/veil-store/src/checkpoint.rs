@@ -1,27 +1,58 @@
 //! Checkpoints: applying a closed log segment's operations to redb in one transaction, and start-up recovery,
 //! which is the same step for the segments a crash left behind.
 //!
+//! A body is never written here: redb learns where in the log it is (docs/decisions/
+//! 0013-bodies-written-once.md), and a segment that holds a surviving body is kept after its checkpoint.
 //! Most messages live for less than a segment: sent, received and deleted within seconds. Their operations
 //! cancel out, so a checkpoint skips them: a message born (sent or moved in) and gone (deleted, moved away,
-//! purged) within the applied operations never reaches the B-tree, and its body is written exactly once, to
-//! the log. Counters, rewritten by nearly every commit, are written once per queue: their last value.
+//! purged) within the applied operations never reaches the B-tree. Counters, rewritten by nearly every
+//! commit, are written once per queue: their last value.
+//!
+//! After its checkpoint, the checkpointer picks the oldest kept segment that is mostly dead and reads its
+//! survivors, for the writer to copy forward as one relocation record (`plan_reclaim`).
 
-use std::borrow::Cow;
 // Keyed by engine-assigned ids: hashed fast (docs/decisions/0014-hashing.md).
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::path::Path;
 
-use redb::Database;
-use veil_core::store::MoveMessage;
-use veil_core::{Payload, QueueId, StoreError, StoreOp};
+use redb::{Database, ReadableDatabase, ReadableTable};
+use veil_core::{QueueId, StoreError, StoreOp};
 
+use crate::bodies::{
+    counted_bytes, BodyAt, BodyFiles, BodyReader, Relocated, Relocation, StoredBody,
+};
 use crate::io::StorageIo;
-use crate::overlay::Key;
-use crate::tables::{moved, redb_err, Tables};
+use crate::limits::{RECLAIM_LIVE_PERCENT_MAX, RELOCATION_BYTES_MAX};
+use crate::overlay::{locate, Key, RecordStart, Window};
+use crate::tables::{redb_err, Settled, Tables, BODIES, SEGMENTS, SEGMENT_BODIES};
 use crate::wal;
 
-/// Applies `ops` (in log order) to redb and records `generation` as applied, in one durable transaction.
-pub fn checkpoint(db: &Database, ops: &[StoreOp], generation: u64) -> Result<(), StoreError> {
+/// Applies a closed window (in log order) to redb and records its generation as applied, in one durable
+/// transaction. Says which segments are now kept for their bodies and which hold none any more.
+pub fn checkpoint(db: &Database, window: &Window) -> Result<Settled, StoreError> {
+    let logged = Logged {
+        ops: &window.ops,
+        records: &window.records,
+        relocations: &window.relocations,
+        generations: &[window.generation],
+    };
+    apply_in_transaction(db, &logged, window.generation)
+}
+
+/// What a checkpoint applies: operations with the records they came in, relocations, and the segments
+/// they were logged in.
+struct Logged<'a> {
+    ops: &'a [StoreOp],
+    records: &'a [RecordStart],
+    relocations: &'a [Relocation],
+    generations: &'a [u64],
+}
+
+fn apply_in_transaction(
+    db: &Database,
+    logged: &Logged<'_>,
+    applied: u64,
+) -> Result<Settled, StoreError> {
     let mut txn = db
         .begin_write()
         .map_err(redb_err!("starting a checkpoint"))?;
@@ -29,13 +60,17 @@ pub fn checkpoint(db: &Database, ops: &[StoreOp], generation: u64) -> Result<(),
     // then reported as corruption rather than silently replaced by the previous commit, whose log segments
     // may already be gone.
     txn.set_two_phase_commit(true);
-    {
+    let settled = {
         let mut tables = Tables::open(&txn)?;
-        apply_logged(&mut tables, ops)?;
-        tables.put_wal_applied(generation)?;
-        tables.finish()?;
-    }
-    txn.commit().map_err(redb_err!("committing a checkpoint"))
+        for &generation in logged.generations {
+            tables.note_logged(generation, 0);
+        }
+        apply_logged(&mut tables, logged)?;
+        tables.put_wal_applied(applied)?;
+        tables.finish()?
+    };
+    txn.commit().map_err(redb_err!("committing a checkpoint"))?;
+    Ok(settled)
 }
 
 fn db_path(dir: &Path) -> std::path::PathBuf {
@@ -53,23 +88,24 @@ pub struct Recovered {
     pub torn_bytes: u64,
 }
 
-/// Replays the log segments newer than redb's last checkpoint into redb, then removes every segment. A torn
-/// tail is allowed only in the newest segment: an older one was complete and synced before the next began,
-/// so damage there is corruption and start-up stops rather than skip acknowledged changes.
+/// Replays the log segments newer than redb's last checkpoint into redb, then keeps the segments that hold
+/// stored bodies (renamed `body-`) and removes the rest. A torn tail is allowed only in the newest segment: an
+/// older one was complete and synced before the next began, so damage there is corruption and start-up stops
+/// rather than skip acknowledged changes. A kept segment redb counts on that is missing is corruption too.
 pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovered, StoreError> {
     let applied = crate::tables::wal_applied(db)?;
     let segments = wal::list_segments(io, dir)?;
     let newest = segments.last().map_or(0, |(generation, _)| *generation);
-    let mut ops = Vec::new();
     let mut recovered = Recovered {
         next_generation: applied.max(newest) + 1,
         ..Recovered::default()
     };
-    // A segment is removed only once redb holds its checkpoint, so every generation before the oldest
-    // segment on disk is applied. redb knowing less means its file went back to an older commit (a damaged
-    // header or commit slot): the changes of the removed segments would be lost in silence.
-    if let Some((oldest, path)) = segments.first() {
-        if applied.saturating_add(1) < *oldest {
+    // A segment leaves the log (removed, or kept as a body segment) only once redb holds its checkpoint, and
+    // the first segment after a checkpoint's is the next generation: redb knowing less means its file went
+    // back to an older commit (a damaged header or commit slot), and the changes of the segments that left
+    // would be lost in silence.
+    if let Some((first, path)) = segments.iter().find(|(g, _)| *g > applied) {
+        if applied.saturating_add(1) < *first {
             return Err(StoreError::Corrupt(format!(
                 "{} records log generation {applied} as applied, but the log starts at {}: the store \
                  file is older than its log (restore the data directory from a backup)",
@@ -78,6 +114,10 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
             )));
         }
     }
+    let mut ops = Vec::new();
+    let mut records = Vec::new();
+    let mut relocations = Vec::new();
+    let mut generations = Vec::new();
     for (generation, path) in segments.iter().filter(|(g, _)| *g > applied) {
         let contents = wal::read_segment(io, path)?;
         if contents.torn_bytes > 0 && *generation != newest {
@@ -88,12 +128,36 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
             )));
         }
         recovered.torn_bytes += contents.torn_bytes;
-        recovered.records += contents.records.len();
-        ops.extend(contents.records.into_iter().flatten());
+        recovered.records += contents.record_count();
+        generations.push(*generation);
+        for (record, offset) in contents.records.into_iter().zip(contents.offsets) {
+            records.push(RecordStart {
+                first_op: ops.len(),
+                generation: *generation,
+                offset,
+            });
+            ops.extend(record);
+        }
+        relocations.extend(
+            contents
+                .relocations
+                .into_iter()
+                .map(|(offset, entries)| Relocation {
+                    generation: *generation,
+                    offset,
+                    entries,
+                }),
+        );
     }
     // Recorded even when the segments held no records, so that the check above holds at the next start.
     if newest > applied {
-        checkpoint(db, &ops, newest)?;
+        let logged = Logged {
+            ops: &ops,
+            records: &records,
+            relocations: &relocations,
+            generations: &generations,
+        };
+        apply_in_transaction(db, &logged, newest)?;
     }
     if recovered.torn_bytes > 0 {
         tracing::warn!(
@@ -101,24 +165,234 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
             "cut a torn tail from the log: a write that was never acknowledged"
         );
     }
-    for (_, path) in &segments {
-        io.remove_file(path)
-            .map_err(|e| StoreError::Io(format!("removing {}: {e}", path.display())))?;
-    }
+    settle_at_start(db, io, dir)?;
     Ok(recovered)
 }
 
-/// Applies `ops` in order, skipping what cancels out within them (see the module comment).
-pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreError> {
+/// Leaves the data directory as redb describes it: every segment holding stored bodies renamed `body-`,
+/// every other segment removed (checkpointed before a crash, or emptied by a relocation), and no stored body
+/// pointing into a missing file.
+fn settle_at_start(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<(), StoreError> {
+    let kept = kept_segments(db)?;
+    for (generation, path) in wal::list_segments(io, dir)? {
+        if kept.contains(&generation) {
+            let body = wal::body_segment_path(dir, generation);
+            io.rename(&path, &body).map_err(|e| {
+                StoreError::Io(format!(
+                    "renaming {} to {}: {e}",
+                    path.display(),
+                    body.display()
+                ))
+            })?;
+        } else {
+            remove(io, &path)?;
+        }
+    }
+    let bodies = wal::list_body_segments(io, dir)?;
+    for (generation, path) in &bodies {
+        if !kept.contains(generation) {
+            remove(io, path)?;
+        }
+    }
+    let present: HashSet<u64> = bodies.iter().map(|(g, _)| *g).collect();
+    let missing: Vec<String> = kept
+        .iter()
+        .filter(|g| !present.contains(g))
+        .map(|g| wal::body_segment_path(dir, *g).display().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(StoreError::Corrupt(format!(
+            "{} holds stored message bodies in {} but the file is missing (restore the data directory \
+             from a backup)",
+            db_path(dir).display(),
+            missing.join(", ")
+        )));
+    }
+    wal::sync_dir(io, dir)
+}
+
+fn remove(io: &dyn StorageIo, path: &Path) -> Result<(), StoreError> {
+    io.remove_file(path)
+        .map_err(|e| StoreError::Io(format!("removing {}: {e}", path.display())))
+}
+
+/// The generations redb keeps segments for.
+fn kept_segments(db: &Database) -> Result<HashSet<u64>, StoreError> {
+    let txn = db.begin_read().map_err(redb_err!("starting a read"))?;
+    let segments = txn
+        .open_table(SEGMENTS)
+        .map_err(redb_err!("opening segments"))?;
+    let mut kept = HashSet::new();
+    for entry in segments.iter().map_err(redb_err!("listing segments"))? {
+        let (generation, _) = entry.map_err(redb_err!("reading a segment"))?;
+        kept.insert(generation.value());
+    }
+    Ok(kept)
+}
+
+/// After a checkpoint's commit: removes the segments that hold no body any more and renames the ones it
+/// kept to `body-`. Neither needs a directory sync: a crash that undoes either leaves a name that start-up
+/// settles the same way from redb's tables. The checkpointed segment's own `wal-` file goes last, so that its
+/// disappearance means the checkpointer has touched the disk for the last time in this checkpoint (veil-sim
+/// waits for that to keep a seed's disk calls in one order).
+pub fn settle(
+    io: &dyn StorageIo,
+    dir: &Path,
+    files: &BodyFiles,
+    settled: &Settled,
+    checkpointed: u64,
+) -> Result<(), StoreError> {
+    let last = |g: &&u64| **g == checkpointed;
+    let removable = settled.removable.iter().filter(|g| !last(g));
+    let kept = settled.kept.iter().filter(|g| !last(g));
+    for &generation in removable {
+        remove_segment(io, dir, files, generation)?;
+    }
+    for &generation in kept {
+        keep_segment(io, dir, generation)?;
+    }
+    if settled.kept.contains(&checkpointed) {
+        keep_segment(io, dir, checkpointed)
+    } else {
+        remove_segment(io, dir, files, checkpointed)
+    }
+}
+
+fn keep_segment(io: &dyn StorageIo, dir: &Path, generation: u64) -> Result<(), StoreError> {
+    let (log, body) = (
+        wal::segment_path(dir, generation),
+        wal::body_segment_path(dir, generation),
+    );
+    io.rename(&log, &body).map_err(|e| {
+        StoreError::Io(format!(
+            "renaming {} to {}: {e}",
+            log.display(),
+            body.display()
+        ))
+    })
+}
+
+/// Removes a segment under either name; one already gone is no error.
+fn remove_segment(
+    io: &dyn StorageIo,
+    dir: &Path,
+    files: &BodyFiles,
+    generation: u64,
+) -> Result<(), StoreError> {
+    files.forget(generation);
+    for path in [
+        wal::body_segment_path(dir, generation),
+        wal::segment_path(dir, generation),
+    ] {
+        match io.remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Io(format!("removing {}: {e}", path.display())));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The survivors of the oldest kept segment whose live bytes fell below `RECLAIM_LIVE_PERCENT_MAX` of what
+/// it logged, read for the writer to copy forward (up to `RELOCATION_BYTES_MAX` of them at a time). A failed
+/// read is reported and skipped: reclaiming saves space, and the bodies stay where they are.
+pub fn plan_reclaim(db: &Database, files: &BodyFiles) -> Option<Vec<Relocated>> {
+    match try_plan_reclaim(db, files) {
+        Ok(plan) => plan,
+        Err(error) => {
+            tracing::error!(%error, "reading a segment's surviving bodies to reclaim it failed");
+            None
+        }
+    }
+}
+
+fn try_plan_reclaim(
+    db: &Database,
+    files: &BodyFiles,
+) -> Result<Option<Vec<Relocated>>, StoreError> {
+    let txn = db.begin_read().map_err(redb_err!("starting a read"))?;
+    let segments = txn
+        .open_table(SEGMENTS)
+        .map_err(redb_err!("opening segments"))?;
+    let mut candidate = None;
+    for entry in segments.iter().map_err(redb_err!("listing segments"))? {
+        let (generation, counts) = entry.map_err(redb_err!("reading a segment"))?;
+        let (total, live) = counts.value();
+        if live.saturating_mul(100) < total.saturating_mul(RECLAIM_LIVE_PERCENT_MAX) {
+            candidate = Some(generation.value());
+            break;
+        }
+    }
+    let Some(generation) = candidate else {
+        return Ok(None);
+    };
+    let index = txn
+        .open_table(SEGMENT_BODIES)
+        .map_err(redb_err!("opening segment_bodies"))?;
+    let bodies = txn
+        .open_table(BODIES)
+        .map_err(redb_err!("opening bodies"))?;
+    let mut reader = BodyReader::new(files);
+    let mut entries = Vec::new();
+    let mut bytes = 0u64;
+    let range = (generation, 0, 0)..=(generation, u64::MAX, u64::MAX);
+    for entry in index
+        .range(range)
+        .map_err(redb_err!("reading segment_bodies"))?
+    {
+        let (key, _) = entry.map_err(redb_err!("reading segment_bodies"))?;
+        let (_, queue, seq) = key.value();
+        let Some(stored) = bodies
+            .get((queue, seq))
+            .map_err(redb_err!("reading a stored body"))?
+        else {
+            continue;
+        };
+        let from: StoredBody = crate::codec::decode(stored.value(), "a stored body")?;
+        let payload = reader.payload(&from)?;
+        bytes += u64::from(counted_bytes(&payload));
+        entries.push(Relocated {
+            queue,
+            seq,
+            from,
+            payload,
+        });
+        if bytes >= RELOCATION_BYTES_MAX {
+            break;
+        }
+    }
+    Ok((!entries.is_empty()).then_some(entries))
+}
+
+/// Applies `ops` in order, skipping what cancels out within them (see the module comment), then the
+/// relocations. A body is never copied here: redb learns where in the log it is.
+fn apply_logged(tables: &mut Tables, logged: &Logged<'_>) -> Result<(), StoreError> {
+    let ops = logged.ops;
     let short_lived = short_lived(ops);
     let last_counters = last_counters(ops);
-    // Payloads of short-lived messages between their birth and their end, for a move or a body replacement
+    // Bodies of short-lived messages between their birth and their end, for a move or a body replacement
     // that starts from them; never written to redb.
-    let mut parked: HashMap<Key, Cow<'_, Payload>> = HashMap::new();
+    let mut parked: HashMap<Key, StoredBody> = HashMap::new();
     for (index, op) in ops.iter().enumerate() {
         match op {
-            StoreOp::PutMessage(put) if short_lived.contains(&(put.queue, put.seq)) => {
-                parked.insert((put.queue, put.seq), Cow::Borrowed(&put.payload));
+            StoreOp::PutMessage(put) => {
+                let key = (put.queue, put.seq);
+                let at = locate(logged.records, index);
+                let bytes = counted_bytes(&put.payload);
+                tables.note_logged(at.generation, u64::from(bytes));
+                let body = StoredBody {
+                    at,
+                    bytes,
+                    replaced: None,
+                    moved_from: None,
+                };
+                if short_lived.contains(&key) {
+                    parked.insert(key, body);
+                } else {
+                    let extras = (put.redrive.as_ref(), put.fifo_group.as_deref());
+                    tables.put_message(key, &body, &put.state, extras)?;
+                }
             }
             StoreOp::PutState { queue, seq, .. } | StoreOp::PutHistory { queue, seq, .. }
                 if short_lived.contains(&(*queue, *seq)) => {}
@@ -126,45 +400,36 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
                 parked.remove(&(*queue, *seq));
             }
             StoreOp::ReplaceBody {
-                queue,
-                seq,
-                body,
-                body_md5,
-            } if short_lived.contains(&(*queue, *seq)) => {
-                if let Some(payload) = parked.get_mut(&(*queue, *seq)) {
-                    let payload = payload.to_mut();
-                    payload.body = body.clone();
-                    payload.body_md5 = *body_md5;
+                queue, seq, body, ..
+            } => {
+                let key = (*queue, *seq);
+                let at = locate(logged.records, index);
+                let bytes = replaced_bytes(body);
+                tables.note_logged(at.generation, u64::from(bytes));
+                if short_lived.contains(&key) {
+                    if let Some(stored) = parked.get_mut(&key) {
+                        stored.replaced = Some((at, bytes));
+                    }
+                } else {
+                    tables.replace_body(key, at, bytes)?;
                 }
             }
-            StoreOp::MoveMessage(move_op)
-                if short_lived.contains(&move_op.from) || short_lived.contains(&move_op.to) =>
-            {
-                let MoveMessage {
-                    from,
-                    to,
-                    state,
-                    moved_from,
-                    redrive,
-                    fifo_group,
-                } = &**move_op;
-                let payload = if short_lived.contains(from) {
-                    parked.remove(from).map(Cow::into_owned)
+            StoreOp::MoveMessage(move_op) => {
+                let body = if short_lived.contains(&move_op.from) {
+                    parked.remove(&move_op.from)
                 } else {
-                    tables.take_message(*from)?
+                    tables.take_message(move_op.from)?
                 };
-                let Some(payload) = payload.map(|p| moved(p, moved_from.clone())) else {
+                // A message whose body is already gone leaves nothing at `to`.
+                let Some(mut body) = body else {
                     continue;
                 };
-                if short_lived.contains(to) {
-                    parked.insert(*to, Cow::Owned(payload));
+                body.moved_from = Some(move_op.moved_from.clone());
+                if short_lived.contains(&move_op.to) {
+                    parked.insert(move_op.to, body);
                 } else {
-                    tables.put_message(
-                        *to,
-                        &payload,
-                        state,
-                        (redrive.as_ref(), fifo_group.as_deref()),
-                    )?;
+                    let extras = (move_op.redrive.as_ref(), move_op.fifo_group.as_deref());
+                    tables.put_message(move_op.to, &body, &move_op.state, extras)?;
                 }
             }
             StoreOp::PurgeQueue(queue) | StoreOp::DeleteQueue(queue) => {
@@ -175,7 +440,24 @@ pub fn apply_logged(tables: &mut Tables, ops: &[StoreOp]) -> Result<(), StoreErr
             _ => tables.apply(op)?,
         }
     }
+    for relocation in logged.relocations {
+        for (index, entry) in relocation.entries.iter().enumerate() {
+            let at = BodyAt {
+                generation: relocation.generation,
+                offset: relocation.offset,
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+            };
+            let bytes = counted_bytes(&entry.payload);
+            tables.note_logged(at.generation, u64::from(bytes));
+            tables.relocate((entry.queue, entry.seq), &entry.from, at, bytes)?;
+        }
+    }
     Ok(())
+}
+
+/// What a replaced body counts, as [`counted_bytes`] counts a message's.
+fn replaced_bytes(body: &bytes::Bytes) -> u32 {
+    u32::try_from(body.len() + 32).unwrap_or(u32::MAX)
 }
 
 /// The messages both born and gone within `ops`.

@@ -5,6 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use veil_core::{StoreError, StoreOp};
 
+pub use crate::bodies::{Relocated, StoredBody};
 pub use crate::wal::SegmentContents;
 
 /// The 8 bytes every log segment starts with.
@@ -18,6 +19,11 @@ pub fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError> {
 /// Appends one log record for `ops`, as the writer does.
 pub fn encode_record(ops: &[StoreOp], buf: &mut Vec<u8>) -> Result<(), StoreError> {
     crate::wal::encode_record(ops, buf)
+}
+
+/// Appends one relocation record for `entries`, as the writer does when it reclaims a segment.
+pub fn encode_relocation(entries: &[Relocated], buf: &mut Vec<u8>) -> Result<(), StoreError> {
+    crate::wal::encode_relocation(entries, buf)
 }
 
 /// Decodes a redb value (a queue record, counters, a state, a payload...), as the store's loads do.

@@ -4,6 +4,7 @@
 //! closed log segments to redb in the background. It also owns the rest of the data directory: the receipt
 //! secret.
 
+mod bodies;
 mod checkpoint;
 mod codec;
 mod faults;

@@ -29,11 +29,22 @@ pub const WAL_RECORD_BYTES_MAX: u32 = 256 * 1024 * 1024;
 /// Start-up compacts the redb file only when it is at least this large: below it the space is not worth it.
 pub const COMPACT_FILE_BYTES_MIN: u64 = 64 * 1024 * 1024;
 
-/// ...and only when the file is at least this many times the bytes of the payloads it holds. A live store's
-/// file is about 1.4× its payloads (redb's pages are not full), so 4× means most of the file is free, as after a
-/// large queue was drained or purged: compacting it is quick, while compacting a mostly live file would take
-/// long for little.
-pub const COMPACT_FILE_PER_PAYLOAD_MIN: u64 = 4;
+/// ...and only when the file is at least this many times the bytes of the message rows it holds (bodies live
+/// in the log segments, so rows are locations, states and keys). redb's pages are not full, so a live file is
+/// somewhat larger than its rows; 4× means most of the file is free, as after a large queue was drained or
+/// purged: compacting it is quick, while compacting a mostly live file would take long for little.
+pub const COMPACT_FILE_PER_ROW_BYTES_MIN: u64 = 4;
+
+/// A kept log segment whose live bodies fall below this share (in percent) of the bodies it logged is
+/// reclaimed: its survivors are copied forward and the file removed. A byte is then copied only while at most
+/// a quarter of its segment is live, which bounds the copying at 1 / (1 − 0.25) ≈ 1.33× the bytes sent
+/// (docs/decisions/0013-bodies-written-once.md).
+pub const RECLAIM_LIVE_PERCENT_MAX: u64 = 25;
+
+/// Most body bytes one relocation record copies: a reclaim of a larger remainder takes several checkpoints,
+/// so that one record stays far below `WAL_RECORD_BYTES_MAX` and the memory it holds until its checkpoint
+/// stays bounded.
+pub const RELOCATION_BYTES_MAX: u64 = 32 * 1024 * 1024;
 
 /// Bytes the server's probe writes and syncs into the data directory of a failed store to learn whether it
 /// takes writes again (`probe_writable`): one page, enough to see ENOSPC or EIO, too little to matter.

@@ -13,6 +13,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use veil_core::{Payload, QueueId, Seq, StoreError, StoreOp};
 
+use crate::bodies::{BodyAt, Relocation};
 use crate::limits::WAL_SEGMENT_OPS_MAX;
 use crate::tables::moved;
 
@@ -34,11 +35,23 @@ pub enum Found {
     NotHere,
 }
 
+/// Where one record of a window starts: its first operation's index in `ops` and its place in the log.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordStart {
+    pub first_op: usize,
+    pub generation: u64,
+    pub offset: u64,
+}
+
 /// The operations of one log segment.
 pub struct Window {
     pub generation: u64,
     /// In log order; the checkpoint applies them in this order.
     pub ops: Vec<StoreOp>,
+    /// The records `ops` came in, in order: a checkpoint locates a body logged in this window from them.
+    pub records: Vec<RecordStart>,
+    /// Relocation records logged in this window; a checkpoint applies them after `ops`.
+    pub relocations: Vec<Relocation>,
     payloads: HashMap<Key, Held>,
     gone: HashSet<Key>,
     purged: HashSet<QueueId>,
@@ -50,6 +63,8 @@ impl Window {
             generation,
             // Reserved once so that a filling window never moves its operations; pages are touched as used.
             ops: Vec::with_capacity(WAL_SEGMENT_OPS_MAX),
+            records: Vec::new(),
+            relocations: Vec::new(),
             payloads: HashMap::new(),
             gone: HashSet::new(),
             purged: HashSet::new(),
@@ -61,6 +76,8 @@ impl Window {
     pub fn reuse(&mut self, generation: u64) {
         self.generation = generation;
         self.ops.clear();
+        self.records.clear();
+        self.relocations.clear();
         self.payloads.clear();
         self.gone.clear();
         self.purged.clear();
@@ -89,6 +106,21 @@ impl Window {
     }
 }
 
+/// Where the operation at `index` was logged, given the records the operations came in.
+pub fn locate(records: &[RecordStart], index: usize) -> BodyAt {
+    let at = records.partition_point(|record| record.first_op <= index);
+    assert!(
+        at > 0,
+        "operation {index} precedes every record of its window"
+    );
+    let record = records[at - 1];
+    BodyAt {
+        generation: record.generation,
+        offset: record.offset,
+        index: u32::try_from(index - record.first_op).unwrap_or(u32::MAX),
+    }
+}
+
 /// The windows not yet in redb.
 pub struct Overlay {
     /// The open segment's window; the writer appends to it.
@@ -114,6 +146,16 @@ impl Overlay {
             },
             known => known,
         }
+    }
+
+    /// Notes that the operations recorded next came in one log record, at `offset` of the open segment.
+    pub fn begin_record(&mut self, offset: u64) {
+        let window = &mut self.active;
+        window.records.push(RecordStart {
+            first_op: window.ops.len(),
+            generation: window.generation,
+            offset,
+        });
     }
 
     /// Adds a durable operation to the open window. `read_disk` reads a payload from redb, for the rare

@@ -21,12 +21,13 @@ use veil_core::{
 };
 use veil_telemetry::StoreMetrics;
 
+use crate::bodies::BodyFiles;
 use crate::checkpoint::{recover, Recovered};
 use crate::codec::decode;
 use crate::faults::FaultPlan;
 use crate::io::{FsIo, RedbBackend, StorageIo};
 use crate::limits::{
-    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_PAYLOAD_MIN, PROBE_BYTES,
+    CACHE_BYTES_DEFAULT, COMPACT_FILE_BYTES_MIN, COMPACT_FILE_PER_ROW_BYTES_MIN, PROBE_BYTES,
     REOPEN_FREE_SEGMENTS_MIN, WAL_SEGMENT_BYTES_MAX,
 };
 use crate::overlay::{Found, Overlay};
@@ -35,7 +36,7 @@ use crate::tables::{
     REDRIVES, STATES,
 };
 use crate::wal::Segment;
-use crate::writer::{self, Job, Writer};
+use crate::writer::{Job, Writer};
 
 pub(crate) const DATABASE_FILE: &str = "veil.redb";
 
@@ -92,6 +93,8 @@ pub struct RedbStore {
     recovered: Recovered,
     /// Turns true when the writer fail-stops (see [`RedbStore::failed`]).
     failed: watch::Receiver<bool>,
+    /// The kept log segments holding checkpointed bodies; shared with the writer and the checkpointer.
+    files: Arc<BodyFiles>,
 }
 
 impl RedbStore {
@@ -126,6 +129,7 @@ impl RedbStore {
             options.wal_segment_bytes_max,
         )?;
         let db = Arc::new(db);
+        let files = Arc::new(BodyFiles::new(io.clone(), dir.to_path_buf()));
         let overlay = Arc::new(Mutex::new(Overlay::new(segment.generation)));
         let commits = Arc::new(AtomicU64::new(0));
         let (failed_watch, failed) = watch::channel(false);
@@ -143,6 +147,9 @@ impl RedbStore {
             records: Vec::new(),
             failed_watch,
             faults: options.faults,
+            files: files.clone(),
+            pending_relocation: None,
+            offsets: Vec::new(),
         };
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
@@ -158,6 +165,7 @@ impl RedbStore {
             commits,
             recovered,
             failed,
+            files,
         })
     }
 
@@ -314,7 +322,7 @@ fn free_bytes(dir: &Path) -> Result<u64, StoreError> {
 /// Returns the space of deleted messages to the file system when most of the file is free pages. redb reuses
 /// free pages but gives the file back only at its end, so after a large queue is drained or purged the file
 /// would keep its size; compaction needs the database to itself, hence only at start-up. Whether the file is
-/// mostly free is judged from the payload bytes the checkpoints counted (`meta.payload_bytes`): redb's own
+/// mostly free is judged from the row bytes the checkpoints counted (`meta.row_bytes`): redb's own
 /// statistics walk every page, which for a large live store costs more than the start-up itself.
 fn compact_if_mostly_free(
     io: &dyn StorageIo,
@@ -324,9 +332,9 @@ fn compact_if_mostly_free(
     let file_bytes = io
         .file_len(path)
         .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
-    let payload_bytes = tables::read_meta_u64(db, tables::PAYLOAD_BYTES_KEY)?;
+    let row_bytes = tables::read_meta_u64(db, tables::ROW_BYTES_KEY)?;
     if file_bytes < COMPACT_FILE_BYTES_MIN
-        || file_bytes < payload_bytes.saturating_mul(COMPACT_FILE_PER_PAYLOAD_MIN)
+        || file_bytes < row_bytes.saturating_mul(COMPACT_FILE_PER_ROW_BYTES_MIN)
     {
         return Ok(());
     }
@@ -340,7 +348,7 @@ fn compact_if_mostly_free(
         .map_err(|e| StoreError::Io(format!("reading {}: {e}", path.display())))?;
     tracing::info!(
         file_bytes,
-        payload_bytes,
+        row_bytes,
         compacted_bytes,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "compacted the store file: most of it was free"
@@ -541,7 +549,7 @@ impl Store for RedbStore {
         }
         if !on_disk.is_empty() {
             let wanted: Vec<Seq> = on_disk.iter().map(|&at| seqs[at]).collect();
-            let read = writer::read_payloads(&self.db, queue, &wanted)?;
+            let read = crate::bodies::read_payloads(&self.db, &self.files, queue, &wanted)?;
             for (at, payload) in on_disk.into_iter().zip(read) {
                 found[at] = payload;
             }

@@ -2,29 +2,37 @@
 //! the log's operations here; nothing else writes to redb.
 //!
 //! Tables: `queues` (id → QueueRecord), `counters` (id → Counters), `states` ((queue, seq) → MessageState,
-//! small and rewritten by every receive that outlives a checkpoint), `payloads` ((queue, seq) → Payload) and
-//! `redrives` ((queue, seq) → MessageRedrivePolicy, only for messages sent with their own dead-letter rule),
-//! `groups` ((queue, seq) → message group, only for messages of FIFO queues), `dedup` ((queue, key) →
-//! DedupEntry, a FIFO queue's remembered deduplication ids), `move_tasks` (number → MoveTaskRecord, the
-//! message move tasks of docs/semantics.md), `history` ((queue, seq) → DeliveryHistory, only for delivered
-//! messages, deleted with them) and `meta` (name → bytes: the format version, the next queue id,
-//! and the last log generation applied). Splitting state from payload lets start-up rebuild the engine's
-//! index by scanning `states` alone.
+//! small and rewritten by every receive that outlives a checkpoint), `bodies` ((queue, seq) → StoredBody: where
+//! in a kept log segment the message's payload is, bodies.rs), `segment_bodies` ((generation, queue, seq), the
+//! same locations by segment, so that a segment's survivors are found without a scan), `segments` (generation →
+//! total and live body bytes of a kept segment), `redrives` ((queue, seq) → MessageRedrivePolicy, only for
+//! messages sent with their own dead-letter rule), `groups` ((queue, seq) → message group, only for messages of
+//! FIFO queues), `dedup` ((queue, key) → DedupEntry, a FIFO queue's remembered deduplication ids),
+//! `move_tasks` (number → MoveTaskRecord, the message move tasks of docs/semantics.md), `history` ((queue,
+//! seq) → DeliveryHistory, only for delivered messages, deleted with them) and `meta` (name → bytes: the
+//! format version, the next queue id, and the last log generation applied). Splitting state from payload lets
+//! start-up rebuild the engine's index by scanning `states` alone.
 
 use std::path::Path;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+// Keyed by log generations: hashed fast (docs/decisions/0014-hashing.md).
+use foldhash::{HashMap, HashMapExt};
 use veil_core::{
     Counters, DedupEntry, DeliveryHistory, MessageRedrivePolicy, MessageState, MoveTaskRecord,
     MovedFrom, Payload, QueueId, QueueRecord, StoreError, StoreOp,
 };
 
+use crate::bodies::{BodyAt, StoredBody};
 use crate::codec::{decode, encode};
 
 pub const QUEUES: TableDefinition<u64, &[u8]> = TableDefinition::new("queues");
 pub const COUNTERS: TableDefinition<u64, &[u8]> = TableDefinition::new("counters");
 pub const STATES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("states");
-pub const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("payloads");
+pub const BODIES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("bodies");
+pub const SEGMENT_BODIES: TableDefinition<(u64, u64, u64), ()> =
+    TableDefinition::new("segment_bodies");
+pub const SEGMENTS: TableDefinition<u64, (u64, u64)> = TableDefinition::new("segments");
 pub const REDRIVES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("redrives");
 pub const GROUPS: TableDefinition<(u64, u64), &str> = TableDefinition::new("groups");
 pub const DEDUP: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("dedup");
@@ -35,16 +43,22 @@ pub const NEXT_QUEUE_ID: &str = "next_queue_id";
 /// The newest log generation whose operations redb holds: start-up replays only newer segments, so a crash
 /// between a checkpoint's commit and the removal of its segment applies nothing twice.
 pub const WAL_APPLIED_KEY: &str = "wal_applied";
-/// Bytes of all payload records in `payloads`: with the file's size, tells start-up whether compacting pays.
-pub const PAYLOAD_BYTES_KEY: &str = "payload_bytes";
+/// Bytes the stored messages' rows take (their `bodies` entries plus an estimate of their other rows): with
+/// the file's size, tells start-up whether compacting pays.
+pub const ROW_BYTES_KEY: &str = "row_bytes";
+/// The part of [`ROW_BYTES_KEY`] a stored message counts beyond its `bodies` entry: two 16-byte keys, its
+/// `segment_bodies` key and a state of about 30 bytes.
+const MESSAGE_OTHER_ROWS_BYTES: usize = 88;
 /// The layout of the records in this file. A data directory written with another layout is refused with a
 /// clear error rather than misread. 2: message states carry their body length, messages may have a redrive.
 /// 4: payloads carry a message group and deduplication id; FIFO groups and deduplication ids are stored.
 /// 5: changes are logged first (wal-*.log segments) and checkpointed into this file.
 /// 6: queue settings carry `delivery_history` (postcard has no field defaults, so a format-5 queue record
 /// would not decode), and delivered messages have a `history` entry.
+/// 7: bodies stay in the log segments that wrote them; `bodies`, `segment_bodies` and `segments` replace
+/// `payloads` (docs/decisions/0013-bodies-written-once.md).
 const FORMAT_VERSION_KEY: &str = "format_version";
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 macro_rules! redb_err {
     ($context:expr) => {
@@ -129,17 +143,32 @@ pub struct Tables<'txn> {
     queues: redb::Table<'txn, u64, &'static [u8]>,
     counters: redb::Table<'txn, u64, &'static [u8]>,
     states: redb::Table<'txn, (u64, u64), &'static [u8]>,
-    payloads: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    bodies: redb::Table<'txn, (u64, u64), &'static [u8]>,
+    segment_bodies: redb::Table<'txn, (u64, u64, u64), ()>,
+    segments: redb::Table<'txn, u64, (u64, u64)>,
     redrives: redb::Table<'txn, (u64, u64), &'static [u8]>,
     groups: redb::Table<'txn, (u64, u64), &'static str>,
     dedup: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
     move_tasks: redb::Table<'txn, u64, &'static [u8]>,
     history: redb::Table<'txn, (u64, u64), &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
-    /// How the bytes of stored payload records changed in this transaction; [`Tables::finish`] adds it to
-    /// `meta.payload_bytes`, which start-up reads to see whether the file is mostly free (cheaply: redb's own
+    /// How the bytes of stored message rows changed in this transaction; [`Tables::finish`] adds it to
+    /// `meta.row_bytes`, which start-up reads to see whether the file is mostly free (cheaply: redb's own
     /// statistics walk every page).
-    payload_bytes_delta: i64,
+    row_bytes_delta: i64,
+    /// How each segment's live body bytes changed in this transaction; [`Tables::finish`] applies it.
+    live_delta: HashMap<u64, i64>,
+    /// The body bytes each segment checkpointed in this transaction logged; [`Tables::finish`] records them.
+    logged_totals: HashMap<u64, u64>,
+}
+
+/// What a transaction left of the segments it touched.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Segments checkpointed now that hold bodies: kept, renamed `body-`.
+    pub kept: Vec<u64>,
+    /// Segments that hold no body any more: their files can go once the transaction is committed.
+    pub removable: Vec<u64>,
 }
 
 impl<'txn> Tables<'txn> {
@@ -154,9 +183,15 @@ impl<'txn> Tables<'txn> {
             states: txn
                 .open_table(STATES)
                 .map_err(redb_err!("opening states"))?,
-            payloads: txn
-                .open_table(PAYLOADS)
-                .map_err(redb_err!("opening payloads"))?,
+            bodies: txn
+                .open_table(BODIES)
+                .map_err(redb_err!("opening bodies"))?,
+            segment_bodies: txn
+                .open_table(SEGMENT_BODIES)
+                .map_err(redb_err!("opening segment_bodies"))?,
+            segments: txn
+                .open_table(SEGMENTS)
+                .map_err(redb_err!("opening segments"))?,
             redrives: txn
                 .open_table(REDRIVES)
                 .map_err(redb_err!("opening redrives"))?,
@@ -171,35 +206,182 @@ impl<'txn> Tables<'txn> {
                 .open_table(HISTORY)
                 .map_err(redb_err!("opening history"))?,
             meta: txn.open_table(META).map_err(redb_err!("opening meta"))?,
-            payload_bytes_delta: 0,
+            row_bytes_delta: 0,
+            live_delta: HashMap::new(),
+            logged_totals: HashMap::new(),
         })
     }
 
-    /// Records what this transaction did to the stored payload bytes. Call once, before committing.
-    pub fn finish(&mut self) -> Result<(), StoreError> {
-        if self.payload_bytes_delta == 0 {
+    /// Notes that segment `generation` is being checkpointed and logged `bytes` of bodies (counted as
+    /// [`crate::bodies::counted_bytes`] counts them).
+    pub fn note_logged(&mut self, generation: u64, bytes: u64) {
+        *self.logged_totals.entry(generation).or_insert(0) += bytes;
+    }
+
+    /// Records what this transaction did to the stored row bytes and to each segment's live bytes, and says
+    /// which segments are kept and which hold nothing any more. Call once, before committing.
+    pub fn finish(&mut self) -> Result<Settled, StoreError> {
+        self.finish_row_bytes()?;
+        let mut settled = Settled::default();
+        let mut touched: Vec<u64> = self.live_delta.keys().copied().collect();
+        touched.extend(
+            self.logged_totals
+                .keys()
+                .filter(|g| !self.live_delta.contains_key(g)),
+        );
+        touched.sort_unstable();
+        for generation in touched {
+            let newly_logged = self.logged_totals.get(&generation).copied();
+            let (total, live) = match self
+                .segments
+                .get(generation)
+                .map_err(redb_err!("reading a segment"))?
+            {
+                Some(guard) => guard.value(),
+                None => (0, 0),
+            };
+            let total = total + newly_logged.unwrap_or(0);
+            let delta = self.live_delta.get(&generation).copied().unwrap_or(0);
+            let live = live.saturating_add_signed(delta);
+            // The index is the truth about which bodies a segment still holds: a file goes only when no
+            // stored body points into it, whatever the counters say.
+            if self.holds_bodies(generation)? {
+                self.segments
+                    .insert(generation, (total.max(live), live))
+                    .map_err(redb_err!("writing a segment"))?;
+                if newly_logged.is_some() {
+                    settled.kept.push(generation);
+                }
+            } else {
+                self.segments
+                    .remove(generation)
+                    .map_err(redb_err!("removing a segment"))?;
+                settled.removable.push(generation);
+            }
+        }
+        self.live_delta.clear();
+        self.logged_totals.clear();
+        Ok(settled)
+    }
+
+    fn holds_bodies(&self, generation: u64) -> Result<bool, StoreError> {
+        Ok(self
+            .segment_bodies
+            .range((generation, 0, 0)..=(generation, u64::MAX, u64::MAX))
+            .map_err(redb_err!("reading segment_bodies"))?
+            .next()
+            .is_some())
+    }
+
+    fn finish_row_bytes(&mut self) -> Result<(), StoreError> {
+        if self.row_bytes_delta == 0 {
             return Ok(());
         }
         let stored = match self
             .meta
-            .get(PAYLOAD_BYTES_KEY)
+            .get(ROW_BYTES_KEY)
             .map_err(redb_err!("reading meta"))?
         {
             Some(guard) => u64::from_be_bytes(guard.value().try_into().map_err(|_| {
-                StoreError::Corrupt(format!("meta {PAYLOAD_BYTES_KEY} is not 8 bytes"))
+                StoreError::Corrupt(format!("meta {ROW_BYTES_KEY} is not 8 bytes"))
             })?),
             None => 0,
         };
-        let updated = stored.saturating_add_signed(self.payload_bytes_delta);
+        let updated = stored.saturating_add_signed(self.row_bytes_delta);
         self.meta
-            .insert(PAYLOAD_BYTES_KEY, updated.to_be_bytes().as_slice())
+            .insert(ROW_BYTES_KEY, updated.to_be_bytes().as_slice())
             .map_err(redb_err!("writing meta"))?;
-        self.payload_bytes_delta = 0;
+        self.row_bytes_delta = 0;
         Ok(())
     }
 
-    fn count_payload_bytes(&mut self, added: usize, removed: usize) {
-        self.payload_bytes_delta += added as i64 - removed as i64;
+    /// Stores `body` as the payload of `key`: its entry, its index rows and its segments' live bytes.
+    pub fn put_body(&mut self, key: (u64, u64), body: &StoredBody) -> Result<(), StoreError> {
+        let encoded = encode(body)?;
+        let replaced = self
+            .bodies
+            .insert(key, encoded.as_slice())
+            .map_err(redb_err!("writing a stored body"))?
+            .map(|old| old.value().to_vec());
+        if let Some(old_bytes) = replaced {
+            let old: StoredBody = decode(&old_bytes, "a stored body")?;
+            self.unaccount(key, &old, old_bytes.len())?;
+        }
+        for (at, bytes) in body.parts() {
+            self.segment_bodies
+                .insert((at.generation, key.0, key.1), ())
+                .map_err(redb_err!("indexing a stored body"))?;
+            *self.live_delta.entry(at.generation).or_insert(0) += i64::from(bytes);
+        }
+        self.row_bytes_delta += (encoded.len() + MESSAGE_OTHER_ROWS_BYTES) as i64;
+        Ok(())
+    }
+
+    /// Removes the stored body of `key`, handing it back.
+    pub fn take_body(&mut self, key: (u64, u64)) -> Result<Option<StoredBody>, StoreError> {
+        let Some(bytes) = self
+            .bodies
+            .remove(key)
+            .map_err(redb_err!("removing a stored body"))?
+            .map(|g| g.value().to_vec())
+        else {
+            return Ok(None);
+        };
+        let body: StoredBody = decode(&bytes, "a stored body")?;
+        self.unaccount(key, &body, bytes.len())?;
+        Ok(Some(body))
+    }
+
+    /// The stored body of `key`, left in place.
+    pub fn body(&self, key: (u64, u64)) -> Result<Option<StoredBody>, StoreError> {
+        match self
+            .bodies
+            .get(key)
+            .map_err(redb_err!("reading a stored body"))?
+        {
+            Some(guard) => decode(guard.value(), "a stored body").map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Takes a removed body's index rows and live bytes off its segments.
+    fn unaccount(
+        &mut self,
+        key: (u64, u64),
+        body: &StoredBody,
+        encoded_len: usize,
+    ) -> Result<(), StoreError> {
+        for (at, bytes) in body.parts() {
+            self.segment_bodies
+                .remove((at.generation, key.0, key.1))
+                .map_err(redb_err!("unindexing a stored body"))?;
+            *self.live_delta.entry(at.generation).or_insert(0) -= i64::from(bytes);
+        }
+        self.row_bytes_delta -= (encoded_len + MESSAGE_OTHER_ROWS_BYTES) as i64;
+        Ok(())
+    }
+
+    /// Points `key` at its relocated copy if its stored body is still `from`; otherwise a later operation
+    /// changed or removed it since the relocation read it, and that operation's result stands.
+    pub fn relocate(
+        &mut self,
+        key: (u64, u64),
+        from: &StoredBody,
+        at: BodyAt,
+        bytes: u32,
+    ) -> Result<(), StoreError> {
+        if self.body(key)?.as_ref() != Some(from) {
+            return Ok(());
+        }
+        self.put_body(
+            key,
+            &StoredBody {
+                at,
+                bytes,
+                replaced: None,
+                moved_from: None,
+            },
+        )
     }
 
     pub fn remove_messages(&mut self, queue: QueueId) -> Result<(), StoreError> {
@@ -207,14 +389,7 @@ impl<'txn> Tables<'txn> {
         self.states
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing states"))?;
-        let mut removed = 0;
-        self.payloads
-            .retain_in(range.clone(), |_, payload| {
-                removed += payload.len();
-                false
-            })
-            .map_err(redb_err!("removing payloads"))?;
-        self.count_payload_bytes(0, removed);
+        self.remove_bodies(queue)?;
         self.redrives
             .retain_in(range.clone(), |_, _| false)
             .map_err(redb_err!("removing redrives"))?;
@@ -225,6 +400,28 @@ impl<'txn> Tables<'txn> {
             .retain_in(range, |_, _| false)
             .map_err(redb_err!("removing histories"))?;
         Ok(())
+    }
+
+    /// Removes every stored body of `queue`, a bounded batch at a time so that a purge of millions holds no
+    /// list of them all.
+    fn remove_bodies(&mut self, queue: QueueId) -> Result<(), StoreError> {
+        const BATCH: usize = 4096;
+        loop {
+            let keys: Vec<(u64, u64)> = self
+                .bodies
+                .range((queue, 0u64)..=(queue, u64::MAX))
+                .map_err(redb_err!("listing stored bodies"))?
+                .take(BATCH)
+                .map(|entry| entry.map(|(key, _)| key.value()))
+                .collect::<Result<_, _>>()
+                .map_err(redb_err!("listing stored bodies"))?;
+            if keys.is_empty() {
+                return Ok(());
+            }
+            for key in keys {
+                self.take_body(key)?;
+            }
+        }
     }
 
     /// A history is kept only for a stored message, so that none outlives its message (a move whose payload
@@ -334,61 +531,20 @@ impl<'txn> Tables<'txn> {
         Ok(())
     }
 
-    fn put_payload(&mut self, key: (u64, u64), payload: &Payload) -> Result<(), StoreError> {
-        let encoded = encode(payload)?;
-        let replaced = self
-            .payloads
-            .insert(key, encoded.as_slice())
-            .map_err(redb_err!("writing a payload"))?
-            .map_or(0, |old| old.value().len());
-        self.count_payload_bytes(encoded.len(), replaced);
-        Ok(())
-    }
-
-    fn take_payload(&mut self, key: (u64, u64)) -> Result<Option<Payload>, StoreError> {
-        let bytes = self
-            .payloads
-            .remove(key)
-            .map_err(redb_err!("removing a payload"))?
-            .map(|g| g.value().to_vec());
-        self.count_payload_bytes(0, bytes.as_ref().map_or(0, Vec::len));
-        bytes.map(|b| decode(&b, "a payload")).transpose()
-    }
-
     /// Applies one logged operation as it was logged.
     pub fn apply(&mut self, op: &StoreOp) -> Result<(), StoreError> {
         match op {
             StoreOp::PutQueue(record) => self.put_queue(record),
             StoreOp::DeleteQueue(queue) => self.delete_queue(*queue),
             StoreOp::PutCounters { queue, counters } => self.put_counters(*queue, counters),
-            StoreOp::PutMessage(put) => self.put_message(
-                (put.queue, put.seq),
-                &put.payload,
-                &put.state,
-                (put.redrive.as_ref(), put.fifo_group.as_deref()),
-            ),
             StoreOp::PutState { queue, seq, state } => self.put_state((*queue, *seq), state),
             StoreOp::DeleteMessage { queue, seq } => self.delete_message((*queue, *seq)),
             StoreOp::PurgeQueue(queue) => self.remove_messages(*queue),
-            StoreOp::MoveMessage(move_op) => {
-                // A message whose payload is already gone leaves nothing at `to`.
-                if let Some(payload) = self.take_message(move_op.from)? {
-                    let payload = moved(payload, move_op.moved_from.clone());
-                    self.put_message(
-                        move_op.to,
-                        &payload,
-                        &move_op.state,
-                        (move_op.redrive.as_ref(), move_op.fifo_group.as_deref()),
-                    )?;
-                }
-                Ok(())
-            }
-            StoreOp::ReplaceBody {
-                queue,
-                seq,
-                body,
-                body_md5,
-            } => self.replace_body((*queue, *seq), body, *body_md5),
+            // Their bodies are in the log: the checkpoint, which knows where, applies them
+            // (checkpoint.rs).
+            StoreOp::PutMessage(_) | StoreOp::MoveMessage(_) | StoreOp::ReplaceBody { .. } => Err(
+                StoreError::Corrupt(format!("internal: {op:?} applied without its log location")),
+            ),
             StoreOp::PutNextQueueId(next) => self.put_next_queue_id(*next),
             StoreOp::PutDedup { queue, key, entry } => self.put_dedup(*queue, key, entry),
             StoreOp::DeleteDedup { queue, key } => self.delete_dedup(*queue, key),
@@ -446,11 +602,11 @@ impl<'txn> Tables<'txn> {
     pub fn put_message(
         &mut self,
         key: (u64, u64),
-        payload: &Payload,
+        body: &StoredBody,
         state: &MessageState,
         (redrive, fifo_group): (Option<&MessageRedrivePolicy>, Option<&str>),
     ) -> Result<(), StoreError> {
-        self.put_payload(key, payload)?;
+        self.put_body(key, body)?;
         self.put_state(key, state)?;
         if let Some(policy) = redrive {
             self.put_redrive(key, policy)?;
@@ -465,39 +621,34 @@ impl<'txn> Tables<'txn> {
         self.states
             .remove(key)
             .map_err(redb_err!("deleting a state"))?;
-        let removed = self
-            .payloads
-            .remove(key)
-            .map_err(redb_err!("deleting a payload"))?
-            .map_or(0, |old| old.value().len());
-        self.count_payload_bytes(0, removed);
+        self.take_body(key)?;
         self.remove_redrive(key)?;
         self.remove_group(key)?;
         self.remove_history(key)
     }
 
-    /// Removes a message (state, redrive, group, history, payload), handing back its payload. A moved
+    /// Removes a message (state, redrive, group, history, body), handing back its stored body. A moved
     /// message's history is written anew at its new key by the operation after the move.
-    pub fn take_message(&mut self, key: (u64, u64)) -> Result<Option<Payload>, StoreError> {
+    pub fn take_message(&mut self, key: (u64, u64)) -> Result<Option<StoredBody>, StoreError> {
         self.states
             .remove(key)
             .map_err(redb_err!("deleting a moved state"))?;
         self.remove_redrive(key)?;
         self.remove_group(key)?;
         self.remove_history(key)?;
-        self.take_payload(key)
+        self.take_body(key)
     }
 
-    fn replace_body(
+    /// Points a stored message's body at a `ReplaceBody` logged at `at`.
+    pub fn replace_body(
         &mut self,
         key: (u64, u64),
-        body: &bytes::Bytes,
-        body_md5: [u8; 16],
+        at: BodyAt,
+        bytes: u32,
     ) -> Result<(), StoreError> {
-        if let Some(mut payload) = self.take_payload(key)? {
-            payload.body = body.clone();
-            payload.body_md5 = body_md5;
-            self.put_payload(key, &payload)?;
+        if let Some(mut body) = self.body(key)? {
+            body.replaced = Some((at, bytes));
+            self.put_body(key, &body)?;
         }
         Ok(())
     }

@@ -5,10 +5,15 @@
 //! from 1. A segment is an 8-byte magic (`VEILWAL1`) followed by records, one per submission:
 //!
 //! ```text
-//! length: u32 little-endian   bytes of `ops` (never 0)
+//! length: u32 little-endian   bytes of `ops` (never 0); the top bit set marks a relocation record
 //! crc:    u32 little-endian   CRC-32 (IEEE) of `ops`
-//! ops:    postcard-encoded Vec<StoreOp>
+//! ops:    postcard-encoded Vec<StoreOp>, or for a relocation record Vec<Relocated> (bodies.rs)
 //! ```
+//!
+//! A segment outlives its checkpoint while it holds the body of a stored message (docs/decisions/
+//! 0013-bodies-written-once.md): the checkpoint renames it `body-<generation>.log` and redb points into it.
+//! `wal-` files are the log proper (what start-up replays); `body-` files are only ever read at a record's
+//! offset, and removed once no message's body is in them.
 //!
 //! A segment's space is allocated when it is created (`posix_fallocate`, reading as zeros), so that a record
 //! overwrites allocated blocks and the file's size does not change with each append: the sync of a commit
@@ -25,11 +30,28 @@ use std::path::{Path, PathBuf};
 
 use veil_core::{StoreError, StoreOp};
 
+use crate::bodies::Relocated;
 use crate::io::{StorageFile, StorageIo};
 use crate::limits::WAL_RECORD_BYTES_MAX;
 
 pub(crate) const MAGIC: &[u8; 8] = b"VEILWAL1";
-const HEADER_BYTES: usize = 8;
+pub(crate) const HEADER_BYTES: usize = 8;
+/// The bit of a record's length word that marks a relocation record: lengths stay below
+/// `WAL_RECORD_BYTES_MAX` (2^28), so the top bits are free, and a format-6 record never has it. A relocation
+/// record's checksum also covers [`RELOCATION_CRC_PREFIX`], so that a flipped flag fails the checksum like
+/// any other damage.
+const RELOCATION_FLAG: u32 = 1 << 31;
+const RELOCATION_CRC_PREFIX: &[u8] = b"relocation";
+
+/// A record's checksum: CRC-32 of its body, with the relocation prefix in front for a relocation record.
+fn record_crc(body: &[u8], relocation: bool) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    if relocation {
+        hasher.update(RELOCATION_CRC_PREFIX);
+    }
+    hasher.update(body);
+    hasher.finalize()
+}
 /// The smallest unit a disk writes whole (a 512-byte sector): a part of an unsynced append that never reached
 /// the disk is at least one sector of zeros, which is how recovery tells such a hole from a flipped bit.
 const LOST_SECTOR_BYTES: usize = 512;
@@ -39,15 +61,36 @@ pub fn segment_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("wal-{generation:020}.log"))
 }
 
-/// Every segment in `dir`, oldest first.
+/// The file of a checkpointed segment kept for the bodies it holds.
+pub fn body_segment_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("body-{generation:020}.log"))
+}
+
+/// Every segment of the log in `dir` (`wal-` files), oldest first.
 pub fn list_segments(io: &dyn StorageIo, dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    list_files(io, dir, "wal-")
+}
+
+/// Every kept body segment in `dir` (`body-` files), oldest first.
+pub fn list_body_segments(
+    io: &dyn StorageIo,
+    dir: &Path,
+) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    list_files(io, dir, "body-")
+}
+
+fn list_files(
+    io: &dyn StorageIo,
+    dir: &Path,
+    prefix: &str,
+) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     let names = io
         .list_dir(dir)
         .map_err(|e| StoreError::Io(format!("listing {}: {e}", dir.display())))?;
     let mut segments = Vec::new();
     for name in names {
         let generation = name
-            .strip_prefix("wal-")
+            .strip_prefix(prefix)
             .and_then(|n| n.strip_suffix(".log"))
             .and_then(|digits| digits.parse::<u64>().ok());
         if let Some(generation) = generation {
@@ -60,9 +103,22 @@ pub fn list_segments(io: &dyn StorageIo, dir: &Path) -> Result<Vec<(u64, PathBuf
 
 /// Appends one record for `ops` to `buf`.
 pub fn encode_record(ops: &[StoreOp], buf: &mut Vec<u8>) -> Result<(), StoreError> {
+    encode_any(ops, 0, buf)
+}
+
+/// Appends one relocation record (survivors copied out of a reclaimed segment) to `buf`.
+pub fn encode_relocation(entries: &[Relocated], buf: &mut Vec<u8>) -> Result<(), StoreError> {
+    encode_any(entries, RELOCATION_FLAG, buf)
+}
+
+fn encode_any<T: serde::Serialize + ?Sized>(
+    value: &T,
+    flag: u32,
+    buf: &mut Vec<u8>,
+) -> Result<(), StoreError> {
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_BYTES]);
-    let encoded = postcard::to_extend(ops, std::mem::take(buf))
+    let encoded = postcard::to_extend(value, std::mem::take(buf))
         .map_err(|e| StoreError::Corrupt(format!("cannot encode a log record: {e}")))?;
     *buf = encoded;
     let body = &buf[start + HEADER_BYTES..];
@@ -75,10 +131,56 @@ pub fn encode_record(ops: &[StoreOp], buf: &mut Vec<u8>) -> Result<(), StoreErro
                 body.len()
             ))
         })?;
-    let crc = crc32fast::hash(body);
-    buf[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    let crc = record_crc(body, flag != 0);
+    buf[start..start + 4].copy_from_slice(&(length | flag).to_le_bytes());
     buf[start + 4..start + HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
     Ok(())
+}
+
+/// One record's contents.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Ops(Vec<StoreOp>),
+    Relocation(Vec<Relocated>),
+}
+
+/// Decodes a record body whose kind its header's flag gave.
+fn decode_record(body: &[u8], relocation: bool) -> Result<Record, postcard::Error> {
+    if relocation {
+        postcard::from_bytes(body).map(Record::Relocation)
+    } else {
+        postcard::from_bytes(body).map(Record::Ops)
+    }
+}
+
+/// Reads the record at `offset` of a kept segment, checking its checksum: how a body is read back once its
+/// message was checkpointed. A record that fails its checksum or does not decode is corruption.
+pub fn read_record_at(file: &dyn StorageFile, offset: u64) -> Result<Record, StoreError> {
+    let mut header = [0u8; HEADER_BYTES];
+    file.read_at(&mut header, offset)
+        .map_err(|e| StoreError::Io(format!("reading the log record at byte {offset}: {e}")))?;
+    let word = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    let length = word & !RELOCATION_FLAG;
+    if length == 0 || length > WAL_RECORD_BYTES_MAX {
+        return Err(StoreError::Corrupt(format!(
+            "the log record at byte {offset} declares {length} bytes"
+        )));
+    }
+    let mut body = vec![0u8; length as usize];
+    file.read_at(&mut body, offset + HEADER_BYTES as u64)
+        .map_err(|e| StoreError::Io(format!("reading the log record at byte {offset}: {e}")))?;
+    let relocation = word & RELOCATION_FLAG != 0;
+    if record_crc(&body, relocation) != crc {
+        return Err(StoreError::Corrupt(format!(
+            "the log record at byte {offset} fails its checksum"
+        )));
+    }
+    decode_record(&body, relocation).map_err(|e| {
+        StoreError::Corrupt(format!(
+            "the log record at byte {offset} does not decode: {e}"
+        ))
+    })
 }
 
 /// The segment being appended to.
@@ -148,6 +250,10 @@ pub fn sync_dir(io: &dyn StorageIo, dir: &Path) -> Result<(), StoreError> {
 pub struct SegmentContents {
     /// Each record's operations, in the order they were logged.
     pub records: Vec<Vec<StoreOp>>,
+    /// The byte offset of each of `records` in the segment: where a body logged in it is found again.
+    pub offsets: Vec<u64>,
+    /// The relocation records, with their offsets, in the order they were logged.
+    pub relocations: Vec<(u64, Vec<Relocated>)>,
     /// Bytes after the last whole record up to the last non-zero byte: a torn tail, or 0. Zeros beyond are
     /// allocated space never written.
     pub torn_bytes: u64,
@@ -167,13 +273,20 @@ pub fn read_segment(io: &dyn StorageIo, path: &Path) -> Result<SegmentContents, 
     }
     let second = read_and_parse(io, path)?;
     match (first, second) {
-        (Ok(a), Ok(b)) if (a.records.len(), b.torn_bytes) > (b.records.len(), a.torn_bytes) => {
+        (Ok(a), Ok(b)) if (a.record_count(), b.torn_bytes) > (b.record_count(), a.torn_bytes) => {
             Ok(a)
         }
         (Ok(_), Ok(b)) => Ok(b),
         (Err(_), Ok(b)) if b.torn_bytes == 0 => Ok(b),
         (Ok(a), Err(_)) if a.torn_bytes == 0 => Ok(a),
         (Err(why), _) | (_, Err(why)) => Err(why),
+    }
+}
+
+impl SegmentContents {
+    /// Records of both kinds.
+    pub fn record_count(&self) -> usize {
+        self.records.len() + self.relocations.len()
     }
 }
 
@@ -195,14 +308,14 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
     if bytes.len() < MAGIC.len() {
         // Created but its magic never reached the disk: nothing was ever acknowledged from it.
         return Ok(SegmentContents {
-            records: Vec::new(),
             torn_bytes: bytes.len() as u64,
+            ..SegmentContents::default()
         });
     }
     if let Some(magic_bytes) = unfinished_creation(bytes) {
         return Ok(SegmentContents {
-            records: Vec::new(),
             torn_bytes: magic_bytes as u64,
+            ..SegmentContents::default()
         });
     }
     if &bytes[..MAGIC.len()] != MAGIC {
@@ -211,7 +324,7 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
     let mut contents = SegmentContents::default();
     let mut at = MAGIC.len();
     while at < bytes.len() {
-        let Some(body) = whole_record(&bytes[at..]) else {
+        let Some((body, relocation)) = whole_record(&bytes[at..]) else {
             if let Some(next) =
                 valid_record_after(bytes, at).filter(|&next| !lost_sector(bytes, at, next))
             {
@@ -227,10 +340,16 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
             contents.torn_bytes = written.saturating_sub(at) as u64;
             break;
         };
-        let ops: Vec<StoreOp> = postcard::from_bytes(body).map_err(|e| {
+        let record = decode_record(body, relocation).map_err(|e| {
             StoreError::Corrupt(format!("the log record at byte {at} does not decode: {e}"))
         })?;
-        contents.records.push(ops);
+        match record {
+            Record::Ops(ops) => {
+                contents.records.push(ops);
+                contents.offsets.push(at as u64);
+            }
+            Record::Relocation(entries) => contents.relocations.push((at as u64, entries)),
+        }
         at += HEADER_BYTES + body.len();
     }
     Ok(contents)
@@ -257,16 +376,17 @@ fn unfinished_creation(bytes: &[u8]) -> Option<usize> {
 fn valid_record_after(bytes: &[u8], damaged: usize) -> Option<usize> {
     (damaged + 1..bytes.len()).find(|&at| {
         let rest = &bytes[at..];
-        let Some(length) = declared_length(rest) else {
+        let Some((length, relocation)) = declared_length(rest) else {
             return false;
         };
         let Some(body) = rest.get(HEADER_BYTES..HEADER_BYTES + length) else {
             return false;
         };
-        let decodes = matches!(
-            postcard::take_from_bytes::<Vec<StoreOp>>(body),
-            Ok((_, rest)) if rest.is_empty()
-        );
+        let decodes = if relocation {
+            matches!(postcard::take_from_bytes::<Vec<Relocated>>(body), Ok((_, rest)) if rest.is_empty())
+        } else {
+            matches!(postcard::take_from_bytes::<Vec<StoreOp>>(body), Ok((_, rest)) if rest.is_empty())
+        };
         decodes && whole_record(rest).is_some()
     })
 }
@@ -288,19 +408,23 @@ fn lost_sector(bytes: &[u8], damaged: usize, next: usize) -> bool {
         })
 }
 
-/// The body length a record header at the start of `rest` declares, if it is one a record may have.
-fn declared_length(rest: &[u8]) -> Option<usize> {
-    let length = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
-    (length != 0 && length <= WAL_RECORD_BYTES_MAX).then_some(length as usize)
+/// The body length a record header at the start of `rest` declares, if it is one a record may have, and
+/// whether it is a relocation record.
+fn declared_length(rest: &[u8]) -> Option<(usize, bool)> {
+    let word = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+    let length = word & !RELOCATION_FLAG;
+    (length != 0 && length <= WAL_RECORD_BYTES_MAX)
+        .then_some((length as usize, word & RELOCATION_FLAG != 0))
 }
 
-/// The body of the record at the start of `rest`, if the record is whole and its checksum matches.
-fn whole_record(rest: &[u8]) -> Option<&[u8]> {
+/// The body of the record at the start of `rest`, if the record is whole and its checksum matches, and
+/// whether it is a relocation record.
+fn whole_record(rest: &[u8]) -> Option<(&[u8], bool)> {
     let header = rest.get(..HEADER_BYTES)?;
-    let length = declared_length(header)?;
+    let (length, relocation) = declared_length(header)?;
     let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
     let body = rest.get(HEADER_BYTES..HEADER_BYTES + length)?;
-    (crc32fast::hash(body) == crc).then_some(body)
+    (record_crc(body, relocation) == crc).then_some((body, relocation))
 }
 
 #[cfg(test)]

@@ -6,6 +6,11 @@
 //! starts a new one and hands the closed segment's window to the checkpointer, which applies it to redb in the
 //! background and then removes the segment file. At most one checkpoint runs: a writer that fills the next
 //! segment before the checkpoint is done waits for it (backpressure that bounds memory and recovery time).
+//!
+//! A checkpointed segment that still holds stored bodies is kept (docs/decisions/0013-bodies-written-once.md).
+//! After each checkpoint the checkpointer reads the survivors of the oldest mostly dead one; the writer appends
+//! them as one relocation record before it closes its next segment, so that the checkpoint of that segment
+//! moves them and removes the old file.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,10 +20,11 @@ use std::time::Instant;
 
 use redb::Database;
 use tokio::sync::{oneshot, watch};
-use veil_core::{Payload, StoreError, StoreOp};
+use veil_core::{StoreError, StoreOp};
 use veil_telemetry::StoreMetrics;
 
-use crate::checkpoint::checkpoint;
+use crate::bodies::{BodyFiles, Relocated, Relocation};
+use crate::checkpoint::{checkpoint, plan_reclaim, settle};
 use crate::faults::{self, Fault, FaultPlan, Point};
 use crate::io::StorageIo;
 use crate::limits::{GROUP_OPS_MAX, WAL_SEGMENT_OPS_MAX};
@@ -65,7 +71,16 @@ pub struct Writer {
     pub failed_watch: watch::Sender<bool>,
     /// Test faults (`faults.rs`); `None` in production.
     pub faults: Option<Arc<FaultPlan>>,
+    /// The kept segments' files, shared with readers: the overlay reads a checkpointed body through them.
+    pub files: Arc<BodyFiles>,
+    /// Survivors of a mostly dead segment that the last checkpoint read, to append before the next rotation.
+    pub pending_relocation: Option<Vec<Relocated>>,
+    /// Reused for each group's record offsets.
+    pub offsets: Vec<u64>,
 }
+
+/// A checkpoint's result: what the writer is answered, with the survivors to relocate if a segment is due.
+type CheckpointResult = Result<Option<Vec<Relocated>>, StoreError>;
 
 /// The error of an injected fault, worded as the real one would be.
 fn injected(doing: &str) -> StoreError {
@@ -76,7 +91,7 @@ fn injected(doing: &str) -> StoreError {
 /// back for reuse.
 struct Checkpointer {
     windows: mpsc::Sender<Arc<Window>>,
-    results: mpsc::Receiver<Result<(), StoreError>>,
+    results: mpsc::Receiver<CheckpointResult>,
     spare: mpsc::Receiver<Window>,
     /// A checkpoint was handed over and its result not yet taken.
     running: bool,
@@ -160,6 +175,7 @@ impl Writer {
         let io = self.io.clone();
         let metrics = self.metrics.clone();
         let faults = self.faults.clone();
+        let files = self.files.clone();
         let thread = std::thread::Builder::new()
             .name("veil-store-checkpoint".into())
             .spawn(move || {
@@ -167,19 +183,23 @@ impl Writer {
                     let fault = faults.as_ref().and_then(|f| f.at(Point::Checkpoint));
                     let result = match fault {
                         Some(Fault::CheckpointEio) => Err(injected("committing a checkpoint")),
-                        _ => checkpoint(&db, &window.ops, window.generation),
+                        _ => checkpoint(&db, &window),
                     };
-                    let result = result.and_then(|()| {
+                    let result = result.and_then(|settled| {
                         if fault == Some(Fault::CheckpointAfterCommit) {
                             return Err(injected("removing a checkpointed log segment"));
+                        }
+                        // Opened before the window goes, so that a reader sent to redb finds the file
+                        // under either name while it is renamed.
+                        for &generation in &settled.kept {
+                            files.file(generation)?;
                         }
                         if let Ok(mut overlay) = overlay.lock() {
                             overlay.checkpointed();
                         }
-                        let path = wal::segment_path(&dir, window.generation);
-                        io.remove_file(&path).map_err(|e| {
-                            StoreError::Io(format!("removing {}: {e}", path.display()))
-                        })
+                        let plan = plan_reclaim(&db, &files);
+                        settle(io.as_ref(), &dir, &files, &settled, window.generation)?;
+                        Ok(plan)
                     });
                     if result.is_ok() {
                         metrics.checkpointed();
@@ -234,7 +254,10 @@ impl Writer {
     /// answered, so that a read after a success finds what it wrote.
     fn log_and_record(&mut self, group: Vec<Vec<StoreOp>>) -> Result<(), StoreError> {
         self.records.clear();
+        self.offsets.clear();
         for ops in group.iter().filter(|ops| !ops.is_empty()) {
+            self.offsets
+                .push(self.segment.bytes + self.records.len() as u64);
             wal::encode_record(ops, &mut self.records)?;
         }
         if self.records.is_empty() {
@@ -267,15 +290,40 @@ impl Writer {
         let ops: usize = group.iter().map(Vec::len).sum();
         self.metrics
             .commit(ops, self.records.len(), synced, started.elapsed());
-        let db = self.db.clone();
-        let read_disk = move |key: Key| read_payload(&db, key);
+        let (db, files) = (self.db.clone(), self.files.clone());
+        let read_disk = move |key: Key| crate::bodies::read_payload(&db, &files, key);
         let mut overlay = self
             .overlay
             .lock()
             .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?;
-        for op in group.into_iter().flatten() {
-            overlay.record(op, &read_disk)?;
+        let records = group.into_iter().filter(|ops| !ops.is_empty());
+        for (ops, &offset) in records.zip(&self.offsets) {
+            overlay.begin_record(offset);
+            for op in ops {
+                overlay.record(op, &read_disk)?;
+            }
         }
+        Ok(())
+    }
+
+    /// Appends the survivors a checkpoint read as one relocation record of the open segment, made durable
+    /// before the segment's checkpoint can apply it.
+    fn append_relocation(&mut self, entries: Vec<Relocated>) -> Result<(), StoreError> {
+        self.records.clear();
+        wal::encode_relocation(&entries, &mut self.records)?;
+        let offset = self.segment.bytes;
+        self.segment.append(&self.records)?;
+        self.segment.sync()?;
+        self.overlay
+            .lock()
+            .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?
+            .active
+            .relocations
+            .push(Relocation {
+                generation: self.segment.generation,
+                offset,
+                entries,
+            });
         Ok(())
     }
 
@@ -296,6 +344,14 @@ impl Writer {
             )));
         }
         self.wait_for_checkpoint(checkpointer)?;
+        if let Some(entries) = self.pending_relocation.take() {
+            self.append_relocation(entries)?;
+        }
+        // Bodies in the closed segment outlive its checkpoint: they must be on the disk before redb points
+        // at them, whatever the commits' durability.
+        if self.durability == Durability::Relaxed {
+            self.segment.sync()?;
+        }
         let next = Segment::create(
             self.io.as_ref(),
             &self.dir,
@@ -327,10 +383,14 @@ impl Writer {
             return Ok(());
         }
         checkpointer.running = false;
-        checkpointer
+        let relocation = checkpointer
             .results
             .recv()
-            .map_err(|_| StoreError::Io("the checkpoint thread has stopped".into()))?
+            .map_err(|_| StoreError::Io("the checkpoint thread has stopped".into()))??;
+        if relocation.is_some() {
+            self.pending_relocation = relocation;
+        }
+        Ok(())
     }
 
     /// Makes redb hold everything logged so far (start-up reads, tests, shutdown).
@@ -379,34 +439,4 @@ impl Writer {
             }
         }
     }
-}
-
-/// A payload as redb holds it (after the last checkpoint).
-pub fn read_payload(db: &Database, key: Key) -> Result<Option<Payload>, StoreError> {
-    Ok(read_payloads(db, key.0, &[key.1])?.pop().flatten())
-}
-
-pub fn read_payloads(
-    db: &Database,
-    queue: veil_core::QueueId,
-    seqs: &[veil_core::Seq],
-) -> Result<Vec<Option<Payload>>, StoreError> {
-    use redb::ReadableDatabase;
-    let txn = db
-        .begin_read()
-        .map_err(|e| StoreError::Io(format!("starting a read: {e}")))?;
-    let payloads = txn
-        .open_table(crate::tables::PAYLOADS)
-        .map_err(|e| StoreError::Io(format!("opening payloads: {e}")))?;
-    seqs.iter()
-        .map(|&seq| {
-            match payloads
-                .get((queue, seq))
-                .map_err(|e| StoreError::Io(format!("reading a payload: {e}")))?
-            {
-                Some(guard) => crate::codec::decode(guard.value(), "a payload").map(Some),
-                None => Ok(None),
-            }
-        })
-        .collect()
 }

@@ -1,5 +1,6 @@
-//! Disk space comes back: once a large queue's messages are gone, the next start-up compacts the store file
-//! (redb reuses free pages but returns the file's space only at its end).
+//! Disk space comes back: bodies stay in the log segments that wrote them (docs/decisions/
+//! 0013-bodies-written-once.md), so once a large queue's messages are gone, the checkpoint after removes
+//! their segments; redb's file only ever held their small rows.
 
 use std::sync::Arc;
 
@@ -18,8 +19,18 @@ fn store_file_bytes(dir: &std::path::Path) -> u64 {
         .len()
 }
 
+/// Bytes of the kept body segments (`body-*.log`).
+fn body_segment_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("lists")
+        .map(|entry| entry.expect("entry"))
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("body-"))
+        .map(|entry| entry.metadata().expect("metadata").len())
+        .sum()
+}
+
 #[tokio::test]
-async fn the_space_of_purged_messages_is_returned_at_the_next_start() {
+async fn the_space_of_purged_messages_is_returned_by_the_next_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let key = QueueKey::new(DEFAULT_NAMESPACE, "large");
     {
@@ -44,24 +55,28 @@ async fn the_space_of_purged_messages_is_returned_at_the_next_start() {
             engine.send(&key, batch).await.expect("sends");
         }
         store.checkpoint_now().expect("checkpoints");
-        let full = store_file_bytes(dir.path());
+        let bodies = (BATCHES * 10 * MESSAGE_BYTES) as u64;
+        let kept = body_segment_bytes(dir.path());
         assert!(
-            full > 64 * 1024 * 1024,
-            "the messages are in the file: {full} bytes"
+            kept >= bodies,
+            "the bodies stay in their log segments: {kept} bytes kept for {bodies}"
+        );
+        let rows = store_file_bytes(dir.path());
+        assert!(
+            rows < bodies / 20,
+            "the store file holds rows, not bodies: {rows} bytes for {bodies} of bodies"
         );
         engine.purge(&key, None).await.expect("purges");
+        store.checkpoint_now().expect("checkpoints");
+        assert_eq!(
+            body_segment_bytes(dir.path()),
+            0,
+            "the checkpoint after the purge removed the segments"
+        );
         drop(engine);
         store.close();
-        assert!(
-            store_file_bytes(dir.path()) > full / 2,
-            "redb keeps the freed pages inside the file until compaction"
-        );
     }
     let store = RedbStore::open(dir.path(), StoreOptions::default()).expect("opens");
-    let compacted = store_file_bytes(dir.path());
-    assert!(
-        compacted < 1024 * 1024,
-        "start-up compacted the mostly free file to {compacted} bytes"
-    );
+    assert_eq!(body_segment_bytes(dir.path()), 0);
     drop(store);
 }
