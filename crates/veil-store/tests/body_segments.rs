@@ -29,7 +29,11 @@ fn orders() -> QueueKey {
 }
 
 fn open(dir: &Path) -> (Arc<RedbStore>, Engine) {
-    let store = Arc::new(RedbStore::open(dir, small_segments()).expect("opens"));
+    open_with(dir, small_segments())
+}
+
+fn open_with(dir: &Path, options: StoreOptions) -> (Arc<RedbStore>, Engine) {
+    let store = Arc::new(RedbStore::open(dir, options).expect("opens"));
     let engine = Engine::open(
         store.clone(),
         Arc::new(ManualClock::new(START_MS)),
@@ -60,6 +64,23 @@ fn body_segments(dir: &Path) -> Vec<PathBuf> {
         .collect();
     found.sort();
     found
+}
+
+/// A new store whose `orders` queue holds `count` messages, checkpointed: their bodies are in kept segments.
+async fn store_with_messages(dir: &Path, count: usize) -> (Arc<RedbStore>, Engine) {
+    let (store, engine) = open(dir);
+    engine
+        .create_queue(orders(), QueueConfig::default())
+        .await
+        .expect("creates");
+    send(&engine, 0, count).await;
+    store.checkpoint_now().expect("checkpoints");
+    (store, engine)
+}
+
+/// The messages `store_with_messages(dir, 300)` keeps once every number not divisible by ten is deleted.
+fn tenth() -> BTreeSet<String> {
+    (0..300).filter(|n| n % 10 == 0).map(body).collect()
 }
 
 /// Sends `count` messages numbered from `first`, ten per batch.
@@ -162,13 +183,7 @@ async fn a_body_that_outlives_its_segment_is_read_from_the_kept_segment_after_a_
     let dir = tempfile::tempdir().unwrap();
     let expected: BTreeSet<String> = (0..300).map(body).collect();
     {
-        let (store, engine) = open(dir.path());
-        engine
-            .create_queue(orders(), QueueConfig::default())
-            .await
-            .expect("creates");
-        send(&engine, 0, 300).await;
-        store.checkpoint_now().expect("checkpoints");
+        let (store, engine) = store_with_messages(dir.path(), 300).await;
         assert!(
             body_segments(dir.path()).len() >= 3,
             "300 KB of bodies stay in their 64 KiB segments: {:?}",
@@ -185,15 +200,9 @@ async fn a_body_that_outlives_its_segment_is_read_from_the_kept_segment_after_a_
 #[tokio::test]
 async fn a_segment_whose_bodies_are_mostly_gone_is_reclaimed_and_its_survivors_stay_readable() {
     let dir = tempfile::tempdir().unwrap();
-    let survivors: BTreeSet<String> = (0..300).filter(|n| n % 10 == 0).map(body).collect();
+    let survivors = tenth();
     {
-        let (store, engine) = open(dir.path());
-        engine
-            .create_queue(orders(), QueueConfig::default())
-            .await
-            .expect("creates");
-        send(&engine, 0, 300).await;
-        store.checkpoint_now().expect("checkpoints");
+        let (store, engine) = store_with_messages(dir.path(), 300).await;
         let before = body_segments(dir.path());
         assert_eq!(delete_where(&engine, |n| n % 10 != 0).await, 270);
         churn(&engine, dir.path(), 6).await;
@@ -215,15 +224,9 @@ async fn a_segment_whose_bodies_are_mostly_gone_is_reclaimed_and_its_survivors_s
 #[tokio::test]
 async fn a_crash_with_a_relocation_not_yet_checkpointed_loses_no_body() {
     let dir = tempfile::tempdir().unwrap();
-    let survivors: BTreeSet<String> = (0..300).filter(|n| n % 10 == 0).map(body).collect();
+    let survivors = tenth();
     {
-        let (store, engine) = open(dir.path());
-        engine
-            .create_queue(orders(), QueueConfig::default())
-            .await
-            .expect("creates");
-        send(&engine, 0, 300).await;
-        store.checkpoint_now().expect("checkpoints");
+        let (store, engine) = store_with_messages(dir.path(), 300).await;
         delete_where(&engine, |n| n % 10 != 0).await;
         drop(engine);
         store.close();
@@ -235,13 +238,7 @@ async fn a_crash_with_a_relocation_not_yet_checkpointed_loses_no_body() {
             faults: Some(Arc::new(FaultPlan::new(Fault::CheckpointEio, 2))),
             ..small_segments()
         };
-        let store = Arc::new(RedbStore::open(dir.path(), options).expect("opens"));
-        let engine = Engine::open(
-            store.clone(),
-            Arc::new(ManualClock::new(START_MS)),
-            ReceiptKey::new([3; 32]),
-        )
-        .expect("engine opens");
+        let (store, engine) = open_with(dir.path(), options);
         let churn_key = QueueKey::new(DEFAULT_NAMESPACE, "churn");
         engine
             .create_queue(churn_key.clone(), QueueConfig::default())
@@ -294,12 +291,7 @@ fn unapplied_relocations(dir: &Path) -> usize {
 async fn a_missing_body_segment_stops_start_up_with_a_corruption_error() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let (store, engine) = open(dir.path());
-        engine
-            .create_queue(orders(), QueueConfig::default())
-            .await
-            .expect("creates");
-        send(&engine, 0, 200).await;
+        let (store, engine) = store_with_messages(dir.path(), 200).await;
         drop(engine);
         store.close();
     }
@@ -319,12 +311,7 @@ async fn a_missing_body_segment_stops_start_up_with_a_corruption_error() {
 async fn a_damaged_body_segment_fails_the_reads_of_its_own_messages_only() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let (store, engine) = open(dir.path());
-        engine
-            .create_queue(orders(), QueueConfig::default())
-            .await
-            .expect("creates");
-        send(&engine, 0, 200).await;
+        let (store, engine) = store_with_messages(dir.path(), 200).await;
         drop(engine);
         store.close();
     }
