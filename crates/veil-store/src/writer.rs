@@ -314,6 +314,7 @@ impl Writer {
         let offset = self.segment.bytes;
         self.segment.append(&self.records)?;
         self.segment.sync()?;
+        self.metrics.relocated(self.records.len());
         self.overlay
             .lock()
             .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?

@@ -24,6 +24,7 @@ pub struct StoreMetrics {
     ops_per_commit: Histogram,
     fsyncs: Counter,
     written_bytes: Counter,
+    relocated_bytes: Counter,
     checkpoints: Counter,
     failures: Counter,
     reopens: Counter,
@@ -37,6 +38,7 @@ impl Default for StoreMetrics {
             ops_per_commit: Histogram::new(exponential_buckets(1.0, 2.0, OPS_BUCKETS)),
             fsyncs: Counter::default(),
             written_bytes: Counter::default(),
+            relocated_bytes: Counter::default(),
             checkpoints: Counter::default(),
             failures: Counter::default(),
             reopens: Counter::default(),
@@ -66,6 +68,12 @@ impl StoreMetrics {
             "veil_store_written_bytes",
             "Bytes appended to the write-ahead log",
             self.written_bytes.clone(),
+        );
+        registry.register(
+            "veil_store_relocated_bytes",
+            "Bytes of surviving message bodies copied forward out of mostly dead log segments, so that their \
+             files could be removed (with veil_store_written_bytes: the log's write amplification)",
+            self.relocated_bytes.clone(),
         );
         registry.register(
             "veil_store_checkpoints",
@@ -101,6 +109,17 @@ impl StoreMetrics {
         if synced {
             self.fsyncs.inc();
         }
+    }
+
+    /// One relocation record of `bytes` appended: survivors of a mostly dead segment copied forward.
+    pub fn relocated(&self, bytes: usize) {
+        self.relocated_bytes
+            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+
+    /// Bytes relocated so far (tests, benchmarks).
+    pub fn relocated_bytes(&self) -> u64 {
+        self.relocated_bytes.get()
     }
 
     /// One checkpoint applied to redb.

@@ -26,6 +26,7 @@ fn counters_are_exposed_with_the_total_suffix_and_every_metric_is_registered() {
         "# TYPE veil_store_ops_per_commit histogram",
         "# TYPE veil_store_fsyncs counter",
         "# TYPE veil_store_written_bytes counter",
+        "# TYPE veil_store_relocated_bytes counter",
         "# TYPE veil_store_checkpoints counter",
         "# TYPE veil_store_recovery_duration_seconds gauge",
         "veil_store_fsyncs_total 0",
@@ -133,13 +134,16 @@ fn store_commits_move_fsyncs_bytes_and_ops_per_commit() {
     store.commit(3, 120, true, Duration::from_micros(400));
     store.commit(1, 30, false, Duration::from_micros(20));
     store.checkpointed();
+    store.relocated(4096);
     store.recovered(Duration::from_millis(1500));
     assert_eq!(store.fsyncs(), 1);
     assert_eq!(store.written_bytes(), 150);
+    assert_eq!(store.relocated_bytes(), 4096);
     let text = scrape(&telemetry);
     for line in [
         "veil_store_fsyncs_total 1",
         "veil_store_written_bytes_total 150",
+        "veil_store_relocated_bytes_total 4096",
         "veil_store_checkpoints_total 1",
         "veil_store_recovery_duration_seconds 1.5",
         "veil_store_ops_per_commit_count 2",
