@@ -118,6 +118,7 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
     let mut records = Vec::new();
     let mut relocations = Vec::new();
     let mut generations = Vec::new();
+    let mut ends = HashMap::new();
     for (generation, path) in segments.iter().filter(|(g, _)| *g > applied) {
         let contents = wal::read_segment(io, path)?;
         if contents.torn_bytes > 0 && *generation != newest {
@@ -130,6 +131,7 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
         recovered.torn_bytes += contents.torn_bytes;
         recovered.records += contents.record_count();
         generations.push(*generation);
+        ends.insert(*generation, contents.end);
         for (record, offset) in contents.records.into_iter().zip(contents.offsets) {
             records.push(RecordStart {
                 first_op: ops.len(),
@@ -165,25 +167,23 @@ pub fn recover(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<Recovere
             "cut a torn tail from the log: a write that was never acknowledged"
         );
     }
-    settle_at_start(db, io, dir)?;
+    settle_at_start(db, io, dir, &ends)?;
     Ok(recovered)
 }
 
 /// Leaves the data directory as redb describes it: every segment holding stored bodies renamed `body-`,
 /// every other segment removed (checkpointed before a crash, or emptied by a relocation), and no stored body
-/// pointing into a missing file.
-fn settle_at_start(db: &Database, io: &dyn StorageIo, dir: &Path) -> Result<(), StoreError> {
+/// pointing into a missing file. `ends` are where the replayed segments' last records end.
+fn settle_at_start(
+    db: &Database,
+    io: &dyn StorageIo,
+    dir: &Path,
+    ends: &HashMap<u64, u64>,
+) -> Result<(), StoreError> {
     let kept = kept_segments(db)?;
     for (generation, path) in wal::list_segments(io, dir)? {
         if kept.contains(&generation) {
-            let body = wal::body_segment_path(dir, generation);
-            io.rename(&path, &body).map_err(|e| {
-                StoreError::Io(format!(
-                    "renaming {} to {}: {e}",
-                    path.display(),
-                    body.display()
-                ))
-            })?;
+            keep_segment(io, dir, generation, ends.get(&generation).copied())?;
         } else {
             remove(io, &path)?;
         }
@@ -240,7 +240,7 @@ pub fn settle(
     dir: &Path,
     files: &BodyFiles,
     settled: &Settled,
-    checkpointed: u64,
+    (checkpointed, end): (u64, u64),
 ) -> Result<(), StoreError> {
     let last = |g: &&u64| **g == checkpointed;
     let removable = settled.removable.iter().filter(|g| !last(g));
@@ -249,20 +249,32 @@ pub fn settle(
         remove_segment(io, dir, files, generation)?;
     }
     for &generation in kept {
-        keep_segment(io, dir, generation)?;
+        keep_segment(io, dir, generation, None)?;
     }
     if settled.kept.contains(&checkpointed) {
-        keep_segment(io, dir, checkpointed)
+        keep_segment(io, dir, checkpointed, Some(end))
     } else {
         remove_segment(io, dir, files, checkpointed)
     }
 }
 
-fn keep_segment(io: &dyn StorageIo, dir: &Path, generation: u64) -> Result<(), StoreError> {
+/// Renames a kept segment `body-`, first cutting it at `end`, its last record's end when known: a segment
+/// closed early (by a shutdown or `checkpoint_now`) would otherwise keep all of its preallocated space.
+fn keep_segment(
+    io: &dyn StorageIo,
+    dir: &Path,
+    generation: u64,
+    end: Option<u64>,
+) -> Result<(), StoreError> {
     let (log, body) = (
         wal::segment_path(dir, generation),
         wal::body_segment_path(dir, generation),
     );
+    if let Some(end) = end.filter(|&end| end > 0) {
+        io.open(&log, false)
+            .and_then(|file| file.set_len(end))
+            .map_err(|e| StoreError::Io(format!("cutting {} at byte {end}: {e}", log.display())))?;
+    }
     io.rename(&log, &body).map_err(|e| {
         StoreError::Io(format!(
             "renaming {} to {}: {e}",

@@ -52,6 +52,9 @@ pub struct Window {
     pub records: Vec<RecordStart>,
     /// Relocation records logged in this window; a checkpoint applies them after `ops`.
     pub relocations: Vec<Relocation>,
+    /// Where the segment's last record ends, set when the window is closed: a segment kept for its bodies
+    /// is cut there, giving back the rest of its preallocated space.
+    pub segment_bytes: u64,
     payloads: HashMap<Key, Held>,
     gone: HashSet<Key>,
     purged: HashSet<QueueId>,
@@ -65,6 +68,7 @@ impl Window {
             ops: Vec::with_capacity(WAL_SEGMENT_OPS_MAX),
             records: Vec::new(),
             relocations: Vec::new(),
+            segment_bytes: 0,
             payloads: HashMap::new(),
             gone: HashSet::new(),
             purged: HashSet::new(),
@@ -78,6 +82,7 @@ impl Window {
         self.ops.clear();
         self.records.clear();
         self.relocations.clear();
+        self.segment_bytes = 0;
         self.payloads.clear();
         self.gone.clear();
         self.purged.clear();
@@ -230,9 +235,11 @@ impl Overlay {
         }
     }
 
-    /// Makes `next` the open window, handing back the closed one for its checkpoint. The closed window stays
+    /// Makes `next` the open window, handing back the closed one (whose segment ends at `closed_bytes`) for
+    /// its checkpoint. The closed window stays
     /// readable until [`Overlay::checkpointed`].
-    pub fn rotate(&mut self, next: Window) -> Arc<Window> {
+    pub fn rotate(&mut self, next: Window, closed_bytes: u64) -> Arc<Window> {
+        self.active.segment_bytes = closed_bytes;
         let closed = Arc::new(std::mem::replace(&mut self.active, next));
         self.frozen = Some(closed.clone());
         closed

@@ -257,6 +257,8 @@ pub struct SegmentContents {
     /// Bytes after the last whole record up to the last non-zero byte: a torn tail, or 0. Zeros beyond are
     /// allocated space never written.
     pub torn_bytes: u64,
+    /// Where the last whole record ends (the magic's end when there is none).
+    pub end: u64,
 }
 
 /// Reads a segment, stopping at a torn tail. A record whose checksum matches but whose contents do not
@@ -321,7 +323,10 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
     if &bytes[..MAGIC.len()] != MAGIC {
         return Err(StoreError::Corrupt("not a Veil log segment".into()));
     }
-    let mut contents = SegmentContents::default();
+    let mut contents = SegmentContents {
+        end: MAGIC.len() as u64,
+        ..SegmentContents::default()
+    };
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let Some((body, relocation)) = whole_record(&bytes[at..]) else {
@@ -351,6 +356,7 @@ pub(crate) fn parse_segment(bytes: &[u8]) -> Result<SegmentContents, StoreError>
             Record::Relocation(entries) => contents.relocations.push((at as u64, entries)),
         }
         at += HEADER_BYTES + body.len();
+        contents.end = at as u64;
     }
     Ok(contents)
 }

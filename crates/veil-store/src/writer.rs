@@ -198,7 +198,8 @@ impl Writer {
                             overlay.checkpointed();
                         }
                         let plan = plan_reclaim(&db, &files);
-                        settle(io.as_ref(), &dir, &files, &settled, window.generation)?;
+                        let checkpointed = (window.generation, window.segment_bytes);
+                        settle(io.as_ref(), &dir, &files, &settled, checkpointed)?;
                         Ok(plan)
                     });
                     if result.is_ok() {
@@ -360,7 +361,7 @@ impl Writer {
             self.segment_bytes_max,
         )?;
         let generation = next.generation;
-        self.segment = next;
+        let closed_bytes = std::mem::replace(&mut self.segment, next).bytes;
         let mut window = checkpointer
             .spare
             .try_recv()
@@ -370,7 +371,7 @@ impl Writer {
             .overlay
             .lock()
             .map_err(|_| StoreError::Io("the overlay lock is poisoned".into()))?
-            .rotate(window);
+            .rotate(window, closed_bytes);
         checkpointer
             .windows
             .send(closed)

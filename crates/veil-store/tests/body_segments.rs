@@ -346,3 +346,41 @@ async fn a_damaged_body_segment_fails_the_reads_of_its_own_messages_only() {
         .expect("loads");
     assert_eq!(stored, 200, "no message is lost over the damage");
 }
+
+#[tokio::test]
+async fn a_segment_kept_after_closing_early_gives_back_its_preallocated_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let full_size = StoreOptions::default();
+    let kept_bytes = |dir: &Path| -> u64 {
+        body_segments(dir)
+            .iter()
+            .map(|p| std::fs::metadata(p).expect("metadata").len())
+            .sum()
+    };
+    {
+        // A checkpoint on demand closes a 64 MiB segment holding ten bodies.
+        let (store, engine) = open_with(dir.path(), full_size.clone());
+        engine
+            .create_queue(orders(), QueueConfig::default())
+            .await
+            .expect("creates");
+        send(&engine, 0, 10).await;
+        store.checkpoint_now().expect("checkpoints");
+        let kept = kept_bytes(dir.path());
+        assert!(
+            (10 * BODY_BYTES as u64..64 * 1024).contains(&kept),
+            "the kept segment is cut after its last record: {kept} bytes"
+        );
+        // Ten more, left for recovery to replay and keep.
+        send(&engine, 10, 10).await;
+        drop(engine);
+        store.abandon();
+    }
+    let (store, _engine) = open_with(dir.path(), full_size);
+    let kept = kept_bytes(dir.path());
+    assert!(
+        (20 * BODY_BYTES as u64..128 * 1024).contains(&kept),
+        "a segment kept by recovery is cut too: {kept} bytes"
+    );
+    assert_eq!(readable_bodies(&store), (0..20).map(body).collect());
+}
