@@ -14,6 +14,7 @@ use veil_core::{MovedFrom, Payload, QueueId, Seq, StoreError, StoreOp};
 
 use crate::codec::decode;
 use crate::io::{StorageFile, StorageIo};
+use crate::limits::BODY_FILES_OPEN_MAX;
 use crate::overlay::Key;
 use crate::wal::{self, Record};
 
@@ -128,13 +129,25 @@ impl BodyFiles {
             .or_else(|_| self.io.open(&log, false))
             .or_else(|_| self.io.open(&body, false))
             .map_err(|e| {
-                StoreError::Corrupt(format!(
+                let why = format!(
                     "{} holds stored message bodies but cannot be opened: {e}",
                     body.display()
-                ))
+                );
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    StoreError::Corrupt(why)
+                } else {
+                    StoreError::Io(why)
+                }
             })?;
         let file: Arc<dyn StorageFile> = Arc::from(file);
-        self.lock()?.insert(generation, file.clone());
+        let mut open = self.lock()?;
+        if open.len() >= BODY_FILES_OPEN_MAX {
+            // Any one: a reader holding it keeps its own reference, and the next read of it opens it again.
+            if let Some(&evicted) = open.keys().next() {
+                open.remove(&evicted);
+            }
+        }
+        open.insert(generation, file.clone());
         Ok(file)
     }
 
@@ -323,4 +336,38 @@ pub fn read_payload(
     key: Key,
 ) -> Result<Option<Payload>, StoreError> {
     Ok(read_payloads(db, files, key.0, &[key.1])?.pop().flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FsIo;
+    use crate::limits::BODY_FILES_OPEN_MAX;
+
+    #[test]
+    fn body_files_hold_at_most_their_limit_open_and_reopen_an_evicted_one() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let segments = BODY_FILES_OPEN_MAX as u64 + 20;
+        for generation in 1..=segments {
+            let mut bytes = wal::MAGIC.to_vec();
+            wal::encode_record(&[StoreOp::PutNextQueueId(generation)], &mut bytes)
+                .expect("encodes");
+            std::fs::write(wal::body_segment_path(dir.path(), generation), bytes).expect("writes");
+        }
+        let files = BodyFiles::new(Arc::new(FsIo), dir.path().to_path_buf());
+        for round in 0..2 {
+            for generation in 1..=segments {
+                let record = files
+                    .record(generation, wal::MAGIC.len() as u64)
+                    .expect("reads");
+                assert_eq!(
+                    record,
+                    Record::Ops(vec![StoreOp::PutNextQueueId(generation)]),
+                    "round {round}"
+                );
+                let open = files.lock().expect("not poisoned").len();
+                assert!(open <= BODY_FILES_OPEN_MAX, "{open} files open");
+            }
+        }
+    }
 }

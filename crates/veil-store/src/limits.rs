@@ -53,3 +53,8 @@ pub const PROBE_BYTES: usize = 4096;
 /// A failed store is reopened only when the file system has room for this many log segments: the reopen
 /// creates one at once, and its recovery applies the unapplied log to redb, which needs up to about one more.
 pub const REOPEN_FREE_SEGMENTS_MIN: u64 = 2;
+
+/// Most kept body segments held open at once. With small segments (`--wal-segment-mib 1`) a large backlog
+/// spans thousands of files, more than a process's default descriptor limit (1,024); past this many, one
+/// handle is dropped and opened again when next read.
+pub const BODY_FILES_OPEN_MAX: usize = 256;
