@@ -4,9 +4,10 @@
 //! copied forward. Prints the bytes the log took from commits, the bytes relocations copied, their ratio, and
 //! the kept segments' size against the bodies still stored.
 //!
-//! `cargo run --release -p veil-store --example reclaim_amplification -- [DIR] [MESSAGES] [SEGMENT_MIB]`
-//! (defaults: a temporary directory, 200,000 messages of 1 KiB, 4 MiB segments; relaxed durability, since
-//! syncs do not change what is written).
+//! `cargo run --release -p veil-store --example reclaim_amplification -- [DIR] [MESSAGES] [SEGMENT_KIB]
+//! [BODY_BYTES]` (defaults: a temporary directory, 200,000 messages of 1,024 bytes, 4,096 KiB segments;
+//! relaxed durability, since syncs do not change what is written). Given a DIR, the data directory is left
+//! there: its `body-` files hold relocation records (how `fuzz/corpus/store_wal`'s relocation seed was made).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use veil_core::{
 use veil_store::{Durability, RedbStore, StoreOptions};
 use veil_telemetry::StoreMetrics;
 
-const BODY_BYTES: usize = 1024;
 const KEEP_ONE_IN: usize = 10;
 
 fn body_segment_bytes(dir: &Path) -> u64 {
@@ -42,12 +42,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .map_or_else(|| temporary.path().to_path_buf(), Into::into);
     let messages: usize = args.next().map_or(Ok(200_000), |a| a.parse())?;
-    let segment_mib: u64 = args.next().map_or(Ok(4), |a| a.parse())?;
+    let segment_kib: u64 = args.next().map_or(Ok(4096), |a| a.parse())?;
+    let body_bytes: usize = args.next().map_or(Ok(1024), |a| a.parse())?;
 
     let metrics = StoreMetrics::default();
     let options = StoreOptions {
         durability: Durability::Relaxed,
-        wal_segment_bytes_max: segment_mib * 1024 * 1024,
+        wal_segment_bytes_max: segment_kib * 1024,
         metrics: metrics.clone(),
         ..StoreOptions::default()
     };
@@ -61,7 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     engine
         .create_queue(queue.clone(), QueueConfig::default())
         .await?;
-    let body = "a".repeat(BODY_BYTES);
+    let body = "a".repeat(body_bytes);
     let mut kept = 0usize;
     for first in (0..messages).step_by(10) {
         let batch = (0..10).map(|_| NewMessage::new(body.clone())).collect();
@@ -89,11 +90,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     store.checkpoint_now()?;
     let written = metrics.written_bytes();
     let relocated = metrics.relocated_bytes();
-    let sent = (messages * BODY_BYTES) as u64;
-    let live = (kept * BODY_BYTES) as u64;
+    let sent = (messages * body_bytes) as u64;
+    let live = (kept * body_bytes) as u64;
     let on_disk = body_segment_bytes(&dir);
     println!(
-        "messages {messages} of {BODY_BYTES} B, one in {KEEP_ONE_IN} kept ({kept}), {segment_mib} MiB segments"
+        "messages {messages} of {body_bytes} B, one in {KEEP_ONE_IN} kept ({kept}), {segment_kib} KiB segments"
     );
     println!("log bytes from commits   {written}");
     println!("log bytes relocated      {relocated}");
