@@ -140,6 +140,11 @@ impl BodyFiles {
                 }
             })?;
         let file: Arc<dyn StorageFile> = Arc::from(file);
+        self.insert(generation, file.clone())?;
+        Ok(file)
+    }
+
+    fn insert(&self, generation: u64, file: Arc<dyn StorageFile>) -> Result<(), StoreError> {
         let mut open = self.lock()?;
         if open.len() >= BODY_FILES_OPEN_MAX {
             // Any one: a reader holding it keeps its own reference, and the next read of it opens it again.
@@ -147,8 +152,18 @@ impl BodyFiles {
                 open.remove(&evicted);
             }
         }
-        open.insert(generation, file.clone());
-        Ok(file)
+        open.insert(generation, file);
+        Ok(())
+    }
+
+    /// Opens a segment the checkpoint just kept, still under its `wal-` name, before readers are sent to it.
+    pub fn open_log(&self, generation: u64) -> Result<(), StoreError> {
+        let log = wal::segment_path(&self.dir, generation);
+        let file = self
+            .io
+            .open(&log, false)
+            .map_err(|e| StoreError::Io(format!("opening {}: {e}", log.display())))?;
+        self.insert(generation, Arc::from(file))
     }
 
     /// Drops the handle of a segment being removed.

@@ -245,8 +245,10 @@ pub fn settle(
     let last = |g: &&u64| **g == checkpointed;
     let removable = settled.removable.iter().filter(|g| !last(g));
     let kept = settled.kept.iter().filter(|g| !last(g));
+    // Kept before: renamed `body-` by the checkpoint that kept it.
     for &generation in removable {
-        remove_segment(io, dir, files, generation)?;
+        let path = wal::body_segment_path(dir, generation);
+        remove_segment(io, files, generation, &path)?;
     }
     for &generation in kept {
         keep_segment(io, dir, generation, None)?;
@@ -254,7 +256,8 @@ pub fn settle(
     if settled.kept.contains(&checkpointed) {
         keep_segment(io, dir, checkpointed, Some(end))
     } else {
-        remove_segment(io, dir, files, checkpointed)
+        let path = wal::segment_path(dir, checkpointed);
+        remove_segment(io, files, checkpointed, &path)
     }
 }
 
@@ -284,38 +287,32 @@ fn keep_segment(
     })
 }
 
-/// Removes a segment under either name; one already gone is no error.
+/// Removes a segment's file. Each call names the one file it means, so that no call fails by design: veil-sim
+/// takes any failed call of the checkpointer for the end of its checkpoint.
 fn remove_segment(
     io: &dyn StorageIo,
-    dir: &Path,
     files: &BodyFiles,
     generation: u64,
+    path: &Path,
 ) -> Result<(), StoreError> {
     files.forget(generation);
-    for path in [
-        wal::body_segment_path(dir, generation),
-        wal::segment_path(dir, generation),
-    ] {
-        match io.remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(StoreError::Io(format!("removing {}: {e}", path.display())));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    remove(io, path)
 }
 
 /// The survivors of the oldest kept segment whose live bytes fell below `RECLAIM_LIVE_PERCENT_MAX` of what
-/// it logged, read for the writer to copy forward (up to `RELOCATION_BYTES_MAX` of them at a time). A failed
-/// read is reported and skipped: reclaiming saves space, and the bodies stay where they are.
-pub fn plan_reclaim(db: &Database, files: &BodyFiles) -> Option<Vec<Relocated>> {
+/// it logged, read for the writer to copy forward (up to `RELOCATION_BYTES_MAX` of them at a time). A damaged
+/// record is reported and the reclaim skipped: the bodies stay where they are, and their own reads report the
+/// damage. A failed read is an I/O error like any other of the checkpoint's.
+pub fn plan_reclaim(
+    db: &Database,
+    files: &BodyFiles,
+) -> Result<Option<Vec<Relocated>>, StoreError> {
     match try_plan_reclaim(db, files) {
-        Ok(plan) => plan,
-        Err(error) => {
-            tracing::error!(%error, "reading a segment's surviving bodies to reclaim it failed");
-            None
+        Err(StoreError::Corrupt(why)) => {
+            tracing::error!(%why, "a segment to reclaim holds a damaged record; it is kept as it is");
+            Ok(None)
         }
+        other => other,
     }
 }
 

@@ -192,12 +192,12 @@ impl Writer {
                         // Opened before the window goes, so that a reader sent to redb finds the file
                         // under either name while it is renamed.
                         for &generation in &settled.kept {
-                            files.file(generation)?;
+                            files.open_log(generation)?;
                         }
                         if let Ok(mut overlay) = overlay.lock() {
                             overlay.checkpointed();
                         }
-                        let plan = plan_reclaim(&db, &files);
+                        let plan = plan_reclaim(&db, &files)?;
                         let checkpointed = (window.generation, window.segment_bytes);
                         settle(io.as_ref(), &dir, &files, &settled, checkpointed)?;
                         Ok(plan)
