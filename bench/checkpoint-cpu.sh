@@ -19,7 +19,7 @@ thread_ticks() { # PID, thread name prefix
 hz=$(getconf CLK_TCK)
 for r in $(seq "$ROUNDS"); do
   for bin in "$@"; do
-    dir=$(mktemp -d /tmp/veil-ckpt-XXXX)
+    dir=$(mktemp -d)
     $bin serve --data-dir "$dir" --wal-segment-mib 16 --sqs-listen 127.0.0.1:9400 --azure-listen 127.0.0.1:9401 \
       --kubemq-listen 127.0.0.1:9402 --log-level warn & P=$!
     sleep 0.5
