@@ -292,7 +292,9 @@ pub fn read_payloads(
     }
 }
 
-/// Whether a failed read might succeed again: some of the messages' locations changed since.
+/// Whether a failed read might succeed again: a location now points into a segment with no open handle, as
+/// after a relocation moved the message out of the file the read failed on. A file that is really missing
+/// also answers yes; the retries are bounded (`VANISHED_RETRIES_MAX`) and then its error stands.
 fn moved(db: &Database, files: &BodyFiles, queue: QueueId, seqs: &[Seq]) -> bool {
     let Ok(stored) = stored_bodies(db, queue, seqs) else {
         return false;
