@@ -144,6 +144,12 @@ pub struct ManyWaitersFigure {
     pub wake_p99_us: u64,
     /// The send's own answer, from the same start: what of the wake is the send's round trip, not the wake.
     pub send_p50_us: u64,
+    /// The waiter's receipt counted from the send's answer (the client's sight of the commit), 0 when the
+    /// receipt came first: the wake's own cost, without the commit's fsync every send pays.
+    pub after_answer_p50_us: u64,
+    pub after_answer_p99_us: u64,
+    /// Rounds whose receipt came before the send's own answer.
+    pub receipts_before_answer: usize,
     pub server_cpu_us_per_send: f64,
     pub rss_bytes_per_waiter: f64,
     pub rss_idle_bytes: u64,
@@ -159,11 +165,15 @@ pub async fn many_waiters(args: ManyWaitersArgs) -> Result<std::process::ExitCod
         for &n in &args.waiters {
             let figure = one_many_waiters(bin, n, args.rounds).await?;
             println!(
-                "== {} · {n} waiters: wake p50 {} p99 {} (the send's own answer p50 {}) · server CPU {:.0} µs/send · RSS {:.1} KiB per waiting connection (idle RSS {:.1} MiB)",
+                "== {} · {n} waiters: wake p50 {} p99 {} (the send's own answer p50 {}; after that answer p50 {} p99 {}, {} of {} receipts before it) · server CPU {:.0} µs/send · RSS {:.1} KiB per waiting connection (idle RSS {:.1} MiB)",
                 figure.bin,
                 crate::stats::human_us(figure.wake_p50_us as f64),
                 crate::stats::human_us(figure.wake_p99_us as f64),
                 crate::stats::human_us(figure.send_p50_us as f64),
+                crate::stats::human_us(figure.after_answer_p50_us as f64),
+                crate::stats::human_us(figure.after_answer_p99_us as f64),
+                figure.receipts_before_answer,
+                args.rounds,
                 figure.server_cpu_us_per_send,
                 figure.rss_bytes_per_waiter / 1024.0,
                 figure.rss_idle_bytes as f64 / (1024.0 * 1024.0),
@@ -275,7 +285,8 @@ async fn one_many_waiters(
     // The requests are written; give the server time to read them and park each one.
     tokio::time::sleep(Duration::from_millis(500 + (n as u64) / 10)).await;
     let rss_waiting = rss_of(veil.pid)?;
-    let (mut wake, mut send) = (Latency::new(), Latency::new());
+    let (mut wake, mut send, mut after_answer) = (Latency::new(), Latency::new(), Latency::new());
+    let mut receipts_before_answer = 0;
     let cpu_before = crate::cpu::cpu_seconds(veil.pid).unwrap_or(0.0);
     for _ in 0..rounds {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -285,9 +296,14 @@ async fn one_many_waiters(
         let sent = now_us();
         sqs.send(&queue, vec![bytes::Bytes::from_static(b"wake")])
             .await?;
-        send.record_us(now_us().saturating_sub(sent));
+        let answered = now_us();
+        send.record_us(answered.saturating_sub(sent));
         match tokio::time::timeout(Duration::from_secs(10), arrived_rx.recv()).await {
-            Ok(Some(at)) => wake.record_us(at.saturating_sub(sent)),
+            Ok(Some(at)) => {
+                wake.record_us(at.saturating_sub(sent));
+                after_answer.record_us(at.saturating_sub(answered));
+                receipts_before_answer += usize::from(at < answered);
+            }
             _ => {
                 return Err(BenchError::Usage(format!(
                     "{n} waiters: a sent message reached no waiter within 10 s"
@@ -306,6 +322,9 @@ async fn one_many_waiters(
         wake_p50_us: p.p50,
         wake_p99_us: p.p99,
         send_p50_us: send.percentiles().p50,
+        after_answer_p50_us: after_answer.percentiles().p50,
+        after_answer_p99_us: after_answer.percentiles().p99,
+        receipts_before_answer,
         server_cpu_us_per_send: (cpu_after - cpu_before) * 1e6 / rounds.max(1) as f64,
         rss_bytes_per_waiter: (rss_waiting.saturating_sub(rss_idle)) as f64 / n.max(1) as f64,
         rss_idle_bytes: rss_idle,
