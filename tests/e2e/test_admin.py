@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from helpers import VeilServer, kubemq_client, receive
+from helpers import VeilServer, kubemq_client, receive, veil_bin
 
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -138,6 +138,60 @@ def test_metrics_and_peek_change_nothing(server, sqs, queue_name):
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
     got = receive(sqs, url, AttributeNames=["ApproximateReceiveCount"])
     assert got[0]["Attributes"]["ApproximateReceiveCount"] == "1"
+
+
+def one(samples, name: str, **labels) -> float:
+    """The one sample of `name` whose labels include these."""
+    found = [value for (n, ls), value in samples.items() if n == name and all((k, v) in ls for k, v in labels.items())]
+    assert len(found) == 1, f"{name} {labels}: {found}"
+    return found[0]
+
+
+def test_metrics_carry_build_info_and_the_standard_process_metrics(server):
+    samples = scrape(server)
+    build = [ls for (n, ls) in samples if n == "veil_build_info"]
+    assert len(build) == 1, build
+    labels = dict(build[0])
+    version = subprocess.run([veil_bin(), "--version"], capture_output=True, text=True, timeout=10).stdout.split()[-1]
+    assert labels["version"] == version, (labels, version)
+    assert re.fullmatch(r"[0-9a-f]{12}|unknown", labels["commit"]), labels
+    assert samples[("veil_build_info", build[0])] == 1
+    pid = server.proc.pid
+    with open(f"/proc/{pid}/stat") as stat:
+        start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/stat") as stat:
+        boot = next(int(line.split()[1]) for line in stat if line.startswith("btime "))
+    started = boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    assert abs(one(samples, "process_start_time_seconds") - started) < 1.0
+    rss = int(next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS:"))) * 1024
+    assert 0.5 * rss < one(samples, "process_resident_memory_bytes") < 2 * rss
+    assert one(samples, "process_virtual_memory_bytes") >= one(samples, "process_resident_memory_bytes")
+    assert 3 <= one(samples, "process_open_fds") <= len(os.listdir(f"/proc/{pid}/fd")) + 16
+    assert one(samples, "process_max_fds") >= one(samples, "process_open_fds")
+    cpu = one(samples, "process_cpu_seconds_total")
+    assert cpu > 0
+    busy = time.monotonic() + 0.3
+    while time.monotonic() < busy:
+        scrape(server)
+    assert one(scrape(server), "process_cpu_seconds_total") >= cpu
+
+
+def test_the_admin_api_counts_its_own_requests(server, queue_name):
+    def count(operation: str, code: str) -> float:
+        return scrape(server).get(("veil_requests_total", frozenset(
+            {("protocol", "admin"), ("operation", operation), ("code", code)})), 0.0)
+
+    listed = count("GET /api/v1/queues", "200")
+    missing = count("GET /api/v1/queues/{namespace}/{queue}", "404")
+    for _ in range(3):
+        assert requests.get(f"{server.admin_endpoint}/api/v1/queues", timeout=10).status_code == 200
+    assert requests.get(f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}", timeout=10).status_code == 404
+    assert count("GET /api/v1/queues", "200") == listed + 3
+    assert count("GET /api/v1/queues/{namespace}/{queue}", "404") == missing + 1
+    # The scrape itself is counted, and so is its time.
+    samples = scrape(server)
+    assert one(samples, "veil_requests_total", protocol="admin", operation="GET /metrics", code="200") >= 1
+    assert one(samples, "veil_request_duration_seconds_count", protocol="admin", operation="GET /metrics") >= 1
 
 
 def test_healthz_answers_while_serving(server):

@@ -10,6 +10,7 @@ mod console;
 mod health;
 pub mod limits;
 mod metrics;
+mod observe;
 mod series;
 pub mod settings;
 
@@ -50,6 +51,8 @@ pub struct AdminState {
     /// The server's clock when it runs with the test-only setting (docs/testing.md "Test clock"): its
     /// advance route exists only then.
     test_clock: Option<veil_core::OffsetClock>,
+    /// Where the API's and `/metrics`' own requests are counted (`protocol="admin"`); `None` counts nothing.
+    telemetry: Option<veil_telemetry::Telemetry>,
 }
 
 impl AdminState {
@@ -69,7 +72,14 @@ impl AdminState {
             allowed_hosts: Arc::new([]),
             loopback_peers_only: false,
             test_clock: None,
+            telemetry: None,
         }
+    }
+
+    /// Counts the API's and `/metrics`' requests in these metrics (`veil_requests_total{protocol="admin"}`).
+    pub fn with_telemetry(mut self, telemetry: veil_telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// Host names besides loopback's that the API and `/metrics` answer without a token (docs/security.md
@@ -117,6 +127,11 @@ pub fn router(state: AdminState) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
+        ))
+        // Added after the token check, so it runs before it: refused requests are counted too.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            observe::count_request,
         ));
     Router::new()
         .merge(health::routes())

@@ -287,6 +287,12 @@ impl Admin {
         let engine = veil_admin::EngineSlot::default();
         let mut registry = veil_admin::Registry::default();
         telemetry.register(&mut registry);
+        registry.register_collector(Box::new(veil_telemetry::ProcessCollector::new(
+            veil_telemetry::BuildInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: env!("VEIL_COMMIT"),
+            },
+        )));
         let readiness = veil_admin::Readiness::default();
         let series = veil_admin::Series::default();
         let state = veil_admin::AdminState::new(
@@ -296,6 +302,7 @@ impl Admin {
             series.clone(),
         )
         .with_token(guard.token)
+        .with_telemetry(telemetry.clone())
         .with_allowed_hosts(guard.allowed_hosts)
         .with_loopback_peers_only(guard.loopback_peers_only)
         .with_test_clock(test_clock);

@@ -10,6 +10,7 @@
 //!   registry.
 //! - [`audit`]: one structured event per destructive or security-relevant operation, on the tracing target
 //!   `veil::audit`.
+//! - [`ProcessCollector`]: the standard `process_*` metrics and `veil_build_info`, read at each scrape.
 //!
 //! Label values are bounded: `protocol` is [`Protocol`], `operation` a `&'static str` from the protocol's own
 //! operation enum, `code` a [`Code`] built from the protocol's own error enum or HTTP status. Never a queue
@@ -18,6 +19,7 @@
 pub mod audit;
 #[cfg(any(test, feature = "capture"))]
 pub mod capture;
+mod process;
 mod store;
 
 use std::fmt;
@@ -33,6 +35,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use audit::AuditEvent;
+pub use process::{read_process, BuildInfo, ProcessCollector, ProcessReading};
 pub use store::StoreMetrics;
 
 /// Upper bounds (seconds) of the latency histograms: 50 µs (an in-memory operation answered on loopback) to
