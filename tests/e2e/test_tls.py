@@ -177,6 +177,61 @@ def test_admin_endpoint_over_https(tls_server, certs):
     assert resp.status_code == 200
 
 
+def cli_hint(printed: str) -> list[str]:
+    """The `veil CLI:` line `veil cert dev` printed, as the arguments after `veil`."""
+    line = next(line for line in printed.splitlines() if line.strip().startswith("veil CLI:"))
+    words = line.split("veil CLI:", 1)[1].split()
+    assert words[0] == "veil", line
+    return words[1:]
+
+
+def test_the_cli_line_cert_dev_prints_works_against_a_tls_server(tls_server, certs, tmp_path):
+    out = tmp_path / "again"
+    printed = cert_dev(out).stdout
+    args = cli_hint(printed)
+    # The hint names localhost:9325 and the CA it just wrote; point it at this server, trusting this
+    # server's CA (the same command, another directory and port).
+    args = [a.replace(str(out / "ca.pem"), str(certs / "ca.pem"))
+             .replace("localhost:9325", f"localhost:{tls_server.admin_port}") for a in args]
+    assert "--ca-file" in args and any(a.startswith("https://") for a in args), args
+    done = subprocess.run([veil_bin(), *args], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    name = f"cli-tls-{uuid.uuid4().hex[:8]}"
+    endpoint = f"https://localhost:{tls_server.admin_port}"
+    created = subprocess.run([veil_bin(), "--endpoint", endpoint, "--ca-file", str(certs / "ca.pem"),
+                              "queues", "create", name], capture_output=True, text=True, timeout=20)
+    assert created.returncode == 0, created.stderr
+    listed = subprocess.run([veil_bin(), "--endpoint", endpoint, "--output", "json", "queues", "list"],
+                            env={**os.environ, "VEIL_CA_FILE": str(certs / "ca.pem")},
+                            capture_output=True, text=True, timeout=20)
+    assert listed.returncode == 0, listed.stderr
+    assert name in listed.stdout
+
+
+def test_the_cli_refuses_an_untrusted_certificate_and_says_to_pass_ca_file(tls_server):
+    env = {k: v for k, v in os.environ.items() if k not in ("VEIL_CA_FILE",)}
+    done = subprocess.run([veil_bin(), "--endpoint", f"https://localhost:{tls_server.admin_port}", "queues", "list"],
+                          env=env, capture_output=True, text=True, timeout=20)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert "--ca-file" in done.stderr and "certificate" in done.stderr, done.stderr
+
+
+def test_the_cli_over_plain_http_to_a_tls_endpoint_says_to_use_https(tls_server):
+    done = subprocess.run([veil_bin(), "--endpoint", f"http://127.0.0.1:{tls_server.admin_port}", "queues", "list"],
+                          capture_output=True, text=True, timeout=20)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert "https://" in done.stderr, done.stderr
+
+
+def test_a_ca_file_without_a_certificate_is_a_usage_error(tls_server, tmp_path):
+    empty = tmp_path / "empty.pem"
+    empty.write_text("not a certificate\n")
+    done = subprocess.run([veil_bin(), "--endpoint", f"https://localhost:{tls_server.admin_port}",
+                           "--ca-file", str(empty), "queues", "list"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "no PEM certificate" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("listener", ["port", "azure_port", "admin_port"])
 def test_plain_http_to_a_tls_listener_fails_cleanly_and_the_listener_keeps_serving(tls_server, certs, listener):
     port = getattr(tls_server, listener)

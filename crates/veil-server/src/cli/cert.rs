@@ -213,7 +213,7 @@ Trust it in the clients:
                   with DefaultEndpointsProtocol=https;QueueEndpoint=https://127.0.0.1:10001/devstoreaccount1
   kubemq SDK:     kubemq.queues.Client(address=\"localhost:50000\", tls=True, tls_ca_file=\"{ca}\")
   curl:           curl --cacert {ca} https://localhost:9325/healthz
-  veil CLI:       SSL_CERT_FILE={ca} veil --endpoint https://localhost:9325 queues list"
+  veil CLI:       veil --ca-file {ca} --endpoint https://localhost:9325 queues list"
     );
 }
 

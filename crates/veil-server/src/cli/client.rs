@@ -1,7 +1,11 @@
 //! The CLI's HTTP client for the admin API: JSON in, JSON out, and the API's error body
 //! (`{"error":{"code","message"}}`) decoded into `CliError::Api` so the exit code can follow the code.
-//! Blocking (ureq): a command makes a few requests in a row and needs no async runtime.
+//! Blocking (ureq): a command makes a few requests in a row and needs no async runtime. An `https://`
+//! endpoint is verified against the system's roots, or only against `--ca-file`'s certificates when given
+//! (as curl's `--cacert` does), with rustls and the same ring provider the server uses.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -37,22 +41,28 @@ pub struct Client {
 }
 
 impl Client {
-    /// `endpoint` is an http(s) URL without a trailing `/` (checked by the argument parser).
-    pub fn new(endpoint: &str, token: Option<&str>) -> Self {
-        let agent = ureq::Agent::config_builder()
+    /// `endpoint` is an http(s) URL without a trailing `/` (checked by the argument parser). `ca_file` is a
+    /// PEM file of the certificates to trust instead of the system's roots; read only for `https://`.
+    pub fn new(
+        endpoint: &str,
+        token: Option<&str>,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, CliError> {
+        let mut config = ureq::Agent::config_builder()
             // Error answers carry the API's JSON error body: read it rather than get a bare status.
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            .build()
-            .into();
-        Self {
-            agent,
+            .timeout_global(Some(REQUEST_TIMEOUT));
+        if endpoint.starts_with("https://") {
+            config = config.tls_config(tls_config(ca_file)?);
+        }
+        Ok(Self {
+            agent: config.build().into(),
             endpoint: endpoint.to_owned(),
             authorization: token
                 .filter(|t| !t.is_empty())
                 .map(|t| format!("Bearer {t}")),
-        }
+        })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -100,12 +110,35 @@ impl Client {
         format!("{}/api/v1{path}", self.endpoint)
     }
 
-    /// The answer's JSON on a 2xx, else the API's error.
+    /// The answer's JSON on a 2xx, else the API's error. The admin API answers JSON, errors included: an
+    /// answer of another type comes from something else (a protocol port, a proxy's page).
     fn answer(
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Value, CliError> {
-        let (status, text) = self.read(sent, ANSWER_BYTES_MAX)?;
+        let sent = sent.map_err(|error| self.transport_error(error))?;
+        let content_type = sent
+            .headers()
+            .get(ureq::http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let (status, text) = self.read(Ok(sent), ANSWER_BYTES_MAX)?;
+        if !is_json(&content_type) {
+            return Err(CliError::NotAdmin {
+                endpoint: self.endpoint.clone(),
+                // The status and type only: a protocol's error document is no help to the CLI's user.
+                answer: format!(
+                    "HTTP {} {}",
+                    status.as_u16(),
+                    if content_type.is_empty() {
+                        "without a content type".to_owned()
+                    } else {
+                        format!("with {content_type}")
+                    },
+                ),
+            });
+        }
         if status.is_success() {
             return serde_json::from_str(&text)
                 .map_err(|error| CliError::BadAnswer(format!("{error} in {}", excerpt(&text))));
@@ -130,11 +163,84 @@ impl Client {
     }
 
     fn transport_error(&self, error: ureq::Error) -> CliError {
+        let hint = match &error {
+            _ if is_certificate_error(&error) => {
+                " (the server's certificate is not trusted here: pass --ca-file with the CA that signed it, \
+                 e.g. the ca.pem `veil cert dev` wrote)"
+            }
+            ureq::Error::Protocol(_) | ureq::Error::Http(_) if self.endpoint.starts_with("http://") => {
+                " (the answer is not HTTP/1.1: if the server has TLS on, use https:// and --ca-file; a KubeMQ \
+                 gRPC port is not the admin endpoint, which is port 9325 unless `--admin-listen` says otherwise)"
+            }
+            _ => "",
+        };
         CliError::Unreachable {
             endpoint: self.endpoint.clone(),
-            reason: error.to_string(),
+            reason: format!("{error}{hint}"),
         }
     }
+}
+
+/// Whether the handshake refused the server's certificate (rustls's error, as ureq gives it or wrapped in
+/// the I/O error of the connection).
+fn is_certificate_error(error: &ureq::Error) -> bool {
+    let rustls_error = match error {
+        ureq::Error::Rustls(inner) => Some(inner),
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    matches!(rustls_error, Some(rustls::Error::InvalidCertificate(_)))
+}
+
+/// rustls with the ring provider, trusting `ca_file`'s certificates or else the system's roots.
+fn tls_config(ca_file: Option<&Path>) -> Result<ureq::tls::TlsConfig, CliError> {
+    let roots = match ca_file {
+        Some(path) => ca_file_certificates(path)?,
+        None => system_roots(),
+    };
+    Ok(ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+        .build())
+}
+
+/// Every certificate in a PEM file; a file with none is a usage error, not an empty trust store.
+fn ca_file_certificates(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, CliError> {
+    let pem = std::fs::read(path)
+        .map_err(|error| CliError::Usage(format!("--ca-file {}: {error}", path.display())))?;
+    let mut certificates = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(certificate)) => certificates.push(certificate),
+            Ok(_) => {}
+            Err(error) => {
+                return Err(CliError::Usage(format!(
+                    "--ca-file {}: {error}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    if certificates.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--ca-file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
+            path.display()
+        )));
+    }
+    Ok(certificates)
+}
+
+/// The system's roots (`SSL_CERT_FILE` and `SSL_CERT_DIR` override where they are read from). A root that
+/// does not load is left out: the handshake then says which certificate it could not verify.
+fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
+    rustls_native_certs::load_native_certs()
+        .certs
+        .iter()
+        .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
+        .collect()
 }
 
 /// The API's `{"error":{"code","message"}}`; an answer without it (a proxy's page, a route this server does
@@ -163,6 +269,15 @@ pub fn decode_error(status: u16, text: &str) -> CliError {
             },
         },
     }
+}
+
+/// `application/json`, with or without parameters; the protocols' own JSON types
+/// (`application/x-amz-json-1.0`) are not the admin API's.
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 fn excerpt(text: &str) -> String {
@@ -194,6 +309,15 @@ pub fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_application_json_is_the_admin_apis_answer() {
+        assert!(is_json("application/json"));
+        assert!(is_json("application/json; charset=utf-8"));
+        assert!(!is_json("application/x-amz-json-1.0"));
+        assert!(!is_json("application/xml"));
+        assert!(!is_json(""));
+    }
 
     #[test]
     fn the_api_error_body_is_decoded() {

@@ -9,6 +9,7 @@ mod messages;
 mod output;
 mod queues;
 mod redrive;
+mod tail;
 mod top;
 mod transfer;
 
@@ -31,7 +32,7 @@ Exit codes of the client commands (everything but `serve`):
   0  success
   1  the server refused (prints `error: <Code>: <message>`), or a redrive waited on failed
   2  usage error: bad arguments, unreadable input, a purge not confirmed
-  3  the endpoint cannot be reached
+  3  the endpoint cannot be reached, or is not a Veil admin endpoint
   4  not found: QueueNotFound, MessageNotFound, RedriveNotFound
 
 A queue argument is `name` (namespace `default`) or `namespace/name`.
@@ -72,6 +73,16 @@ pub struct GlobalArgs {
         help_heading = "Admin token (serve and every client command)"
     )]
     pub admin_token: Option<String>,
+    /// A PEM file of the CA certificate(s) to trust for an https:// endpoint, instead of the system's roots
+    /// (e.g. the ca.pem `veil cert dev` writes).
+    #[arg(
+        long,
+        env = "VEIL_CA_FILE",
+        global = true,
+        value_name = "PEM",
+        help_heading = "Client options (every command but serve)"
+    )]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -84,7 +95,7 @@ pub enum OutputFormat {
 fn parse_endpoint(value: &str) -> Result<String, String> {
     let trimmed = value.trim_end_matches('/');
     if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
-        return Err(format!("{value:?} is not an http:// URL"));
+        return Err(format!("{value:?} is not an http:// or https:// URL"));
     }
     Ok(trimmed.to_owned())
 }
@@ -153,6 +164,13 @@ pub enum CliError {
     Api { code: String, message: String },
     #[error("cannot reach {endpoint}: {reason}")]
     Unreachable { endpoint: String, reason: String },
+    /// Something answered that is not the admin API (a protocol's port, a proxy).
+    #[error(
+        "{endpoint} is not a Veil admin endpoint (it answered {answer}). The admin endpoint is the address \
+         `veil serve --admin-listen` names, port 9325 unless set otherwise; the SQS, Azure and KubeMQ ports \
+         (9324, 10001, 50000 by default) are for those protocols' clients"
+    )]
+    NotAdmin { endpoint: String, answer: String },
     #[error("{0}")]
     Usage(String),
     #[error("the server's answer is not what this CLI expects: {0}")]
@@ -171,7 +189,7 @@ impl CliError {
             CliError::Api { .. } | CliError::BadAnswer(_) | CliError::Failed(_) => 1,
             CliError::Io(_) => 1,
             CliError::Usage(_) => 2,
-            CliError::Unreachable { .. } => 3,
+            CliError::Unreachable { .. } | CliError::NotAdmin { .. } => 3,
         }
     }
 }
@@ -196,11 +214,19 @@ pub struct Context {
 
 /// Runs one client command and turns its outcome into the process's exit code.
 pub fn run(global: GlobalArgs, command: ClientCommand) -> ExitCode {
-    let context = Context {
-        client: Client::new(&global.endpoint, global.admin_token.as_deref()),
-        output: Output::new(global.output),
-    };
-    match dispatch(&context, command) {
+    let outcome = Client::new(
+        &global.endpoint,
+        global.admin_token.as_deref(),
+        global.ca_file.as_deref(),
+    )
+    .and_then(|client| {
+        let context = Context {
+            client,
+            output: Output::new(global.output),
+        };
+        dispatch(&context, command)
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Io(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader went away (`veil export q | head`): nothing left to say to anyone.
