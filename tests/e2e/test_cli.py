@@ -10,6 +10,9 @@ import json
 import os
 import pty
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -83,7 +86,7 @@ def test_queues_create_list_stats_delete(server, queue_name):
     missing = run_cli(server, "queues", "stats", queue_name, check=4)
     assert missing.stderr.startswith("error: QueueNotFound: ")
 
-    assert cli_json(server, "queues", "delete", f"team-a/{queue_name}") == {"deleted": True}
+    assert cli_json(server, "queues", "delete", f"team-a/{queue_name}", "--yes") == {"deleted": True}
     run_cli(server, "queues", "stats", f"team-a/{queue_name}", check=4)
 
 
@@ -118,12 +121,13 @@ def test_purge_without_yes_and_without_a_terminal_refuses(server, queue_name):
     assert len(peek_all(server, queue_name)) == 1, "a refused purge deleted messages"
 
 
-def purge_on_a_terminal(server, queue: str, typed: str) -> subprocess.CompletedProcess:
-    """Runs `veil queues purge QUEUE` with a pseudo-terminal as stdin and types `typed` at its prompt."""
+def purge_on_a_terminal(server, queue: str, typed: str, command: str = "purge") -> subprocess.CompletedProcess:
+    """Runs `veil queues purge QUEUE` (or `delete`) with a pseudo-terminal as stdin and types `typed` at its
+    prompt."""
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [veil_bin(), "--endpoint", server.admin_endpoint, "queues", "purge", queue],
+            [veil_bin(), "--endpoint", server.admin_endpoint, "queues", command, queue],
             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         os.write(master, typed.encode() + b"\n")
@@ -150,7 +154,61 @@ def test_purge_on_a_terminal_asks_for_the_name(server, queue_name):
     assert peek_all(server, queue_name) == []
 
 
+def test_delete_without_yes_and_without_a_terminal_refuses(server, queue_name):
+    run_cli(server, "queues", "create", queue_name)
+    run_cli(server, "messages", "send", queue_name, "keep me")
+    proc = run_cli(server, "queues", "delete", queue_name, check=2)
+    assert "--yes" in proc.stderr and "no terminal" in proc.stderr, proc.stderr
+    assert len(peek_all(server, queue_name)) == 1, "a refused delete deleted the queue"
+
+
+def test_delete_on_a_terminal_asks_for_the_name(server, queue_name):
+    run_cli(server, "queues", "create", queue_name)
+    run_cli(server, "messages", "send", queue_name, "m")
+
+    wrong = purge_on_a_terminal(server, queue_name, "not-the-name", command="delete")
+    assert wrong.returncode == 2, wrong
+    assert "Type the queue's name" in wrong.stderr
+    assert "nothing deleted" in wrong.stderr
+    assert len(peek_all(server, queue_name)) == 1
+
+    right = purge_on_a_terminal(server, queue_name, queue_name, command="delete")
+    assert right.returncode == 0, right
+    assert f"deleted default/{queue_name}" in right.stdout
+    run_cli(server, "queues", "stats", queue_name, check=4)
+
+
 # --- messages -------------------------------------------------------------------------------------------
+
+
+def test_peek_all_pages_with_a_cursor_instead_of_stopping_silently(server, sqs, queue_name):
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    for start in range(0, 25, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"m{i}"} for i in range(start, min(start + 10, 25))])
+    seen, from_seq, starts = [], None, []
+    while True:
+        args = ["messages", "peek", queue_name, "--all", "--max", "10"]
+        if from_seq is not None:
+            args += ["--from-seq", str(from_seq)]
+        starts.append(from_seq)
+        page = cli_json(server, *args)
+        seen += [m["body"] for m in page["messages"]]
+        from_seq = page.get("next_from_seq")
+        if from_seq is None:
+            break
+        assert from_seq == page["messages"][-1]["seq"] + 1
+    assert sorted(seen, key=lambda b: int(b[1:])) == [f"m{i}" for i in range(25)] and len(seen) == 25
+    assert len(starts) == 3
+    # The table prints the next page's command on stderr, the rows alone on stdout.
+    table = run_cli(server, "messages", "peek", queue_name, "--all", "--max", "10")
+    assert f"veil messages peek default/{queue_name} --all --max 10 --from-seq " in table.stderr, table.stderr
+    assert len(table.stdout.strip().splitlines()) == 11  # header + 10 rows
+    last = run_cli(server, "messages", "peek", queue_name, "--all", "--max", "10", "--from-seq", str(starts[-1]))
+    assert "more after this page" not in last.stderr
+    # More than a page can hold is refused, not cut silently.
+    assert "1..=1000" in run_cli(server, "messages", "peek", queue_name, "--max", "5000", check=2).stderr
+    run_cli(server, "messages", "peek", queue_name, "--from-seq", "3", check=2)  # a cursor needs --all
 
 
 def test_send_and_peek_change_nothing(server, sqs, queue_name):
@@ -296,6 +354,19 @@ def test_an_unreachable_endpoint_exits_3(server):
     assert proc.stderr.startswith("error: cannot reach http://127.0.0.1:")
 
 
+@pytest.mark.parametrize("port", ["port", "azure_port", "kubemq_port"])
+def test_the_cli_pointed_at_a_protocol_port_says_it_is_not_the_admin_endpoint(server, port):
+    endpoint = f"http://127.0.0.1:{getattr(server, port)}"
+    proc = run_cli(server, "queues", "list", endpoint=endpoint, check=3)
+    assert "<?xml" not in proc.stdout and proc.stdout == "", proc.stdout
+    if port == "kubemq_port":
+        # gRPC speaks HTTP/2 only: no HTTP/1.1 answer comes back at all.
+        assert proc.stderr.startswith(f"error: cannot reach {endpoint}"), proc.stderr
+    else:
+        assert f"{endpoint} is not a Veil admin endpoint" in proc.stderr, proc.stderr
+        assert "9325" in proc.stderr and "--admin-listen" in proc.stderr, proc.stderr
+
+
 def test_the_endpoint_comes_from_the_environment(server):
     env = {**os.environ, "VEIL_ENDPOINT": server.admin_endpoint}
     proc = subprocess.run([veil_bin(), "--output", "json", "queues", "list"], env=env, capture_output=True,
@@ -305,7 +376,7 @@ def test_the_endpoint_comes_from_the_environment(server):
 
 
 def test_a_missing_queue_exits_4_everywhere(server, queue_name):
-    for args in (["queues", "stats", queue_name], ["queues", "delete", queue_name],
+    for args in (["queues", "stats", queue_name], ["queues", "delete", queue_name, "--yes"],
                  ["queues", "purge", queue_name, "--yes"], ["messages", "peek", queue_name],
                  ["messages", "send", queue_name, "x"], ["messages", "receive", queue_name],
                  ["redrive", queue_name, "--status"], ["export", queue_name]):
@@ -335,7 +406,8 @@ def test_top_one_iteration(server, sqs, queue_name):
     assert lines[0].startswith("veil top")
     assert "\x1b" not in proc.stdout, "escape codes written into a pipe"
     row = next(line.split() for line in lines if queue_name in line)
-    assert row[:4] == ["default", queue_name, "sqs", "1"]
+    assert row[:3] == ["default", queue_name, "1"]
+    assert row[-3:] == ["-", "-", "-"], "no rates before a second frame"
 
     frames = run_cli(server, "--output", "json", "top", "--iterations", "2", "--interval", "0.1").stdout
     decoder = json.JSONDecoder()
@@ -343,6 +415,58 @@ def test_top_one_iteration(server, sqs, queue_name):
     second, _ = decoder.raw_decode(frames[end:].lstrip())
     assert any(q["name"] == queue_name for q in first["queues"])
     assert any(q["name"] == queue_name for q in second["queues"])
+
+
+def test_top_shows_rates_over_the_interval_sorted_and_filtered(server, sqs, queue_name):
+    busy, idle = f"{queue_name}-busy", f"{queue_name}-idle"
+    busy_url = sqs.create_queue(QueueName=busy)["QueueUrl"]
+    sqs.create_queue(QueueName=idle)
+    sqs.create_queue(QueueName=f"other-{queue_name}")
+    stop = threading.Event()
+
+    def send():
+        while not stop.is_set():
+            sqs.send_message(QueueUrl=busy_url, MessageBody="tick")
+            time.sleep(0.01)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        proc = run_cli(server, "top", "--iterations", "2", "--interval", "1", "--prefix", queue_name,
+                       "--sort", "sent")
+    finally:
+        stop.set()
+        sender.join()
+    frames = proc.stdout.split("veil top")[1:]
+    assert len(frames) == 2, proc.stdout
+    rows = [line.split() for line in frames[1].splitlines() if line.startswith("default ")]
+    assert [r[1] for r in rows] == [busy, idle], "sorted by sent/s, only the prefix's queues"
+    header = next(line.split() for line in frames[1].splitlines() if line.startswith("NAMESPACE"))
+    sent_col = header.index("SENT/S")
+    assert float(rows[0][sent_col]) > 5, rows[0]
+    assert float(rows[1][sent_col]) == 0.0, rows[1]
+
+
+def test_messages_tail_prints_new_messages_without_receiving_them(server, queue_name):
+    run_cli(server, "queues", "create", queue_name)
+    run_cli(server, "messages", "send", queue_name, "before the tail")
+    tail = subprocess.Popen(
+        [veil_bin(), "--endpoint", server.admin_endpoint, "--output", "json", "messages", "tail", queue_name,
+         "--interval", "0.2", "--count", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)  # the tail has read where the queue ends
+        for i in range(3):
+            run_cli(server, "messages", "send", queue_name, f"new {i}")
+        out, err = tail.communicate(timeout=TIMEOUT)
+    finally:
+        tail.kill()
+    assert tail.returncode == 0, err
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert [m["body"] for m in printed] == ["new 0", "new 1", "new 2"]
+    assert all(m["receive_count"] == 0 for m in peek_all(server, queue_name)), "the tail received"
+    first = run_cli(server, "messages", "tail", queue_name, "--from-start", "--count", "1")
+    assert "before the tail" in first.stdout, first.stdout
 
 
 # --- redrive --------------------------------------------------------------------------------------------
@@ -391,6 +515,42 @@ def test_redrive_to_a_queue_at_a_rate_and_cancel(server, queue_name):
     run_cli(server, "redrive", f"{queue_name}-dlq", "--status", "--to", "x", check=2)
 
 
+def test_a_redrive_of_a_queue_that_is_no_dead_letter_queue_is_refused_up_front(server, queue_name):
+    run_cli(server, "queues", "create", queue_name)
+    run_cli(server, "messages", "send", queue_name, "never dead-lettered")
+    proc = run_cli(server, "redrive", queue_name, check=1)
+    assert proc.stderr.startswith("error: NotADeadLetterQueue: "), proc.stderr
+    assert "--to" in proc.stderr and "not dead-lettered" in proc.stderr, proc.stderr
+    # Nothing started, in the CLI's view and in the admin API's.
+    assert cli_json(server, "redrive", queue_name, "--status")["redrives"] == []
+    resp = requests.post(f"{server.admin_endpoint}/api/v1/queues/default/{queue_name}/redrive", json={}, timeout=10)
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "NotADeadLetterQueue", resp.text
+    # An empty queue that is no dead-letter queue is refused the same way.
+    run_cli(server, "queues", "create", f"{queue_name}-empty")
+    empty = run_cli(server, "redrive", f"{queue_name}-empty", check=1)
+    assert "holds no visible message" in empty.stderr, empty.stderr
+    # With a target there is somewhere to go: it runs.
+    run_cli(server, "queues", "create", f"{queue_name}-to")
+    done = cli_json(server, "redrive", queue_name, "--to", f"{queue_name}-to", "--wait")
+    assert done["status"] == "completed" and done["moved"] == 1
+
+
+def test_a_redrive_of_dead_lettered_messages_whose_rule_was_removed_still_goes_back(server, sqs, queue_name):
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = queue_attrs(sqs, dlq_url, "QueueArn")["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    src_url = sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.send_message(QueueUrl=src_url, MessageBody="poison")
+    for _ in range(2):
+        sqs.receive_message(QueueUrl=src_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert len(peek_all(server, f"{queue_name}-dlq")) == 1
+    sqs.set_queue_attributes(QueueUrl=src_url, Attributes={"RedrivePolicy": ""})
+    # No queue names the DLQ any more, but its message records where it came from.
+    done = cli_json(server, "redrive", f"{queue_name}-dlq", "--wait")
+    assert done["status"] == "completed" and done["moved"] == 1
+    assert [m["body"] for m in peek_all(server, queue_name)] == ["poison"]
+
+
 # --- export / import ------------------------------------------------------------------------------------
 
 
@@ -408,10 +568,12 @@ def test_export_import_round_trip(server, sqs, queue_name):
     cli_json(server, "messages", "receive", f"{src}.fifo", "--visibility-timeout", "600")
 
     visible = run_cli(server, "export", f"{src}.fifo").stdout.splitlines()
-    assert len(visible) == 24
+    assert len(visible) == 1 + 24  # the header, then the visible messages
     exported = run_cli(server, "export", f"{src}.fifo", "--all-states").stdout.splitlines()
-    assert len(exported) == 25
-    lines = [json.loads(line) for line in exported]
+    assert len(exported) == 1 + 25
+    header = json.loads(exported[0])
+    assert header["veil_export"] == 1 and header["queue"] == f"default/{src}.fifo" and header["fifo"] is True
+    lines = [json.loads(line) for line in exported[1:]]
     assert set(lines[0]) == {"id", "body_base64", "attributes", "group", "dedup_id", "sent_at_ms", "receive_count"}
     assert sorted(m["receive_count"] for m in lines) == [0] * 24 + [1]
     assert [m["receive_count"] for m in peek_all(server, f"{src}.fifo")].count(1) == 1, "export received"
@@ -444,7 +606,31 @@ def test_import_in_batches_of_at_most_1000(server, queue_name, tmp_path):
     assert proc.stdout.strip() == f"imported 2500 messages into default/{queue_name} (new ids)"
     assert cli_json(server, "queues", "stats", queue_name)["queue"]["visible"] == 2500
     exported = run_cli(server, "export", queue_name).stdout.splitlines()
-    assert len(exported) == 2500
+    assert len(exported) == 1 + 2500
+
+
+def test_import_create_makes_the_target_like_the_source_as_the_readme_shows(server, queue_name, tmp_path):
+    src, copy = f"{queue_name}-orders", f"{queue_name}-copy"
+    run_cli(server, "queues", "create", src, "--visibility-timeout", "45", "--delay", "0", "--retention", "86400")
+    for i in range(3):
+        run_cli(server, "messages", "send", src, f"o{i}")
+    # The README's line, as written, but for these queue names.
+    line = f"veil export {src} > orders.jsonl && veil import {copy} --create < orders.jsonl"
+    env = {**os.environ, "VEIL_ENDPOINT": server.admin_endpoint, "PATH": f"{Path(veil_bin()).resolve().parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert f"created default/{copy} with the settings of default/{src}" in done.stderr
+    stats = cli_json(server, "queues", "stats", copy)
+    assert stats["settings"]["visibility_timeout_s"] == 45 and stats["settings"]["retention_s"] == 86400
+    assert sorted(m["body"] for m in peek_all(server, copy)) == ["o0", "o1", "o2"]
+    # Again into the existing queue: imported as it is, nothing recreated.
+    again = subprocess.run(["bash", "-c", f"veil import {copy} --create < orders.jsonl"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert again.returncode == 0 and "exists: importing into it" in again.stderr, again.stderr
+    assert len(peek_all(server, copy)) == 6
+    # Without --create a missing target is still not found.
+    run_cli(server, "import", f"{copy}-missing", stdin=(tmp_path / "orders.jsonl").read_text(), check=4)
 
 
 def test_import_of_a_malformed_line_is_a_usage_error(server, queue_name):

@@ -23,7 +23,8 @@ pub(crate) struct BrowseParams {
     /// `visible` (default): the next messages a receive would get, in that order (a peek). `all`: every
     /// stored message in sequence order, hidden and delayed ones included.
     state: Option<String>,
-    /// With `state=all`: start at this sequence number (the `seq` after the last one seen).
+    /// With `state=all`: start at this sequence number (a page's `next_from_seq`, or the `seq` after the last
+    /// one seen).
     from_seq: Option<u64>,
     /// At most this many (default 10, at most 1000).
     max: Option<usize>,
@@ -44,20 +45,24 @@ pub(crate) async fn browse(
         .max
         .unwrap_or(10)
         .clamp(1, veil_core::limits::BROWSE_MESSAGES_MAX);
-    let messages = match params.state.as_deref().unwrap_or("visible") {
-        "visible" => engine.peek(&key, max).await?,
+    match params.state.as_deref().unwrap_or("visible") {
+        "visible" => Ok(Json(views(engine, engine.peek(&key, max).await?))),
         "all" => {
-            engine
+            let messages = engine
                 .browse(&key, params.from_seq.unwrap_or(0), max)
-                .await?
+                .await?;
+            // A full page may have more after it; the cursor is the seq after its last message.
+            let next_from_seq = (messages.len() == max)
+                .then(|| messages.last().map(|m| m.seq + 1))
+                .flatten();
+            let mut list = views(engine, messages);
+            list.next_from_seq = next_from_seq;
+            Ok(Json(list))
         }
-        other => {
-            return Err(ApiError::InvalidArgument(format!(
-                "state must be \"visible\" or \"all\", not {other:?}"
-            )))
-        }
-    };
-    Ok(Json(views(engine, messages)))
+        other => Err(ApiError::InvalidArgument(format!(
+            "state must be \"visible\" or \"all\", not {other:?}"
+        ))),
+    }
 }
 
 fn views(engine: &Dispatch, messages: Vec<Message>) -> MessageList {
@@ -67,6 +72,7 @@ fn views(engine: &Dispatch, messages: Vec<Message>) -> MessageList {
             .into_iter()
             .map(|m| MessageView::new(m, now))
             .collect(),
+        next_from_seq: None,
     }
 }
 

@@ -120,6 +120,8 @@ pub enum ApiError {
     RedriveNotRunning,
     #[error("no such redrive")]
     RedriveNotFound,
+    #[error("{0}")]
+    NotADeadLetterQueue(String),
     #[error("storage failed: {0}")]
     Store(String),
     #[error("this endpoint requires the admin token: Authorization: Bearer <token>")]
@@ -149,6 +151,7 @@ impl ApiError {
             RedriveRunning => (StatusCode::CONFLICT, "RedriveRunning"),
             RedriveNotRunning => (StatusCode::CONFLICT, "RedriveNotRunning"),
             RedriveNotFound => (StatusCode::NOT_FOUND, "RedriveNotFound"),
+            NotADeadLetterQueue(_) => (StatusCode::BAD_REQUEST, "NotADeadLetterQueue"),
             Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreFailed"),
             Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
             HostNotAllowed => (StatusCode::FORBIDDEN, "HostNotAllowed"),

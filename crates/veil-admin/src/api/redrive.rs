@@ -10,10 +10,13 @@ use super::types::*;
 use super::{audit, ApiError, ApiResult};
 use crate::AdminState;
 
-/// Starts a redrive of this queue's messages; 409 if one is already running.
+/// Starts a redrive of this queue's messages; 409 if one is already running. Without `to`, 400
+/// `NotADeadLetterQueue` when the queue is no queue's dead-letter queue and its next message was not
+/// dead-lettered: such a redrive would have nowhere to send it.
 #[utoipa::path(post, path = "/api/v1/queues/{namespace}/{queue}/redrive", tag = "redrive",
     params(("namespace" = String, Path), ("queue" = String, Path)), request_body = RedriveRequest,
-    responses((status = 200, body = Redrive), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = Redrive), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 pub(crate) async fn start(
     State(state): State<AdminState>,
     Path((namespace, queue)): Path<(String, String)>,
@@ -23,11 +26,41 @@ pub(crate) async fn start(
     let key = key_of(namespace, queue);
     engine.queue_info(&key).await?;
     let destination = request.to.as_ref().map(veil_core::QueueKey::from);
+    if destination.is_none() {
+        if let Err(refused) = has_an_origin(engine, &key).await {
+            audit("redrive", &key, "NotADeadLetterQueue");
+            return Err(refused);
+        }
+    }
     let result = engine
         .start_move_task(&key, destination.as_ref(), request.rate_per_s_max)
         .await;
     audit("redrive", &key, outcome(&result));
     Ok(Json(Redrive::from(result?)))
+}
+
+/// Whether a redrive back to where the messages came from can start: the queue is some queue's dead-letter
+/// queue (its redrive policy names it), or its next message records the queue it was dead-lettered from (a
+/// KubeMQ message's own policy, a queue's rule since removed). Otherwise the task would stop on its first
+/// message with `origin_unknown`, so it is refused before it starts.
+async fn has_an_origin(
+    engine: &veil_core::Dispatch,
+    key: &veil_core::QueueKey,
+) -> Result<(), ApiError> {
+    if !engine.dead_letter_sources(key).await?.is_empty() {
+        return Ok(());
+    }
+    let next = engine.peek(key, 1).await?;
+    let why = match next.first() {
+        Some(message) if message.payload.dead_letter_source().is_some() => return Ok(()),
+        Some(_) => "its next message was not dead-lettered from anywhere",
+        None => "it holds no visible message",
+    };
+    Err(ApiError::NotADeadLetterQueue(format!(
+        "{}/{} is no queue's dead-letter queue and {why}, so a redrive would not know where to send \
+         its messages; name a target with \"to\" (veil redrive QUEUE --to TARGET)",
+        key.namespace, key.name
+    )))
 }
 
 /// This queue's redrives, most recent first, with their progress.

@@ -55,10 +55,16 @@ pub struct QueueSummary {
     pub stored_bytes: u64,
     /// Age of the oldest stored message in any state; 0 when empty.
     pub oldest_age_ms: u64,
+    /// Running totals since the queue was created (the detail's `totals` has them all): messages sent,
+    /// deliveries made, messages deleted. Two lists a few seconds apart give rates (`veil top`).
+    pub sent: u64,
+    pub received: u64,
+    pub deleted: u64,
 }
 
 impl From<&QueueOverview> for QueueSummary {
     fn from(queue: &QueueOverview) -> Self {
+        let counters = &queue.stats.counters;
         Self {
             namespace: queue.key.namespace.clone(),
             name: queue.key.name.clone(),
@@ -69,6 +75,9 @@ impl From<&QueueOverview> for QueueSummary {
             delayed: queue.stats.delayed,
             stored_bytes: queue.stats.stored_bytes,
             oldest_age_ms: queue.stats.oldest_age_ms,
+            sent: counters.sends,
+            received: counters.deliveries,
+            deleted: counters.deletes,
         }
     }
 }
@@ -125,6 +134,9 @@ pub struct QueueDetail {
     pub metadata: BTreeMap<String, String>,
     pub created_at_ms: u64,
     pub modified_at_ms: u64,
+    /// The newest stored message's seq; null when the queue is empty. A browse from the seq after it sees
+    /// only messages sent later (`veil messages tail`).
+    pub last_seq: Option<u64>,
 }
 
 impl QueueDetail {
@@ -159,6 +171,7 @@ impl QueueDetail {
             metadata: config.settings_under(veil_core::AZURE_METADATA_SETTING_PREFIX),
             created_at_ms: info.created_at,
             modified_at_ms: info.modified_at,
+            last_seq: info.stats.seq_range.map(|(_, last)| last),
         }
     }
 }
@@ -293,6 +306,10 @@ impl From<AttributeValue> for Attribute {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MessageList {
     pub messages: Vec<MessageView>,
+    /// A browse (`state=all`) that filled its page: the `from_seq` of the next page. Absent when the page
+    /// reached the end of the queue, and on every other list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_from_seq: Option<u64>,
 }
 
 /// One message to send. Give exactly one of `body` (text) and `body_base64` (bytes).

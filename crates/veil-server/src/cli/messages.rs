@@ -27,7 +27,7 @@ pub enum MessagesCommand {
     Send(SendArgs),
     /// Show the next messages a receive would get (or every stored one with --all); changes nothing.
     #[command(
-        after_help = "Peeking issues no receipt, counts no receive and hides nothing.\n\nExamples:\n  veil messages peek orders\n  veil messages peek orders --all --max 100\n  veil --output json messages peek orders | jq -r '.messages[].body'"
+        after_help = "Peeking issues no receipt, counts no receive and hides nothing.\n\nExamples:\n  veil messages peek orders\n  veil messages peek orders --all --max 100\n  veil messages peek orders --all --max 100 --from-seq 100   # the next page\n  veil --output json messages peek orders | jq -r '.messages[].body'"
     )]
     Peek(PeekArgs),
     /// Receive like a consumer: hides the messages for the visibility timeout and prints their receipts.
@@ -50,6 +50,8 @@ pub enum MessagesCommand {
         after_help = "Examples:\n  veil messages history orders 12\n  veil --output json messages history orders 6f1c2a7e-0c9b-4c1e-9a55-1f2b3c4d5e6f"
     )]
     History(MessageRef),
+    /// Print messages as they arrive, without receiving them (a browse, like kubemqctl's attach).
+    Tail(super::tail::TailArgs),
 }
 
 #[derive(Args, Debug)]
@@ -81,12 +83,16 @@ pub struct SendArgs {
 pub struct PeekArgs {
     /// `name` or `namespace/name`.
     queue: QueueArg,
-    /// At most this many (at most 1000).
-    #[arg(long, default_value_t = 10)]
-    max: usize,
-    /// Every stored message in sequence order, in-flight and delayed ones included.
+    /// At most this many (1 to 1000).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    max: u16,
+    /// Every stored message in sequence order, in-flight and delayed ones included, a page of --max at a
+    /// time: a full page prints the --from-seq of the next one.
     #[arg(long)]
     all: bool,
+    /// With --all: start at this sequence number (the `next_from_seq` a full page printed).
+    #[arg(long, value_name = "SEQ", requires = "all")]
+    from_seq: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -185,6 +191,7 @@ pub fn run(context: &Context, command: MessagesCommand) -> Result<(), CliError> 
         MessagesCommand::Delete(args) => delete(context, args),
         MessagesCommand::Update(args) => update(context, args),
         MessagesCommand::History(args) => history(context, args),
+        MessagesCommand::Tail(args) => super::tail::run(context, args),
     }
 }
 
@@ -255,10 +262,23 @@ pub struct ViewList {
 
 fn peek(context: &Context, args: PeekArgs) -> Result<(), CliError> {
     let state = if args.all { "all" } else { "visible" };
-    let answer = context.client.get(
-        &queue_path(&args.queue, "/messages"),
-        &[("state", state.to_owned()), ("max", args.max.to_string())],
-    )?;
+    let mut query = vec![("state", state.to_owned()), ("max", args.max.to_string())];
+    if let Some(from_seq) = args.from_seq {
+        query.push(("from_seq", from_seq.to_string()));
+    }
+    let answer = context
+        .client
+        .get(&queue_path(&args.queue, "/messages"), &query)?;
+    if let (false, Some(next)) = (
+        context.output.is_json(),
+        answer.get("next_from_seq").and_then(Value::as_u64),
+    ) {
+        // On stderr, so the table alone stays on stdout; `--output json` has the cursor in the answer.
+        eprintln!(
+            "more after this page: veil messages peek {} --all --max {} --from-seq {next}",
+            args.queue, args.max
+        );
+    }
     context.output.print(&answer, || {
         let list: ViewList = typed(&answer)?;
         let mut table = Table::new(&["SEQ", "ID", "STATE", "RECEIVES", "SENT", "BODY"]);

@@ -1,6 +1,7 @@
-//! `veil queues`: list, create, delete, stats and purge. A purge deletes every message, so it asks for the
-//! queue's name on a terminal (the API wants it repeated in `confirm`) unless `--yes` is given; with no
-//! terminal to ask on and no `--yes` it refuses rather than guess.
+//! `veil queues`: list, create, delete, stats and purge. A delete and a purge destroy messages, so both ask
+//! for the queue's name on a terminal unless `--yes` is given (a purge sends what was typed as the API's
+//! `confirm`; a delete compares it here); with no terminal to ask on and no `--yes` they refuse rather than
+//! guess.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -24,11 +25,11 @@ pub enum QueuesCommand {
         after_help = "Examples:\n  veil queues create orders --visibility-timeout 60\n  veil queues create team-a/orders.fifo --fifo --retention 86400"
     )]
     Create(CreateArgs),
-    /// Delete a queue and every message in it.
+    /// Delete a queue and every message in it; asks for its name unless --yes.
     #[command(
-        after_help = "Examples:\n  veil queues delete orders\n  veil queues delete team-a/orders"
+        after_help = "Without --yes and without a terminal to ask on, delete refuses (exit 2).\n\nExamples:\n  veil queues delete orders          # type `orders` to confirm\n  veil queues delete team-a/orders --yes    # scripts"
     )]
-    Delete(QueueOnly),
+    Delete(ConfirmedArgs),
     /// A queue's counts, settings, dead-letter rule and totals.
     #[command(
         after_help = "Examples:\n  veil queues stats orders\n  veil --output json queues stats orders | jq .queue.visible"
@@ -38,7 +39,7 @@ pub enum QueuesCommand {
     #[command(
         after_help = "Without --yes and without a terminal to ask on, purge refuses (exit 2).\n\nExamples:\n  veil queues purge orders          # type `orders` to confirm\n  veil queues purge orders --yes    # scripts"
     )]
-    Purge(PurgeArgs),
+    Purge(ConfirmedArgs),
 }
 
 #[derive(Args, Debug)]
@@ -75,11 +76,12 @@ pub struct QueueOnly {
     queue: QueueArg,
 }
 
+/// A queue and whether to skip the typed confirmation (delete, purge).
 #[derive(Args, Debug)]
-pub struct PurgeArgs {
+pub struct ConfirmedArgs {
     /// `name` or `namespace/name`.
     queue: QueueArg,
-    /// Do not ask: purge at once.
+    /// Do not ask: act at once.
     #[arg(long, short = 'y')]
     yes: bool,
 }
@@ -88,7 +90,7 @@ pub fn run(context: &Context, command: QueuesCommand) -> Result<(), CliError> {
     match command {
         QueuesCommand::List(args) => list(context, args),
         QueuesCommand::Create(args) => create(context, args),
-        QueuesCommand::Delete(args) => delete(context, &args.queue),
+        QueuesCommand::Delete(args) => delete(context, args),
         QueuesCommand::Stats(args) => stats(context, &args.queue),
         QueuesCommand::Purge(args) => purge(context, args),
     }
@@ -106,6 +108,13 @@ pub struct Summary {
     pub delayed: u64,
     pub stored_bytes: u64,
     pub oldest_age_ms: u64,
+    /// Running totals (`veil top` makes rates of them); 0 from a server that does not list them.
+    #[serde(default)]
+    pub sent: u64,
+    #[serde(default)]
+    pub received: u64,
+    #[serde(default)]
+    pub deleted: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,7 +193,17 @@ fn create(context: &Context, args: CreateArgs) -> Result<(), CliError> {
         .print(&answer, || Ok(format!("created {}", args.queue)))
 }
 
-fn delete(context: &Context, queue: &QueueArg) -> Result<(), CliError> {
+fn delete(context: &Context, args: ConfirmedArgs) -> Result<(), CliError> {
+    let queue = &args.queue;
+    if !args.yes {
+        let typed = ask_confirmation(queue, "deletes the queue and every message in it")?;
+        if typed != queue.name {
+            return Err(CliError::Usage(format!(
+                "{typed:?} is not the queue's name ({}): nothing deleted",
+                queue.name
+            )));
+        }
+    }
     let answer = context.client.delete(&queue_path(queue, ""))?;
     context
         .output
@@ -303,11 +322,11 @@ fn stats_text(detail: &Detail) -> String {
     ])
 }
 
-fn purge(context: &Context, args: PurgeArgs) -> Result<(), CliError> {
+fn purge(context: &Context, args: ConfirmedArgs) -> Result<(), CliError> {
     let confirm = if args.yes {
         args.queue.name.clone()
     } else {
-        ask_confirmation(&args.queue)?
+        ask_confirmation(&args.queue, "deletes every message of the queue")?
     };
     let answer = context.client.post(
         &queue_path(&args.queue, "/purge"),
@@ -319,18 +338,19 @@ fn purge(context: &Context, args: PurgeArgs) -> Result<(), CliError> {
     })
 }
 
-/// Asks for the queue's name on the terminal; whatever is typed goes to the API, which checks it.
-fn ask_confirmation(queue: &QueueArg) -> Result<String, CliError> {
+/// Asks for the queue's name on the terminal and returns what was typed; `what` says what the command
+/// destroys ("deletes every message of the queue").
+fn ask_confirmation(queue: &QueueArg, what: &str) -> Result<String, CliError> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(CliError::Usage(format!(
-            "purge deletes every message of {queue}: confirm with --yes (no terminal to ask on)"
+            "this {what} ({queue}): confirm with --yes (no terminal to ask on)"
         )));
     }
     let mut stderr = std::io::stderr();
     write!(
         stderr,
-        "This deletes every message of {queue}. Type the queue's name ({}) to confirm: ",
+        "This {what} ({queue}). Type the queue's name ({}) to confirm: ",
         queue.name
     )?;
     stderr.flush()?;

@@ -1,6 +1,7 @@
 //! `veil export` and `veil import`: a queue's messages as JSON Lines and back. Export browses
-//! (`state=all`, paged by `from_seq`), so it never receives: nothing is hidden, counted or changed. Import
-//! sends in batches of at most 1000; the server assigns new ids.
+//! (`state=all`, paged by `from_seq`), so it never receives: nothing is hidden, counted or changed. Its first
+//! line is a header with the queue's kind and settings (`{"veil_export":1,...}`), which `import --create`
+//! gives the queue it creates. Import sends in batches of at most 1000; the server assigns new ids.
 
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::os::unix::fs::FileTypeExt as _;
@@ -24,7 +25,7 @@ const IMPORT_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Each line: {\"id\", \"body_base64\", \"attributes\", \"group\", \"dedup_id\", \"sent_at_ms\", \"receive_count\"}.\nExport browses: no message is received, hidden or counted.\n\nExamples:\n  veil export orders > orders.jsonl\n  veil export team-a/orders --all-states | gzip > orders.jsonl.gz"
+    after_help = "The first line is a header: {\"veil_export\": 1, \"queue\", \"fifo\", \"settings\"}.\nEach other line: {\"id\", \"body_base64\", \"attributes\", \"group\", \"dedup_id\", \"sent_at_ms\", \"receive_count\"}.\nExport browses: no message is received, hidden or counted.\n\nExamples:\n  veil export orders > orders.jsonl\n  veil export team-a/orders --all-states | gzip > orders.jsonl.gz"
 )]
 pub struct ExportArgs {
     /// `name` or `namespace/name`.
@@ -36,12 +37,31 @@ pub struct ExportArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Reads JSON Lines as `veil export` writes them (body_base64 required; attributes, group, dedup_id,\ndelay_s, ttl_s optional; other fields are ignored) and sends them in batches of at most 1000.\nIds are NOT kept: the server assigns each imported message a new id (and seq); receive counts restart at 0.\n\nExamples:\n  veil import orders-copy < orders.jsonl\n  veil export orders | veil --endpoint http://other:9325 import orders"
+    after_help = "Reads JSON Lines as `veil export` writes them (body_base64 required; attributes, group, dedup_id,\ndelay_s, ttl_s optional; other fields are ignored; the export's header line is not a message) and sends them\nin batches of at most 1000.\nIds are NOT kept: the server assigns each imported message a new id (and seq); receive counts restart at 0.\n\nExamples:\n  veil export orders > orders.jsonl && veil import orders-copy --create < orders.jsonl\n  veil export orders | veil --endpoint http://other:9325 import orders"
 )]
 pub struct ImportArgs {
     /// `name` or `namespace/name`.
     queue: QueueArg,
+    /// Create the queue when it does not exist, as a FIFO queue or not and with the settings of the export's
+    /// header line (the defaults when the input has none). An existing queue is imported into as it is.
+    #[arg(long)]
+    create: bool,
 }
+
+/// The first line of an export: what `import --create` needs to make a queue like the source.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    /// The export format's version; its presence is what marks the line as a header.
+    veil_export: u32,
+    /// `namespace/name` of the source.
+    queue: String,
+    fifo: bool,
+    /// The source's settings as `GET /queues/{ns}/{q}` gives them (the shape `POST /queues` takes).
+    settings: Value,
+}
+
+/// The version `veil_export` carries in the headers this CLI writes.
+const EXPORT_FORMAT_VERSION: u32 = 1;
 
 /// One exported message.
 #[derive(Debug, Serialize)]
@@ -68,9 +88,18 @@ struct ImportLine {
 }
 
 pub fn export(context: &Context, args: ExportArgs) -> Result<(), CliError> {
-    let stored = stored_count(context, &args.queue)?;
+    let detail = context.client.get(&queue_path(&args.queue, ""), &[])?;
+    let stored = stored_count(&detail);
     let bar = progress_bar(stored, &format!("exporting {}", args.queue));
     let mut out = BufWriter::new(std::io::stdout().lock());
+    let header = Header {
+        veil_export: EXPORT_FORMAT_VERSION,
+        queue: args.queue.to_string(),
+        fifo: detail["queue"]["fifo"].as_bool().unwrap_or(false),
+        settings: detail["settings"].clone(),
+    };
+    serde_json::to_writer(&mut out, &header).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
     let mut from_seq = 0u64;
     let mut written = 0u64;
     loop {
@@ -113,11 +142,10 @@ pub fn export(context: &Context, args: ExportArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Every stored message, for the progress bar's length; also a 404 before any output for a missing queue.
-fn stored_count(context: &Context, queue: &QueueArg) -> Result<u64, CliError> {
-    let detail = context.client.get(&queue_path(queue, ""), &[])?;
+/// Every stored message of a queue's detail, for the progress bar's length.
+fn stored_count(detail: &Value) -> u64 {
     let count = |field: &str| detail["queue"][field].as_u64().unwrap_or(0);
-    Ok(count("visible") + count("inflight") + count("delayed"))
+    count("visible") + count("inflight") + count("delayed")
 }
 
 pub fn import(context: &Context, args: ImportArgs) -> Result<(), CliError> {
@@ -125,7 +153,20 @@ pub fn import(context: &Context, args: ImportArgs) -> Result<(), CliError> {
     let bar = import_bar(&stdin, &args.queue);
     let mut batch = Batch::default();
     let mut sent = Vec::new();
-    for (index, line) in stdin.lock().lines().enumerate() {
+    let mut lines = stdin.lock().lines().enumerate().peekable();
+    let header = match lines.peek() {
+        Some((_, Ok(first))) => header_of(first),
+        _ => None,
+    };
+    if header.is_some() {
+        if let Some((_, Ok(line))) = lines.next() {
+            bar.inc(line.len() as u64 + 1);
+        }
+    }
+    if args.create {
+        create_if_missing(context, &args.queue, header.as_ref())?;
+    }
+    for (index, line) in lines {
         let line = line?;
         bar.inc(line.len() as u64 + 1);
         if line.trim().is_empty() {
@@ -149,6 +190,43 @@ pub fn import(context: &Context, args: ImportArgs) -> Result<(), CliError> {
             args.queue
         ))
     })
+}
+
+/// The export header a line is, if it is one (a JSON object with `veil_export`).
+fn header_of(line: &str) -> Option<Header> {
+    serde_json::from_str::<Header>(line).ok()
+}
+
+/// `import --create`: makes the queue like the export's source unless it exists. A queue made meanwhile by
+/// someone else is fine too: the import goes into it.
+fn create_if_missing(
+    context: &Context,
+    queue: &QueueArg,
+    header: Option<&Header>,
+) -> Result<(), CliError> {
+    match context.client.get(&queue_path(queue, ""), &[]) {
+        Ok(_) => {
+            eprintln!("{queue} exists: importing into it as it is");
+            return Ok(());
+        }
+        Err(CliError::Api { code, .. }) if code == "QueueNotFound" => {}
+        Err(other) => return Err(other),
+    }
+    let (fifo, settings) = header.map_or((false, json!({})), |h| (h.fifo, h.settings.clone()));
+    match context.client.post(
+        "/queues",
+        &json!({ "namespace": queue.namespace, "name": queue.name, "fifo": fifo, "settings": settings }),
+    ) {
+        Ok(_) => {
+            match header {
+                Some(h) => eprintln!("created {queue} with the settings of {}", h.queue),
+                None => eprintln!("created {queue} with the default settings (the input has no export header)"),
+            }
+            Ok(())
+        }
+        Err(CliError::Api { code, .. }) if code == "QueueExists" => Ok(()),
+        Err(other) => Err(other),
+    }
 }
 
 /// Bytes of stdin when it is a file of known size, else a spinner counting bytes.
@@ -252,6 +330,21 @@ mod tests {
         assert_eq!(message["group"], "g");
         assert_eq!(message["attributes"]["k"]["string_value"], "v");
         assert!(message.get("id").is_none());
+    }
+
+    #[test]
+    fn only_the_export_header_is_a_header() {
+        let header = Header {
+            veil_export: EXPORT_FORMAT_VERSION,
+            queue: "default/orders.fifo".into(),
+            fifo: true,
+            settings: json!({"visibility_timeout_s": 45}),
+        };
+        let line = serde_json::to_string(&header).unwrap();
+        let read = header_of(&line).expect("the header line");
+        assert!(read.fifo && read.settings["visibility_timeout_s"] == 45);
+        let message = r#"{"id":"x","body_base64":"aGk=","attributes":{},"group":null,"dedup_id":null,"sent_at_ms":1,"receive_count":0}"#;
+        assert!(header_of(message).is_none());
     }
 
     #[test]
