@@ -7,6 +7,7 @@
 mod api;
 mod auth;
 mod console;
+pub mod declare;
 mod health;
 pub mod limits;
 mod metrics;

@@ -12,3 +12,7 @@ pub const RECEIVE_WAIT_S_MAX: u64 = 20;
 pub const SERIES_INTERVAL_S: u64 = 30;
 /// Samples kept per queue: one hour at `SERIES_INTERVAL_S`.
 pub const SERIES_SAMPLES_MAX: usize = 120;
+/// The receive counts a declared dead-letter rule may name (`[[queues]]`, `veil queues apply`): SQS's range,
+/// the narrowest of the three protocols'.
+pub const DECLARED_MAX_RECEIVE_COUNT_MIN: u32 = 1;
+pub const DECLARED_MAX_RECEIVE_COUNT_MAX: u32 = 1_000;

@@ -77,6 +77,8 @@ pub async fn serve_embedded(
         crate::test_clock(settings),
     );
     let mut opened = open_engine(settings, telemetry, None)?;
+    // Before any protocol listener is bound, so that clients find the declared queues from the first request.
+    crate::apply_declared_queues(&opened.engine.clone().into(), settings).await?;
     let secret = opened.secret;
     let sockets = Sockets {
         sqs: bind(settings.sqs_listen).await?,

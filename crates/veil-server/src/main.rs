@@ -134,9 +134,32 @@ enum ServeError {
     Tls(#[from] veil_http::TlsError),
     #[error("cluster: {0}")]
     Cluster(String),
+    /// A `[[queues]]` entry that could not be applied to the store (its queue exists as the other kind).
+    #[error("config file: {0}")]
+    Declared(#[from] veil_admin::declare::DeclareError),
     /// The task serving the listeners panicked or was cancelled.
     #[error("serving the listeners failed: {0}")]
     Serving(String),
+}
+
+/// Applies the config file's `[[queues]]` to the queues `engine` serves, logging what changed.
+async fn apply_declared_queues(
+    engine: &veil_core::Dispatch,
+    settings: &Settings,
+) -> Result<(), veil_admin::declare::DeclareError> {
+    if settings.queues.is_empty() {
+        return Ok(());
+    }
+    let changes = veil_admin::declare::apply(engine, &settings.queues, false).await?;
+    for change in changes {
+        match change.action {
+            veil_admin::declare::ChangeAction::Unchanged => {}
+            action => {
+                tracing::info!(queue = %change.queue, ?action, details = ?change.details, "declared queue applied")
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn serve(settings: Settings) -> Result<(), ServeError> {

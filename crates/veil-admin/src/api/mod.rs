@@ -3,11 +3,14 @@
 //! Destructive operations write one line on the `veil::audit` tracing target. The OpenAPI document is
 //! generated from these handlers' annotations and served at `/api/v1/openapi.json`.
 
+mod apply;
 mod messages;
 mod queues;
 mod redrive;
 pub(crate) mod test_clock;
 pub mod types;
+
+pub(crate) use queues::apply_settings;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
@@ -46,6 +49,7 @@ use types::{ErrorBody, ErrorDetail};
         redrive::start,
         redrive::list,
         redrive::cancel,
+        apply::apply,
     )
 )]
 pub struct ApiDoc;
@@ -55,6 +59,7 @@ pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .route("/queues", get(queues::list).post(queues::create))
+        .route("/queues/apply", post(apply::apply))
         .route(
             queue,
             get(queues::detail)

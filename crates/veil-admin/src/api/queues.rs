@@ -90,7 +90,10 @@ pub(crate) async fn create(
 }
 
 /// Applies the settings given, checked against the engine's ranges.
-fn apply_settings(config: &mut QueueConfig, settings: &QueueSettings) -> Result<(), ApiError> {
+pub(crate) fn apply_settings(
+    config: &mut QueueConfig,
+    settings: &QueueSettings,
+) -> Result<(), ApiError> {
     use veil_core::limits::{RECEIVE_WAIT_MS_MAX, VISIBILITY_TIMEOUT_MS_MAX};
     let ms = |s: u64| s.saturating_mul(1000);
     if let Some(s) = settings.visibility_timeout_s {

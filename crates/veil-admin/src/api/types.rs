@@ -100,7 +100,7 @@ pub struct QueueTotals {
 }
 
 /// A queue's settings. On PATCH every field is optional; only those given change.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct QueueSettings {
     pub visibility_timeout_s: Option<u64>,
     pub delay_s: Option<u64>,

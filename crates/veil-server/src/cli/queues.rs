@@ -40,6 +40,27 @@ pub enum QueuesCommand {
         after_help = "Without --yes and without a terminal to ask on, purge refuses (exit 2).\n\nExamples:\n  veil queues purge orders          # type `orders` to confirm\n  veil queues purge orders --yes    # scripts"
     )]
     Purge(ConfirmedArgs),
+    /// Create or update the queues a file declares (`[[queues]]`, as in the config file); deletes nothing.
+    #[command(
+        after_help = "The file is a config file, or any TOML file with [[queues]] tables (README.md \"Queues declared in the\nconfig file\"). Queues the file leaves out, and settings, tags and metadata an entry leaves out, are\nleft as they are. A file with one bad entry changes nothing.\n\nExamples:\n  veil queues apply veil.toml --dry-run   # what would change\n  veil queues apply veil.toml"
+    )]
+    Apply(ApplyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// A TOML file with `[[queues]]` tables.
+    file: std::path::PathBuf,
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// The `[[queues]]` of a TOML file; every other key (a whole config file's) is ignored.
+#[derive(Debug, Deserialize)]
+struct QueuesFile {
+    #[serde(default)]
+    queues: Vec<veil_admin::declare::QueueDeclaration>,
 }
 
 #[derive(Args, Debug)]
@@ -93,6 +114,7 @@ pub fn run(context: &Context, command: QueuesCommand) -> Result<(), CliError> {
         QueuesCommand::Delete(args) => delete(context, args),
         QueuesCommand::Stats(args) => stats(context, &args.queue),
         QueuesCommand::Purge(args) => purge(context, args),
+        QueuesCommand::Apply(args) => apply(context, args),
     }
 }
 
@@ -335,6 +357,47 @@ fn purge(context: &Context, args: ConfirmedArgs) -> Result<(), CliError> {
     context.output.print(&answer, || {
         let purged = answer.get("purged").and_then(Value::as_u64).unwrap_or(0);
         Ok(format!("purged {purged} messages from {}", args.queue))
+    })
+}
+
+fn apply(context: &Context, args: ApplyArgs) -> Result<(), CliError> {
+    let path = args.file.display();
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|error| CliError::Usage(format!("{path}: {error}")))?;
+    let file: QueuesFile =
+        toml::from_str(&text).map_err(|error| CliError::Usage(format!("{path}: {error}")))?;
+    if file.queues.is_empty() {
+        return Err(CliError::Usage(format!("{path} declares no [[queues]]")));
+    }
+    let answer = context.client.post(
+        "/queues/apply",
+        &json!({ "queues": file.queues, "dry_run": args.dry_run }),
+    )?;
+    context.output.print(&answer, || {
+        let mut table = Table::new(&["QUEUE", "ACTION", "CHANGES"]);
+        for change in answer["changes"].as_array().into_iter().flatten() {
+            let details: Vec<&str> = change["details"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let action = change["action"].as_str().unwrap_or("?");
+            table.row(vec![
+                change["queue"].as_str().unwrap_or("?").to_owned(),
+                if args.dry_run {
+                    format!("would {action}")
+                } else {
+                    action.to_owned()
+                },
+                if details.is_empty() {
+                    "-".to_owned()
+                } else {
+                    details.join("; ")
+                },
+            ]);
+        }
+        Ok(table.render())
     })
 }
 

@@ -62,6 +62,10 @@ const DRAIN_POLL_MS: u64 = 10;
 /// How often an owned partition looks into its inbox when the last look found it empty: the longest a
 /// message moved here from another partition (a dead letter, a re-queue, a move task's) waits to arrive.
 const INBOX_POLL_MS: u64 = 100;
+/// How often a node tries to apply the config file's `[[queues]]` before it gives up, and how long it waits
+/// between tries: a minute, time for the cluster's partitions to find their owners.
+const DECLARED_QUEUES_ATTEMPTS_MAX: u32 = 30;
+const DECLARED_QUEUES_RETRY: Duration = Duration::from_secs(2);
 
 /// What a node runs with.
 pub struct Node<'a> {
@@ -132,6 +136,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     );
     admin.engine_opened(dispatch.clone());
     let sampler = admin.series.spawn_sampler(dispatch.clone());
+    let declared = spawn_declared_queues(dispatch.clone(), settings.clone());
     let sockets = Sockets {
         sqs: bind(settings.sqs_listen).await?,
         azure: bind(settings.azure.listen).await?,
@@ -183,6 +188,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         tracing::warn!(%error, "the cluster RPC ended with an error");
     }
     sampler.abort();
+    declared.abort();
     admin.stop().await;
     tracing::info!("node stopped; bye");
     result
@@ -868,6 +874,26 @@ impl Member<'_, '_> {
 }
 
 /// Fixes (or learns) the partition count on one shard; a database fixed otherwise stops the node.
+/// Applies the config file's `[[queues]]` once the cluster routes them: every node does, idempotently, and
+/// until its partitions' owners answer a failure is retried (docs/cluster.md). A list that cannot apply (a
+/// queue of the other kind) is logged as an error and left.
+fn spawn_declared_queues(dispatch: Dispatch, settings: Settings) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        for attempt in 1..=DECLARED_QUEUES_ATTEMPTS_MAX {
+            match crate::apply_declared_queues(&dispatch, &settings).await {
+                Ok(()) => return,
+                Err(error) if attempt == DECLARED_QUEUES_ATTEMPTS_MAX => {
+                    tracing::error!(%error, "the config file's [[queues]] could not be applied");
+                }
+                Err(error) => {
+                    tracing::warn!(%error, attempt, "applying the config file's [[queues]]; retrying");
+                    tokio::time::sleep(DECLARED_QUEUES_RETRY).await;
+                }
+            }
+        }
+    })
+}
+
 async fn fix_partitions(
     timeout: Duration,
     client: &mut Client,

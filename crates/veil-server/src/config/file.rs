@@ -9,6 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use veil_admin::declare::QueueDeclaration;
 use veil_admin::settings::{AdminSettings, Tokenless};
 use veil_azure::settings::AzureSettings;
 use veil_http::settings::LimitsSection;
@@ -65,6 +66,9 @@ pub struct Settings {
     pub(super) store_url: Option<String>,
     pub(super) postgres: PostgresSettings,
     pub(super) cluster: ClusterFile,
+    /// `[[queues]]`: queues created or brought to these settings at start, never deleted (README.md "Queues
+    /// declared in the config file").
+    pub queues: Vec<QueueDeclaration>,
     /// The admin endpoint: address, token, allowed hosts, and what it does beyond loopback without a token.
     #[serde(skip)]
     pub admin: AdminSettings,
@@ -110,6 +114,7 @@ impl Default for Settings {
             store_url: None,
             postgres: PostgresSettings::default(),
             cluster: ClusterFile::default(),
+            queues: Vec::new(),
             admin: AdminSettings::default(),
             listeners: ListenerSettings::default(),
             unsafe_test_clock: false,

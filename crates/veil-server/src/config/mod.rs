@@ -46,6 +46,8 @@ pub enum ConfigError {
     Limits(#[from] veil_http::settings::SettingsError),
     #[error("invalid setting: {0}")]
     Postgres(#[from] veil_postgres::settings::SettingsError),
+    #[error("invalid [[queues]] entry: {0}")]
+    Queues(#[from] veil_admin::declare::DeclareError),
 }
 
 /// A key or JWKS file a front-end could not read is reported as the config file's own read error.
@@ -108,6 +110,7 @@ impl Settings {
         }
         self.kubemq.validate()?;
         self.admin.validate()?;
+        veil_admin::declare::validate(&self.queues)?;
         Ok(())
     }
 }

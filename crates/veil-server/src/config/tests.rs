@@ -473,3 +473,41 @@ fn a_config_with_several_faults_is_refused_for_the_same_one_first_as_before() {
     let refused = refusal("admin_listen = \"0.0.0.0:1\"\nwal_segment_mib = 0\n");
     assert_eq!(refused, "invalid setting: wal_segment_mib must be 1..=1024");
 }
+
+/// Every ```toml block of the README and docs/cluster.md is a config file `veil serve` reads: no key twice,
+/// none unknown, each value of its type (the README once showed a `[kubemq]` example with a key twice).
+#[test]
+fn every_toml_example_in_the_docs_is_a_config_file_that_parses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut blocks = 0;
+    for doc in ["README.md", "docs/cluster.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for (index, block) in text.split("```toml\n").skip(1).enumerate() {
+            let example = &block[..block.find("```").expect("a closed block")];
+            if let Err(error) = toml::from_str::<Settings>(example) {
+                panic!(
+                    "{doc}'s toml example {} does not parse: {error}\n{example}",
+                    index + 1
+                );
+            }
+            blocks += 1;
+        }
+    }
+    assert!(blocks >= 7, "only {blocks} examples found");
+}
+
+/// The README's `[[queues]]` example passes the checks `veil serve` makes before it opens the store.
+#[test]
+fn the_readmes_declared_queues_are_valid() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let example = readme
+        .split("```toml\n")
+        .map(|block| &block[..block.find("```").unwrap_or(block.len())])
+        .find(|block| block.contains("[[queues]]"))
+        .expect("a [[queues]] example");
+    let settings = resolve_text(example).expect("the example resolves");
+    assert_eq!(settings.queues.len(), 3);
+    assert!(settings.queues[2].fifo);
+}
