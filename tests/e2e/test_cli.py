@@ -326,7 +326,12 @@ def test_history(server, queue_name):
     assert after["deleted"] is True and after["deliveries"][0]["ended"]["how"] == "deleted"
     table = run_cli(server, "messages", "history", queue_name, sent["id"]).stdout
     assert table.startswith(f"message {sent['id']} (seq {sent['seq']}): 1 deliver"), table
+    # And by its seq, as the README shows it, though the queue holds it no more.
+    by_seq = cli_json(server, "messages", "history", queue_name, str(sent["seq"]))
+    assert by_seq["deleted"] is True and by_seq["id"] == sent["id"], by_seq
     run_cli(server, "messages", "history", queue_name, "424242", check=4)
+    # A deleted message that was never delivered has no history kept: not found, by seq as by id.
+    run_cli(server, "messages", "history", queue_name, str(never["seq"]), check=4)
 
 
 def test_message_usage_errors(server, queue_name):

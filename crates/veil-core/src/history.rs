@@ -424,6 +424,16 @@ impl Histories {
         })
     }
 
+    /// The recently deleted history of `seq`, when it is still kept and knows its message id (the admin API's
+    /// history by seq after a delete: the message is no longer there to say its id).
+    pub fn deleted_by_seq(&self, seq: Seq) -> Option<(&DeliveryHistory, [u8; 16])> {
+        self.deleted
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == seq)
+            .and_then(|(_, h)| Some((h, h.message_id?)))
+    }
+
     /// Up to `max` seqs after `after` whose live history does not know its message id.
     pub fn without_id(&mut self, after: Option<Seq>, max: usize) -> Vec<Seq> {
         self.without_id.extend(self.fresh.drain());
@@ -521,6 +531,22 @@ mod tests {
         histories.restore(4, DeliveryHistory::default());
         histories.forget(4);
         assert_eq!(histories.without_id(None, 10), Vec::<Seq>::new());
+    }
+
+    #[test]
+    fn a_deleted_history_is_found_by_its_seq_once_it_knows_its_id() {
+        let mut histories = Histories::default();
+        histories.delivered(3, unreceived(), record(1));
+        histories.delivered(4, unreceived(), record(1));
+        histories.learn_ids([(3, [3; 16])]);
+        histories.deleted(3, 2_000);
+        histories.deleted(4, 2_000);
+        assert_eq!(histories.deleted_by_seq(3).map(|(_, id)| id), Some([3; 16]));
+        assert!(
+            histories.deleted_by_seq(4).is_none(),
+            "without its id it cannot be rendered"
+        );
+        assert!(histories.deleted_by_seq(5).is_none());
     }
 
     #[test]

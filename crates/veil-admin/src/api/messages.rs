@@ -326,7 +326,7 @@ pub(crate) async fn delete_one(
 }
 
 /// A message's last deliveries: when, through which protocol, to which client, the visibility granted and how
-/// each ended. Reading it changes nothing. A recently deleted message still answers (by id), from memory; a
+/// each ended. Reading it changes nothing. A recently deleted message still answers (by id or seq), from memory; a
 /// stored message never delivered answers with no deliveries.
 #[utoipa::path(get, path = "/api/v1/queues/{namespace}/{queue}/messages/{message}/history", tag = "messages",
     params(("namespace" = String, Path), ("queue" = String, Path),
@@ -338,10 +338,23 @@ pub(crate) async fn history(
 ) -> ApiResult<HistoryView> {
     let engine = &state.engine()?;
     let key = key_of(namespace, queue);
-    // A deleted message has no seq to browse to any more: by id, ask the engine directly.
+    // A deleted message has no seq to browse to any more: by id, ask the engine directly; by seq, ask for the
+    // recently deleted one when the queue no longer holds it.
     let id = match uuid::Uuid::parse_str(&message) {
         Ok(id) => id.into_bytes(),
-        Err(_) => find(engine, &key, &message).await?.payload.message_id,
+        Err(_) => match find(engine, &key, &message).await {
+            Ok(found) => found.payload.message_id,
+            Err(ApiError::MessageNotFound(_)) => {
+                let deleted = match message.parse::<u64>() {
+                    Ok(seq) => engine.deleted_history(&key, seq).await?,
+                    Err(_) => None,
+                };
+                return deleted
+                    .map(|found| Json(HistoryView::from(found)))
+                    .ok_or(ApiError::MessageNotFound(message));
+            }
+            Err(other) => return Err(other),
+        },
     };
     if let Some(found) = engine.history(&key, &id).await? {
         return Ok(Json(HistoryView::from(found)));

@@ -128,6 +128,10 @@ pub enum Call {
         key: QueueKey,
         message_id: [u8; 16],
     },
+    DeletedHistory {
+        key: QueueKey,
+        seq: Seq,
+    },
     Overview,
     OverviewOf {
         key: QueueKey,
@@ -223,6 +227,7 @@ impl Call {
             | Call::MoveMessage { key, .. }
             | Call::MoveMessages { key, .. }
             | Call::History { key, .. }
+            | Call::DeletedHistory { key, .. }
             | Call::OverviewOf { key }
             | Call::Browse { key, .. }
             | Call::RemoveMessage { key, .. } => Some(key),
@@ -366,6 +371,7 @@ impl Engine {
                 Reply::MoveTask(self.cancel_move_task(&source, &id).await)
             }
             Call::History { key, message_id } => Reply::History(self.history(&key, &message_id)),
+            Call::DeletedHistory { key, seq } => Reply::History(self.deleted_history(&key, seq)),
             Call::Overview => Reply::Overview(self.overview()),
             Call::OverviewOf { key } => Reply::OverviewOf(self.overview_of(&key)),
             Call::Browse {
@@ -437,7 +443,7 @@ impl Reply {
                 Reply::MoveTask(Err(MoveTaskError::Engine(error)))
             }
             Call::MoveTasks { .. } => Reply::MoveTasks(Err(MoveTaskError::Engine(error))),
-            Call::History { .. } => Reply::History(Err(error)),
+            Call::History { .. } | Call::DeletedHistory { .. } => Reply::History(Err(error)),
             Call::OverviewOf { .. } => Reply::OverviewOf(Err(error)),
             Call::RemoveMessage { .. } => Reply::Removed(Err(error)),
             Call::DeleteQueue { .. }

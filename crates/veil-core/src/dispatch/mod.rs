@@ -649,6 +649,23 @@ impl Dispatch {
         }
     }
 
+    pub async fn deleted_history(
+        &self,
+        key: &QueueKey,
+        seq: Seq,
+    ) -> EngineResult<Option<MessageHistory>> {
+        match self.serving_target(key)? {
+            Target::Here(engine) => engine.deleted_history(key, seq),
+            Target::There(remote) => {
+                let call = Call::DeletedHistory {
+                    key: key.clone(),
+                    seq,
+                };
+                expect_reply!(Self::remote(remote, call).await, Reply::History)
+            }
+        }
+    }
+
     /// Every owner's queues, in key order.
     pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
         if let Self::Local(engine) = self {

@@ -60,6 +60,34 @@ impl Engine {
     }
 
     /// The rendered history of `message_id` if the queue's histories know that id.
+    /// The history of the message `seq` of queue `key` if it was deleted recently (kept in memory, the last
+    /// [`limits::DELETED_HISTORIES_KEPT`] deletes of the queue; `None` otherwise, and for a message still
+    /// stored, which [`Engine::history`] answers by its id).
+    pub fn deleted_history(
+        &self,
+        key: &QueueKey,
+        seq: crate::model::Seq,
+    ) -> EngineResult<Option<MessageHistory>> {
+        let now = self.clock.now();
+        let state = self.state.lock();
+        let id = state.queue_id(key)?;
+        let Some(index) = state.queues.get(&id) else {
+            return Err(EngineError::QueueNotFound(key.clone()));
+        };
+        Ok(index
+            .history
+            .deleted_by_seq(seq)
+            .map(|(history, message_id)| {
+                MessageHistory::render(
+                    index.record.key.clone(),
+                    (seq, message_id),
+                    history,
+                    None,
+                    now,
+                )
+            }))
+    }
+
     fn render_history(
         index: &QueueIndex,
         message_id: &[u8; 16],
