@@ -4,7 +4,9 @@
 Starts a throwaway `veil serve` (VEIL_BIN, default target/release/veil) with the e2e suite's helpers, fills a
 few queues through SQS, Azure and the admin API (some messages in flight, some delayed, a dead-letter queue
 fed by a RedrivePolicy), opens the console in the system Chromium (CHROMIUM, or `chromium` on PATH) and
-captures the page with the DLQ selected.
+captures the page with the DLQ selected, at a desktop's size and at a phone's (375 px wide, written beside it
+as `<name>-phone.png`), and the delivery-history dialog of a message delivered several times
+(`<name>-history.png`).
 Usage: .venv/bin/python scripts/console-screenshot.py [output.png]
 """
 
@@ -59,6 +61,11 @@ def fill(server: VeilServer) -> None:
         thumbs.send_message(f"resize image-{i}.jpg")
     thumbs.receive_messages(messages_per_page=5, visibility_timeout=600).by_page().__next__()
 
+    often = sqs.create_queue(QueueName="often")["QueueUrl"]
+    sqs.send_message(QueueUrl=often, MessageBody="fails every time")
+    for _ in range(8):
+        sqs.receive_message(QueueUrl=often, VisibilityTimeout=0, WaitTimeSeconds=1)
+
     api = f"{server.admin_endpoint}/api/v1"
     requests.post(f"{api}/queues", json={"name": "audit-log"}, timeout=10).raise_for_status()
     requests.post(f"{api}/queues/default/audit-log/messages",
@@ -76,15 +83,25 @@ def main() -> None:
             fill(server)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1360, "height": 940})
-                page.goto(server.admin_endpoint + "/")
-                expect(page.get_by_test_id("queue-row")).to_have_count(5)
-                page.locator('[data-testid="queue-row"][data-queue="orders-dlq"]').get_by_role("button").click()
-                expect(page.get_by_test_id("message-row")).to_have_count(3)
-                expect(page.get_by_test_id("redrive-open")).to_be_visible()
-                time.sleep(2.5)  # one more poll, so the status line is fresh
                 out.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(out), full_page=True)
+                phone = out.with_name(f"{out.stem}-phone{out.suffix}")
+                for path, viewport in ((out, {"width": 1360, "height": 940}), (phone, {"width": 375, "height": 812})):
+                    page = browser.new_page(viewport=viewport)
+                    page.goto(server.admin_endpoint + "/")
+                    expect(page.get_by_test_id("queue-row")).to_have_count(6)
+                    page.locator('[data-testid="queue-row"][data-queue="orders-dlq"]').get_by_role("button").click()
+                    expect(page.get_by_test_id("message-row")).to_have_count(3)
+                    expect(page.get_by_test_id("redrive-open")).to_be_visible()
+                    time.sleep(2.5)  # one more poll, so the status line is fresh
+                    page.screenshot(path=str(path), full_page=True)
+                    page.close()
+                # A message delivered often: its history dialog with every delivery and its Close button.
+                page = browser.new_page(viewport={"width": 1360, "height": 700})
+                page.goto(server.admin_endpoint + "/")
+                page.locator('[data-testid="queue-row"][data-queue="often"]').get_by_role("button").click()
+                page.get_by_test_id("message-history").first.click()
+                expect(page.get_by_test_id("history-table")).to_be_visible()
+                page.screenshot(path=str(out.with_name(f"{out.stem}-history{out.suffix}")))
                 browser.close()
         finally:
             server.stop()

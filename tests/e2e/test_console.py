@@ -317,6 +317,78 @@ def test_the_console_asks_for_the_admin_token_then_works(browser, make_server):
         expect(row(pg, name)).to_be_visible()
         assert pg.evaluate("sessionStorage.getItem('veil-admin-token')") == "console-token"
         assert not [u for u in requests_seen if "console-token" in u]
+        # The Metrics link sends the token too: /metrics shows instead of a 401.
+        pg.get_by_test_id("metrics-link").click()
+        expect(pg.get_by_test_id("metrics-text")).to_contain_text("veil_requests_total")
+        expect(pg.get_by_test_id("metrics-text")).to_contain_text("veil_build_info")
+        pg.get_by_test_id("metrics-close").click()
+        expect(pg.get_by_test_id("metrics-dialog")).to_be_hidden()
     finally:
         context.close()
     assert not errors, f"the console logged errors: {errors}"
+
+
+def test_a_favicon_answers_where_browsers_look_for_one(server):
+    for path in ("/favicon.ico", "/assets/favicon.svg"):
+        resp = requests.get(server.admin_endpoint + path, timeout=10)
+        assert resp.status_code == 200 and resp.headers["content-type"] == "image/svg+xml", (path, resp.status_code)
+
+
+def test_a_long_delivery_history_keeps_its_ended_column_and_close_button_in_view(browser, server, sqs, queue_url,
+                                                                                  queue_name):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="received again and again")
+    for _ in range(8):
+        got = sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=0, WaitTimeSeconds=1).get("Messages", [])
+        assert got, "the message came back each time"
+    for width, height in ((1400, 700), (390, 700)):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        pg = context.new_page()
+        try:
+            pg.goto(server.admin_endpoint + "/")
+            expect(pg.get_by_test_id("status")).to_contain_text("live")
+            open_queue(pg, queue_name)
+            pg.get_by_test_id("message-history").first.click()
+            table = pg.get_by_test_id("history-table")
+            expect(table).to_be_visible()
+            assert table.locator("tbody tr").count() == 8
+            close = pg.get_by_test_id("history-close")
+            box = close.bounding_box()
+            assert box and box["y"] + box["height"] <= height and box["x"] + box["width"] <= width, (width, box)
+            ended = table.locator("th", has_text="Ended")
+            ended.scroll_into_view_if_needed()
+            expect(ended).to_be_in_viewport()
+            close.click()
+            expect(pg.get_by_test_id("history-dialog")).to_be_hidden()
+        finally:
+            context.close()
+
+
+def test_on_a_phone_the_page_never_scrolls_sideways(browser, server, sqs, queue_url, queue_name):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="averyveryverylongwordwithoutanyspaces" * 3)
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    pg = context.new_page()
+    try:
+        pg.goto(server.admin_endpoint + "/")
+        expect(pg.get_by_test_id("status")).to_contain_text("live")
+        open_queue(pg, queue_name)
+        expect(pg.get_by_test_id("message-rows").locator("tr")).to_have_count(1)
+        overflow = pg.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the page is {overflow} px wider than the phone"
+    finally:
+        context.close()
+
+
+def test_the_chart_keeps_its_time_labels_off_the_plot_and_can_scale_each_line_alone(page, sqs, queue_url,
+                                                                                    queue_name):
+    for i in range(3):
+        sqs.send_message(QueueUrl=queue_url, MessageBody=f"c{i}")
+    open_queue(page, queue_name)
+    chart = page.get_by_test_id("detail-chart").locator("svg")
+    expect(chart).to_be_visible()
+    axis_y = float(chart.locator("line.axis").get_attribute("y1"))
+    for label in chart.locator("text").all():
+        if label.text_content() in ("now",) or label.text_content().startswith("−"):
+            assert float(label.get_attribute("y")) > axis_y, "a time label sits on the plot"
+    assert "own scale" not in chart.locator("title").text_content()
+    page.get_by_test_id("chart-separate").check()
+    expect(page.get_by_test_id("detail-chart").locator("svg title")).to_contain_text("each line on its own scale")

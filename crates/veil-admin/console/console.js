@@ -134,35 +134,40 @@ const state = {
 
 // ---- charts: inline SVG polylines of visible / in flight / delayed -----------------------------------------
 
-function chart(samples, width, height, { axis = false } = {}) {
+function chart(samples, width, height, { axis = false, separate = false } = {}) {
   const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "spark", role: "img" });
   const pad = axis ? 14 : 2;
   const top = axis ? 8 : 2;
+  // With an axis the time labels get their own strip under the plot, so they never cross a line.
+  const bottom = axis ? height - 14 : height - 2;
+  const peak = (series) => Math.max(1, ...samples.map((s) => s[series]));
   const max = Math.max(1, ...samples.map((s) => Math.max(s.visible, s.inflight, s.delayed)));
   const span = samples.length > 1 ? samples[samples.length - 1].at_ms - samples[0].at_ms : 0;
   const x = (s) => (span ? pad + ((s.at_ms - samples[0].at_ms) / span) * (width - pad - 2) : width - 2);
-  const y = (v) => height - 2 - (v / max) * (height - top - 4);
-  root.append(svg("line", { x1: pad, x2: width - 2, y1: height - 2, y2: height - 2, class: "axis" }));
+  // Separate scales: each series fills the height by its own peak, so a small one is not flattened next
+  // to a large one; the title and the tooltip give the real counts.
+  const y = (v, series) => bottom - (v / (separate ? peak(series) : max)) * (bottom - top - 2);
+  root.append(svg("line", { x1: pad, x2: width - 2, y1: bottom, y2: bottom, class: "axis" }));
   if (axis) {
     const label = (text, attrs) => {
       const node = svg("text", attrs);
       node.textContent = text;
       root.append(node);
     };
-    label(String(max), { x: 0, y: top + 2 });
-    if (span) label(`−${age(span)}`, { x: pad, y: height - 4 });
-    label("now", { x: width - 2, y: height - 4, "text-anchor": "end" });
+    if (!separate) label(String(max), { x: 0, y: top + 2 });
+    if (span) label(`−${age(span)}`, { x: pad, y: height - 2 });
+    label("now", { x: width - 2, y: height - 2, "text-anchor": "end" });
   }
   for (const series of ["delayed", "inflight", "visible"]) {
     if (samples.length === 0) continue;
-    const points = samples.map((s) => `${x(s).toFixed(1)},${y(s[series]).toFixed(1)}`);
-    if (samples.length === 1) points.unshift(`${pad},${y(samples[0][series]).toFixed(1)}`);
+    const points = samples.map((s) => `${x(s).toFixed(1)},${y(s[series], series).toFixed(1)}`);
+    if (samples.length === 1) points.unshift(`${pad},${y(samples[0][series], series).toFixed(1)}`);
     root.append(svg("polyline", { points: points.join(" "), fill: "none", "stroke-width": 1.5, class: series }));
   }
   const last = samples[samples.length - 1];
   const title = svg("title");
   title.textContent = last
-    ? `last hour; now ${last.visible} visible, ${last.inflight} in flight, ${last.delayed} delayed (peak ${max})`
+    ? `last hour; now ${last.visible} visible, ${last.inflight} in flight, ${last.delayed} delayed (peak ${max}${separate ? "; each line on its own scale" : ""})`
     : "no samples yet";
   root.prepend(title);
   return root;
@@ -335,8 +340,34 @@ async function refreshDetail() {
     ["After receives", rule ? rule.max_receive_count : "–"],
     ["Receives from", detail.dead_letter_sources.length ? detail.dead_letter_sources.map(queueLink).flatMap((n, i) => (i ? [", ", n] : [n])) : "–"],
   ]);
-  $("detail-chart").replaceChildren(chart(samplesOf(detail.queue), 420, 110, { axis: true }));
+  drawDetailChart();
   updateRedriveOffer();
+}
+
+function drawDetailChart() {
+  if (!state.detail) return;
+  const separate = $("chart-separate").checked;
+  $("detail-chart").replaceChildren(chart(samplesOf(state.detail.queue), 420, 120, { axis: true, separate }));
+}
+
+// The Metrics link: /metrics wants the admin token when the server has one, which a plain link cannot
+// send; the page fetches it with the token and shows the text.
+async function showMetrics(event) {
+  event.preventDefault();
+  const text = $("metrics-text");
+  text.textContent = "loading…";
+  $("metrics-dialog").showModal();
+  for (;;) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const response = await fetch("/metrics", { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+    if (response.status === 401) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      await askToken(Boolean(token));
+      continue;
+    }
+    text.textContent = response.ok ? await response.text() : `HTTP ${response.status}`;
+    return;
+  }
 }
 
 // Redrive is offered for a dead-letter queue: one that a rule names, or one holding dead-lettered messages.
@@ -434,7 +465,7 @@ async function showHistory(selected, message) {
     return;
   }
   const head = ["Received", "#", "Protocol", "Client", "Identity", "Timeout", "Ended"];
-  body.replaceChildren(el("table", { class: "grid", testid: "history-table" },
+  body.replaceChildren(el("div", { class: "scroll" }, el("table", { class: "grid", testid: "history-table" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, data.deliveries.map((d) => el("tr", {},
       el("td", { text: time(d.received_at_ms) }),
@@ -444,7 +475,7 @@ async function showHistory(selected, message) {
       el("td", { class: "mono", text: d.identity ?? "–" }),
       el("td", { class: "num", text: d.visibility_timeout_ms != null ? `${d.visibility_timeout_ms / 1000} s` : "–" }),
       el("td", { text: d.ended ? `${d.ended.how} ${time(d.ended.at_ms)}${d.ended.to ? ` → ${d.ended.to.namespace ?? ""}/${d.ended.to.name ?? d.ended.to}` : ""}` : "in flight" }),
-    )))));
+    ))))));
 }
 
 // ---- send, purge, redrive dialogs ------------------------------------------------------------------------
@@ -576,6 +607,8 @@ function start() {
   closeOnCancel("send-dialog", "send-cancel");
   closeOnCancel("purge-dialog", "purge-cancel");
   closeOnCancel("redrive-dialog", "redrive-cancel");
+  $("metrics-link").addEventListener("click", showMetrics);
+  $("chart-separate").addEventListener("change", drawDetailChart);
   poll();
 }
 

@@ -33,6 +33,8 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
             "/assets/favicon.svg",
             get(|| asset("image/svg+xml", FAVICON_SVG)),
         )
+        // Browsers ask for /favicon.ico on pages that name no icon (/metrics, the API's JSON).
+        .route("/favicon.ico", get(|| asset("image/svg+xml", FAVICON_SVG)))
 }
 
 async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
