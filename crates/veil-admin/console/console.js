@@ -130,6 +130,9 @@ const state = {
   browseNext: null,    // from_seq of "Load more" in "all" mode
   sawDeadLetters: false,
   redriveTimer: null,
+  sort: { key: "name", desc: false }, // the queue table's order: a column header click changes it
+  totals: new Map(),   // queue key -> { at, sent, received, deleted } of the previous poll, for the rates
+  rates: new Map(),    // queue key -> { sent, received, deleted } per second over the last poll interval
 };
 
 // ---- charts: inline SVG polylines of visible / in flight / delayed -----------------------------------------
@@ -210,6 +213,9 @@ function queueRow(queue) {
     delayed: cell("delayed", "num"),
     stored: cell("stored", "num"),
     oldest: cell("oldest", "num"),
+    sent_rate: cell("sent-rate", "num"),
+    received_rate: cell("received-rate", "num"),
+    deleted_rate: cell("deleted-rate", "num"),
     chart: cell("chart"),
   };
   const tr = el("tr", { testid: "queue-row" }, Object.values(cells));
@@ -228,7 +234,66 @@ function updateRow(row, queue) {
   cells.delayed.textContent = queue.delayed;
   cells.stored.textContent = bytes(queue.stored_bytes);
   cells.oldest.textContent = age(queue.oldest_age_ms);
+  const rate = state.rates.get(keyOf(queue));
+  const perSecond = (v) => (rate ? v.toFixed(1) : "–");
+  cells.sent_rate.textContent = perSecond(rate ? rate.sent : 0);
+  cells.received_rate.textContent = perSecond(rate ? rate.received : 0);
+  cells.deleted_rate.textContent = perSecond(rate ? rate.deleted : 0);
   cells.chart.replaceChildren(chart(samplesOf(queue), 120, 24));
+}
+
+// Messages per second since the previous poll, from the running totals the list carries.
+function updateRates(queues) {
+  const now = Date.now();
+  const next = new Map();
+  for (const queue of queues) {
+    const key = keyOf(queue);
+    const before = state.totals.get(key);
+    const seconds = before ? (now - before.at) / 1000 : 0;
+    if (before && seconds > 0) {
+      const per = (field) => Math.max(0, queue[field] - before[field]) / seconds;
+      state.rates.set(key, { sent: per("sent"), received: per("received"), deleted: per("deleted") });
+    }
+    next.set(key, { at: now, sent: queue.sent, received: queue.received, deleted: queue.deleted });
+  }
+  state.totals = next;
+  for (const key of [...state.rates.keys()]) if (!next.has(key)) state.rates.delete(key);
+}
+
+// The value a column sorts by; names ascending by default, numbers largest first.
+const SORT_VALUES = {
+  namespace: (q) => q.namespace,
+  name: (q) => q.name,
+  created_by: (q) => q.created_by || "",
+  type: (q) => (q.fifo ? "fifo" : "standard"),
+  visible: (q) => q.visible,
+  inflight: (q) => q.inflight,
+  delayed: (q) => q.delayed,
+  stored: (q) => q.stored_bytes,
+  oldest: (q) => q.oldest_age_ms,
+  sent_rate: (q) => (state.rates.get(keyOf(q)) || { sent: -1 }).sent,
+  received_rate: (q) => (state.rates.get(keyOf(q)) || { received: -1 }).received,
+  deleted_rate: (q) => (state.rates.get(keyOf(q)) || { deleted: -1 }).deleted,
+};
+
+function sortedQueues() {
+  const { key, desc } = state.sort;
+  const value = SORT_VALUES[key] || SORT_VALUES.name;
+  return state.queues.slice().sort((a, b) => {
+    const x = value(a);
+    const y = value(b);
+    const order = typeof x === "number" ? x - y : String(x).localeCompare(String(y));
+    return (desc ? -order : order) || keyOf(a).localeCompare(keyOf(b));
+  });
+}
+
+function sortBy(key) {
+  const numeric = typeof SORT_VALUES[key]({ namespace: "", name: "", stored_bytes: 0, oldest_age_ms: 0, visible: 0, inflight: 0, delayed: 0 }) === "number";
+  state.sort = state.sort.key === key ? { key, desc: !state.sort.desc } : { key, desc: numeric };
+  for (const th of document.querySelectorAll("[data-sort]")) {
+    th.setAttribute("aria-sort", th.dataset.sort === key ? (state.sort.desc ? "descending" : "ascending") : "none");
+  }
+  renderQueues();
 }
 
 function renderQueues() {
@@ -236,7 +301,7 @@ function renderQueues() {
   const filter = $("queue-filter").value.trim().toLowerCase();
   const seen = new Set();
   const ordered = [];
-  for (const queue of state.queues) {
+  for (const queue of sortedQueues()) {
     const key = keyOf(queue);
     seen.add(key);
     let row = state.rows.get(key);
@@ -250,7 +315,7 @@ function renderQueues() {
     ordered.push(row.tr);
   }
   for (const key of [...state.rows.keys()]) if (!seen.has(key)) state.rows.delete(key);
-  // Re-appending keeps the server's order (namespace, name) and moves rather than rebuilds existing rows.
+  // Re-appending puts the rows in the chosen order and moves rather than rebuilds existing ones.
   tbody.replaceChildren(...ordered);
   $("no-queues").hidden = state.queues.length > 0;
 }
@@ -260,7 +325,9 @@ async function poll() {
   try {
     const data = await api("/api/v1/queues");
     state.queues = data.queues;
+    updateRates(state.queues);
     renderQueues();
+    selectFromUrl();
     for (const queue of state.queues) refreshSeries(queue);
     status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
     status.classList.remove("error");
@@ -287,7 +354,22 @@ function queueLink(ref) {
   return el("span", { class: "mono", text: `${ref.namespace}/${ref.name}` });
 }
 
+// The URL names the selected queue (#/queues/<namespace>/<name>), so a reload or a shared link opens it.
+function urlOf(queue) {
+  return `#/queues/${encodeURIComponent(queue.namespace)}/${encodeURIComponent(queue.name)}`;
+}
+
+function selectFromUrl() {
+  const match = /^#\/queues\/([^/]+)\/([^/]+)$/.exec(location.hash);
+  if (!match) return;
+  const [namespace, name] = [decodeURIComponent(match[1]), decodeURIComponent(match[2])];
+  if (state.selected && state.selected.namespace === namespace && state.selected.name === name) return;
+  const queue = state.queues.find((q) => q.namespace === namespace && q.name === name);
+  if (queue) select(queue);
+}
+
 async function select(queue) {
+  if (location.hash !== urlOf(queue)) history.replaceState(null, "", urlOf(queue));
   state.selected = { namespace: queue.namespace, name: queue.name, fifo: queue.fifo };
   state.detail = null;
   state.sawDeadLetters = false;
@@ -301,6 +383,7 @@ async function select(queue) {
 }
 
 function closeDetail() {
+  if (location.hash) history.replaceState(null, "", location.pathname);
   state.selected = null;
   state.detail = null;
   stopRedrivePoll();
@@ -484,6 +567,8 @@ function openSend() {
   const dialog = $("send-dialog");
   $("send-error").textContent = "";
   $("send-body").value = "";
+  $("send-attributes").value = "";
+  $("send-delay").value = "";
   dialog.querySelector(".fifo-only").hidden = !state.selected.fifo;
   dialog.showModal();
   $("send-body").focus();
@@ -493,6 +578,13 @@ async function submitSend(event) {
   event.preventDefault();
   const selected = state.selected;
   const message = { body: $("send-body").value };
+  try {
+    message.attributes = parseAttributes($("send-attributes").value);
+  } catch (error) {
+    $("send-error").textContent = error.message;
+    return;
+  }
+  if ($("send-delay").value !== "") message.delay_s = Number($("send-delay").value);
   if (selected.fifo) {
     if ($("send-group").value) message.group = $("send-group").value;
     if ($("send-dedup").value) message.dedup_id = $("send-dedup").value;
@@ -505,6 +597,124 @@ async function submitSend(event) {
   }
   $("send-dialog").close();
   await browse();
+}
+
+// One attribute per line, as the CLI takes them: name=Type:value (String, Number, or Binary with base64).
+function parseAttributes(text) {
+  const attributes = {};
+  for (const [index, raw] of text.split("\n").entries()) {
+    const line = raw.trim();
+    if (!line) continue;
+    const match = /^([^=]+)=(String|Number|Binary)(\.[^:]+)?:(.*)$/.exec(line);
+    if (!match) throw new Error(`attribute line ${index + 1}: write name=Type:value (Type: String, Number or Binary)`);
+    const [, name, type, custom, value] = match;
+    attributes[name.trim()] = type === "Binary"
+      ? { data_type: type + (custom || ""), binary_value_base64: value }
+      : { data_type: type + (custom || ""), string_value: value };
+  }
+  return attributes;
+}
+
+// ---- create, delete and edit queues ------------------------------------------------------------------------
+
+function openCreate() {
+  for (const id of ["create-name", "create-visibility", "create-delay", "create-retention"]) $(id).value = "";
+  $("create-namespace").value = "default";
+  $("create-fifo").checked = false;
+  $("create-error").textContent = "";
+  $("create-dialog").showModal();
+  $("create-name").focus();
+}
+
+// The settings fields of a dialog, as the API's settings object (only those filled in).
+function settingsFrom(fields) {
+  const settings = {};
+  for (const [key, id] of Object.entries(fields)) {
+    const value = $(id).value.trim();
+    if (value !== "") settings[key] = Number(value);
+  }
+  return settings;
+}
+
+async function submitCreate(event) {
+  event.preventDefault();
+  const body = {
+    namespace: $("create-namespace").value.trim() || "default",
+    name: $("create-name").value.trim(),
+    fifo: $("create-fifo").checked,
+    settings: settingsFrom({ visibility_timeout_s: "create-visibility", delay_s: "create-delay", retention_s: "create-retention" }),
+  };
+  let made;
+  try {
+    made = await api("/api/v1/queues", { method: "POST", body });
+  } catch (error) {
+    $("create-error").textContent = error.message;
+    return;
+  }
+  $("create-dialog").close();
+  const data = await api("/api/v1/queues");
+  state.queues = data.queues;
+  renderQueues();
+  await select(made.queue);
+}
+
+function openDelete() {
+  $("delete-queue-name").textContent = state.selected.name;
+  $("delete-confirm").value = "";
+  $("delete-error").textContent = "";
+  $("delete-dialog").showModal();
+  $("delete-confirm").focus();
+}
+
+async function submitDelete(event) {
+  event.preventDefault();
+  const selected = state.selected;
+  if ($("delete-confirm").value !== selected.name) {
+    $("delete-error").textContent = `type the queue's name, ${selected.name}, to delete it`;
+    return;
+  }
+  try {
+    await api(queuePath(selected.namespace, selected.name), { method: "DELETE" });
+  } catch (error) {
+    $("delete-error").textContent = error.message;
+    return;
+  }
+  $("delete-dialog").close();
+  $("status").textContent = `deleted ${keyOf(selected)}`;
+  state.queues = state.queues.filter((q) => keyOf(q) !== keyOf(selected));
+  closeDetail();
+}
+
+const SETTING_FIELDS = {
+  visibility_timeout_s: "settings-visibility",
+  delay_s: "settings-delay",
+  retention_s: "settings-retention",
+  message_size_bytes_max: "settings-size",
+  receive_wait_s: "settings-wait",
+  inflight_max: "settings-inflight",
+};
+
+function openSettings() {
+  const s = state.detail.settings;
+  for (const [key, id] of Object.entries(SETTING_FIELDS)) $(id).value = s[key] ?? "";
+  $("settings-history").checked = s.delivery_history !== false;
+  $("settings-error").textContent = "";
+  $("settings-dialog").showModal();
+}
+
+async function submitSettings(event) {
+  event.preventDefault();
+  const selected = state.selected;
+  const body = settingsFrom(SETTING_FIELDS);
+  body.delivery_history = $("settings-history").checked;
+  try {
+    await api(queuePath(selected.namespace, selected.name), { method: "PATCH", body });
+  } catch (error) {
+    $("settings-error").textContent = error.message;
+    return;
+  }
+  $("settings-dialog").close();
+  await refreshDetail();
 }
 
 function openPurge() {
@@ -608,6 +818,19 @@ function start() {
   closeOnCancel("purge-dialog", "purge-cancel");
   closeOnCancel("redrive-dialog", "redrive-cancel");
   $("metrics-link").addEventListener("click", showMetrics);
+  $("create-open").addEventListener("click", openCreate);
+  $("create-form").addEventListener("submit", submitCreate);
+  $("delete-open").addEventListener("click", openDelete);
+  $("delete-form").addEventListener("submit", submitDelete);
+  $("settings-open").addEventListener("click", openSettings);
+  $("settings-form").addEventListener("submit", submitSettings);
+  closeOnCancel("create-dialog", "create-cancel");
+  closeOnCancel("delete-dialog", "delete-cancel");
+  closeOnCancel("settings-dialog", "settings-cancel");
+  for (const th of document.querySelectorAll("[data-sort]")) {
+    th.querySelector("button").addEventListener("click", () => sortBy(th.dataset.sort));
+  }
+  window.addEventListener("hashchange", selectFromUrl);
   $("chart-separate").addEventListener("change", drawDetailChart);
   poll();
 }
