@@ -38,6 +38,29 @@ impl Output {
     }
 }
 
+/// A number of seconds, fractions allowed, within `min_s..=max_s` (the refresh intervals of `top` and
+/// `messages tail`).
+pub fn seconds_between(value: &str, min_s: f64, max_s: f64) -> Result<std::time::Duration, String> {
+    let seconds: f64 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of seconds"))?;
+    if !(min_s..=max_s).contains(&seconds) {
+        return Err(format!(
+            "the interval is between {min_s} and {max_s} seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// A queue's name as the tables show it: a FIFO queue's marked.
+pub fn queue_cell(name: &str, fifo: bool) -> String {
+    if fifo {
+        format!("{name} (fifo)")
+    } else {
+        name.to_owned()
+    }
+}
+
 pub fn pretty(value: &Value) -> Result<String, CliError> {
     serde_json::to_string_pretty(value).map_err(|error| CliError::BadAnswer(error.to_string()))
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::client::{queue_path, typed};
-use super::output::{age, bytes, or_dash, pairs, Table};
+use super::output::{age, bytes, or_dash, pairs, queue_cell, Table};
 use super::{CliError, Context, QueueArg};
 
 #[derive(Subcommand, Debug)]
@@ -179,14 +179,9 @@ pub fn summary_table(queues: &[Summary]) -> String {
         "BYTES",
     ]);
     for q in queues {
-        let name = if q.fifo {
-            format!("{} (fifo)", q.name)
-        } else {
-            q.name.clone()
-        };
         table.row(vec![
             q.namespace.clone(),
-            name,
+            queue_cell(&q.name, q.fifo),
             or_dash(q.created_by.as_deref()),
             q.visible.to_string(),
             q.inflight.to_string(),

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::client::{queue_path, typed};
 use super::messages::{View, ViewList};
-use super::output::{body_cell, timestamp};
+use super::output::{body_cell, seconds_between, timestamp};
 use super::{CliError, Context, QueueArg};
 
 /// Messages asked for per look; a busier queue is read in several pages within one look.
@@ -38,13 +38,7 @@ pub struct TailArgs {
 }
 
 fn parse_interval(value: &str) -> Result<Duration, String> {
-    let seconds: f64 = value
-        .parse()
-        .map_err(|_| format!("{value:?} is not a number of seconds"))?;
-    if !(0.1..=60.0).contains(&seconds) {
-        return Err("the interval is between 0.1 and 60 seconds".into());
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    seconds_between(value, 0.1, 60.0)
 }
 
 pub fn run(context: &Context, args: TailArgs) -> Result<(), CliError> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::{Args, ValueEnum};
 
 use super::client::typed;
-use super::output::{age, bytes, pretty, timestamp, Table};
+use super::output::{age, bytes, pretty, queue_cell, seconds_between, timestamp, Table};
 use super::queues::{fetch_list, Summary, SummaryList};
 use super::{CliError, Context};
 
@@ -59,13 +59,7 @@ struct Rates([f64; 3]);
 
 /// Seconds, fractions allowed, at least 0.1 (a tighter loop only loads the server).
 fn parse_interval(value: &str) -> Result<Duration, String> {
-    let seconds: f64 = value
-        .parse()
-        .map_err(|_| format!("{value:?} is not a number of seconds"))?;
-    if !(0.1..=3600.0).contains(&seconds) {
-        return Err("the interval is between 0.1 and 3600 seconds".into());
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    seconds_between(value, 0.1, 3600.0)
 }
 
 pub fn run(context: &Context, args: TopArgs) -> Result<(), CliError> {
@@ -174,14 +168,9 @@ fn top_table(
     let cell =
         |rates: Option<Rates>, i: usize| rates.map_or("-".to_owned(), |r| format!("{:.1}", r.0[i]));
     for (q, r) in rows {
-        let name = if q.fifo {
-            format!("{} (fifo)", q.name)
-        } else {
-            q.name.clone()
-        };
         table.row(vec![
             q.namespace.clone(),
-            name,
+            queue_cell(&q.name, q.fifo),
             q.visible.to_string(),
             q.inflight.to_string(),
             q.delayed.to_string(),
