@@ -114,7 +114,7 @@ def test_queues_apply_with_dry_run_changes_nothing_then_applies(server, tmp_path
     file.write_text(config_text(tag))
     dry = cli(server, "queues", "apply", str(file), "--dry-run").stdout
     assert f"orders-{tag}" in dry and "would create" in dry, dry
-    assert "visibility_timeout_s 30 -> 45" in dry or "visibility_timeout_s" in dry, dry
+    assert "visibility_timeout_s 30 -> 45" in dry, dry
     cli(server, "queues", "stats", f"orders-{tag}", check=4)  # nothing was created
 
     applied = json.loads(cli(server, "--output", "json", "queues", "apply", str(file)).stdout)

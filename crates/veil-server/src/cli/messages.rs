@@ -260,6 +260,24 @@ pub struct ViewList {
     pub messages: Vec<View>,
 }
 
+/// One page of a browse (`state=all`): every stored message from `from_seq` on, at most `max`, changing
+/// nothing. `export` and `messages tail` read a queue this way.
+pub fn browse_page(
+    context: &Context,
+    queue: &QueueArg,
+    from_seq: u64,
+    max: usize,
+) -> Result<Value, CliError> {
+    context.client.get(
+        &queue_path(queue, "/messages"),
+        &[
+            ("state", "all".to_owned()),
+            ("from_seq", from_seq.to_string()),
+            ("max", max.to_string()),
+        ],
+    )
+}
+
 fn peek(context: &Context, args: PeekArgs) -> Result<(), CliError> {
     let state = if args.all { "all" } else { "visible" };
     let mut query = vec![("state", state.to_owned()), ("max", args.max.to_string())];

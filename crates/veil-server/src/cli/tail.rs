@@ -10,7 +10,7 @@ use clap::Args;
 use serde_json::Value;
 
 use super::client::{queue_path, typed};
-use super::messages::{View, ViewList};
+use super::messages::{browse_page, View, ViewList};
 use super::output::{body_cell, seconds_between, timestamp};
 use super::{CliError, Context, QueueArg};
 
@@ -56,17 +56,10 @@ pub fn run(context: &Context, args: TailArgs) -> Result<(), CliError> {
     }
     loop {
         loop {
-            let answer = context.client.get(
-                &queue_path(&args.queue, "/messages"),
-                &[
-                    ("state", "all".to_owned()),
-                    ("from_seq", from_seq.to_string()),
-                    ("max", TAIL_PAGE.to_string()),
-                ],
-            )?;
-            let raw = answer["messages"].as_array().cloned().unwrap_or_default();
+            let answer = browse_page(context, &args.queue, from_seq, TAIL_PAGE)?;
+            let raw = answer["messages"].as_array().map_or(&[][..], Vec::as_slice);
             let page: ViewList = typed(&answer)?;
-            for (view, json) in page.messages.iter().zip(&raw) {
+            for (view, json) in page.messages.iter().zip(raw) {
                 print_one(context, view, json)?;
                 printed += 1;
                 from_seq = view.seq + 1;

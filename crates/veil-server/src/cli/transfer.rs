@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::client::{queue_path, typed};
-use super::messages::ViewList;
+use super::messages::{browse_page, ViewList};
 use super::redrive::{draw_target, progress_bar};
 use super::{CliError, Context, QueueArg};
 
@@ -103,14 +103,7 @@ pub fn export(context: &Context, args: ExportArgs) -> Result<(), CliError> {
     let mut from_seq = 0u64;
     let mut written = 0u64;
     loop {
-        let answer = context.client.get(
-            &queue_path(&args.queue, "/messages"),
-            &[
-                ("state", "all".to_owned()),
-                ("from_seq", from_seq.to_string()),
-                ("max", EXPORT_PAGE.to_string()),
-            ],
-        )?;
+        let answer = browse_page(context, &args.queue, from_seq, EXPORT_PAGE)?;
         let page: ViewList = typed(&answer)?;
         let Some(last) = page.messages.last().map(|m| m.seq) else {
             break;
