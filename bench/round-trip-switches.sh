@@ -15,13 +15,18 @@ ticks=$(getconf CLK_TCK)
 switches() { # every thread's voluntary + involuntary switches so far
   cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n}'
 }
+by_thread() { # "name voluntary" per thread name, summed over the threads of that name
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null)" "$(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null)"
+  done | awk 'NF == 2 {n[$1] += $2} END {for (k in n) print k, n[k]}' | sort
+}
 cpu_s() { # user + system seconds so far (fields 14 and 15 of /proc/PID/stat)
   awk -v t="$ticks" '{print ($14 + $15) / t}' /proc/"$1"/stat
 }
 measure() { # NAME PID TARGET ENDPOINT
   local before_sw before_cpu out requests
   sleep 0.5
-  before_sw=$(switches "$2"); before_cpu=$(cpu_s "$2")
+  before_sw=$(switches "$2"); before_cpu=$(cpu_s "$2"); by_thread "$2" > "$dir/threads-before"
   out=$("$bench" run --target "$3" --endpoint "$4" --producers 1 --consumers 1 --batch 1 --body-size 256 \
     --lockstep --duration 5 2>&1)
   local after_sw after_cpu
@@ -32,6 +37,9 @@ measure() { # NAME PID TARGET ENDPOINT
   echo "$out" | grep -E '^ *end-to-end ' | awk -v name="$1" '{printf "%-6s end-to-end p50 %s", name, $3}'
   awk -v s=$((after_sw - before_sw)) -v c="$(echo "$after_cpu - $before_cpu" | bc -l)" -v n="$requests" \
     'BEGIN {printf " · %.2f context switches and %.0f µs of server CPU per request (%d requests)\n", s / n, c * 1e6 / n, n}'
+  # Where the sleeps are: voluntary switches per request by thread name (the writer, the runtime's workers).
+  by_thread "$2" | join "$dir/threads-before" - | awk -v n="$requests" \
+    '{d = $3 - $2; if (d > 0) printf "         %s: %.2f voluntary per request\n", $1, d / n}'
 }
 
 for r in $(seq "$ROUNDS"); do
