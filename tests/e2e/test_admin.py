@@ -109,8 +109,10 @@ def test_metrics_match_the_state_a_workload_over_all_three_protocols_left(server
     assert queue_metric(samples, "veil_messages_received_total", sqs_name) == 3
     assert queue_metric(samples, "veil_messages_deleted_total", sqs_name) == 1
     assert queue_metric(samples, "veil_messages_dead_lettered_total", src_name) == 2
-    # Received with visibility 0, never hidden: not a lapse.
-    assert queue_metric(samples, "veil_messages_redelivered_total", src_name) == 0
+    # Received with visibility 0: each delivery lapses at once, a redelivery (docs/semantics.md §9, "Totals").
+    assert queue_metric(samples, "veil_messages_redelivered_total", src_name) == 2
+    # The dead letters' arrivals are the dead-letter queue's sends.
+    assert queue_metric(samples, "veil_messages_sent_total", dlq_name) == 2
     assert states(samples, lapse_name) == (1, 0, 0)
     assert queue_metric(samples, "veil_messages_redelivered_total", lapse_name) == 1
     assert queue_metric(samples, "veil_queue_bytes", sqs_name) == len("m1m2m3m4later")

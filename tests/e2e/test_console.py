@@ -216,6 +216,11 @@ def test_history_says_so_when_there_is_none(page, server, sqs, queue_url, queue_
     forgive_http_error(page, 404)
 
 
+def total(page, label: str):
+    """The value of one total in the open queue's Totals card."""
+    return page.get_by_test_id("detail-totals").locator(f"dt:text-is('{label}') + dd")
+
+
 def test_purge_needs_the_queue_name(page, sqs, queue_url, queue_name):
     for i in range(3):
         sqs.send_message(QueueUrl=queue_url, MessageBody=f"p{i}")
@@ -238,6 +243,9 @@ def test_purge_needs_the_queue_name(page, sqs, queue_url, queue_name):
     expect(page.get_by_test_id("message-row")).to_have_count(0)
     assert counts(sqs, queue_url) == (0, 0, 0)
     expect(row(page, queue_name).get_by_test_id("queue-visible")).to_have_text("0", timeout=8000)
+    # A purge is counted as purged, not as deleted (docs/semantics.md §9, "Totals").
+    expect(total(page, "Purged")).to_have_text("3", timeout=8000)
+    expect(total(page, "Deleted")).to_have_text("0")
 
 
 def test_redrive_a_dead_letter_queue_with_progress(page, server, sqs, new_queue, queue_name):
@@ -276,6 +284,10 @@ def test_redrive_a_dead_letter_queue_with_progress(page, server, sqs, new_queue,
 
     assert counts(sqs, dlq_url) == (0, 0, 0)
     assert counts(sqs, src_url) == (4, 0, 0)
+    # The dead letters arrived as the dead-letter queue's sends and left it as moves, not deletes.
+    expect(total(page, "Moved out")).to_have_text("4", timeout=8000)
+    expect(total(page, "Sent")).to_have_text("4")
+    expect(total(page, "Deleted")).to_have_text("0")
     got = []
     while len(got) < 4:
         got += [m["Body"] for m in sqs.receive_message(QueueUrl=src_url, MaxNumberOfMessages=10).get("Messages", [])]

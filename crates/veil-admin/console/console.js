@@ -415,7 +415,8 @@ async function refreshDetail() {
   const t = detail.totals;
   definitions($("detail-totals"), [
     ["Sent", t.sent], ["Received", t.received], ["Redelivered", t.redelivered],
-    ["Deleted", t.deleted], ["Expired", t.expired], ["Dead-lettered", t.dead_lettered],
+    ["Deleted", t.deleted], ["Purged", t.purged], ["Expired", t.expired],
+    ["Dead-lettered", t.dead_lettered], ["Moved out", t.moved_out],
   ]);
   const rule = detail.dead_letter;
   definitions($("detail-dead-letter"), [

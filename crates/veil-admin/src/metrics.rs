@@ -52,10 +52,12 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 type Value = fn(&QueueOverview) -> u64;
 
 /// The per-queue running totals: (name, help, value). Counters: they survive restarts with the queue.
-const TOTALS: [(&str, &str, Value); 6] = [
+/// The queue's totals (docs/semantics.md §9, "Totals"): sent = stored + deleted + purged + expired +
+/// dead-lettered + moved out.
+const TOTALS: [(&str, &str, Value); 8] = [
     (
         "veil_messages_sent_total",
-        "Messages sent to the queue.",
+        "Messages that entered the queue: sent by a client, or moved here (dead letters, redrives, re-queues).",
         |q| q.stats.counters.sends,
     ),
     (
@@ -65,18 +67,28 @@ const TOTALS: [(&str, &str, Value); 6] = [
     ),
     (
         "veil_messages_deleted_total",
-        "Messages deleted (acknowledged), by a consumer or an operator.",
+        "Messages deleted one by one (acknowledged), by a consumer or an operator.",
         |q| q.stats.counters.deletes,
     ),
     (
+        "veil_messages_purged_total",
+        "Messages removed by a purge (PurgeQueue, Clear Messages, AckAllQueueMessages, the admin API).",
+        |q| q.stats.counters.purges,
+    ),
+    (
         "veil_messages_redelivered_total",
-        "Visibility timeouts that ended and made a received message visible again.",
+        "Deliveries that ended with the message visible again, unsettled (timeout ended, visibility 0, nack).",
         |q| q.stats.counters.redeliveries,
     ),
     (
         "veil_messages_dead_lettered_total",
         "Messages moved to a dead-letter (poison) queue or dropped by their own dead-letter rule.",
         |q| q.stats.counters.dead_letter_moves + q.stats.counters.dead_letter_drops,
+    ),
+    (
+        "veil_messages_moved_total",
+        "Messages moved to another queue by a redrive (move task) or a re-queue.",
+        |q| q.stats.counters.moves_out,
     ),
     (
         "veil_messages_expired_total",
@@ -404,7 +416,7 @@ mod tests {
         let mut out = String::new();
         encode_queues(&[queue("a"), queue("b")], &mut out);
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE")).collect();
-        assert_eq!(types.len(), 11);
+        assert_eq!(types.len(), 13);
         for line in types.iter().filter(|l| l.ends_with(" counter")) {
             assert!(
                 line.split(' ')

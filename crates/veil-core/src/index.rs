@@ -312,10 +312,18 @@ impl QueueIndex {
             self.stored_bytes - u64::from(old.body_bytes) + u64::from(state.body_bytes);
         let bound = self.states.set(seq, state);
         self.track_expiry(bound);
-        let visible_now = state.visible_at <= now;
-        // A delivered message made visible by something other than a receive (a nack) is released.
-        if visible_now && state.receive_count > 0 && state.receive_count == old.receive_count {
-            self.note_release(seq, state);
+        if state.visible_at <= now && state.receive_count > 0 {
+            if state.receive_count == old.receive_count {
+                // A delivered message made visible by something other than a receive (a nack) is released;
+                // the delivery it ends counts as a redelivery if it was still in flight.
+                if old.visible_at > now {
+                    self.counters.redeliveries += 1;
+                }
+                self.note_release(seq, state);
+            } else {
+                // Delivered with visibility 0: the delivery lapses at once.
+                self.counters.redeliveries += 1;
+            }
         }
         self.schedule(seq, state, now)
     }
@@ -466,6 +474,14 @@ impl QueueIndex {
         count
     }
 
+    /// Queues the store write of the counters if they differ from `before` (taken when the operation began),
+    /// so that a total moves in the same commit as the change it counts.
+    pub fn persist_counters_since(&self, before: Counters, ops: &mut Vec<StoreOp>) {
+        if self.counters != before {
+            ops.push(StoreOp::put_counters(self.id(), self.counters));
+        }
+    }
+
     pub fn stats(&self, now: Millis) -> QueueStats {
         let oldest_age_ms = self
             .states
@@ -532,6 +548,12 @@ impl QueueIndex {
             self.hidden + self.delayed,
             self.pending.len() as u64,
             "hidden + delayed = pending"
+        );
+        assert_eq!(
+            self.counters.sends,
+            self.states.len() as u64 + self.counters.departed(),
+            "every message sent is stored or counted as departed: {:?}",
+            self.counters
         );
         let behind_seqs =
             self.fifo

@@ -60,7 +60,7 @@ impl Inner {
             }
             StoreOp::PutCounters { queue, counters } => {
                 if let Some(entry) = self.queues.get_mut(&queue) {
-                    entry.1 = counters;
+                    entry.1 = *counters;
                 }
             }
             StoreOp::PutMessage(put) => {

@@ -261,18 +261,42 @@ pub struct QueueRecord {
     pub seq_reserved: Seq,
 }
 
-/// Running totals of what happened to a queue's messages. Persisted with the changes that move them.
+/// Running totals of what happened to a queue's messages (docs/semantics.md §9, "Totals"). Persisted with
+/// the changes that move them. Every message that entered the queue left it in exactly one way or is still
+/// there: `sends` = stored + `deletes` + `purges` + `expiries` + `dead_letter_moves` + `dead_letter_drops` +
+/// `moves_out` ([`Counters::departed`]; `QueueIndex::check_invariants` asserts it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
+    /// Messages that entered the queue: a client's send (not a FIFO duplicate), or an arrival moved here (a
+    /// dead letter, a move task's or a re-queue's message, one returned from a queue that was gone).
     pub sends: u64,
     pub deliveries: u64,
-    /// Hidden messages that became visible again because their deadline passed.
+    /// Deliveries that ended with the message visible again, unsettled: its deadline passed (at once for a
+    /// receive with visibility 0) or its consumer gave it back (visibility changed to 0, a nack).
     pub redeliveries: u64,
+    /// Messages deleted one by one: by their consumer (SQS delete, Azure delete, KubeMQ ack) or an operator.
     pub deletes: u64,
     pub expiries: u64,
     pub dead_letter_moves: u64,
     /// Messages dropped by their own redrive policy, which named no dead-letter queue.
     pub dead_letter_drops: u64,
+    /// Messages removed by a purge (SQS PurgeQueue, Azure Clear Messages, KubeMQ AckAllQueueMessages, the
+    /// admin API's purge).
+    pub purges: u64,
+    /// Messages moved to another queue by a move task (a redrive) or their consumer (KubeMQ's re-queue).
+    pub moves_out: u64,
+}
+
+impl Counters {
+    /// Messages that left the queue, in any of the ways counted.
+    pub fn departed(&self) -> u64 {
+        self.deletes
+            + self.purges
+            + self.expiries
+            + self.dead_letter_moves
+            + self.dead_letter_drops
+            + self.moves_out
+    }
 }
 
 /// One user attribute of a message (SQS message attributes, KubeMQ tags), kept as opaque labelled data: the

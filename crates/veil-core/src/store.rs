@@ -50,7 +50,8 @@ pub enum StoreOp {
     DeleteQueue(QueueId),
     PutCounters {
         queue: QueueId,
-        counters: Counters,
+        /// Boxed: nine totals would take the operation over its bound.
+        counters: Box<Counters>,
     },
     PutMessage(Box<PutMessage>),
     PutState {
@@ -110,6 +111,16 @@ pub enum StoreOp {
     /// Hands inbox entry `id` on to the inbox of another partition as `entry` (a message going back to the
     /// queue it left, its target gone), or drops it (`None`: its source is gone too).
     ForwardInbound(Box<ForwardInbound>),
+}
+
+impl StoreOp {
+    /// The write of a queue's totals.
+    pub fn put_counters(queue: QueueId, counters: Counters) -> Self {
+        StoreOp::PutCounters {
+            queue,
+            counters: Box::new(counters),
+        }
+    }
 }
 
 /// The bound on `size_of::<StoreOp>()` (see [`StoreOp`]), checked by a test.

@@ -138,7 +138,7 @@ async fn a_move_batch_commits_once() {
     assert_eq!(h.store.submissions() - before, 1, "five moves, one commit");
     assert_eq!(h.engine.message_count(&q).unwrap(), 0);
     assert_eq!(h.stats(&target).visible, 5, "arrived visible");
-    assert_eq!(h.stats(&q).counters.deletes, 5);
+    assert_eq!(h.stats(&q).counters.moves_out, 5);
     assert_eq!(h.stats(&target).counters.sends, 5);
     h.engine.check_invariants();
 }

@@ -178,7 +178,7 @@ async fn a_dead_letter_reaches_its_queue_in_another_partition_exactly_once() {
 async fn a_requeue_into_another_partition_arrives_fresh_and_counts_as_a_send() {
     let pair = Pair::new();
     let (source, target, sent) = requeued_across(&pair).await;
-    assert_eq!(pair.stats(&source).counters.deletes, 1);
+    assert_eq!(pair.stats(&source).counters.moves_out, 1);
     assert_eq!(pair.ferry().await, 1);
     let arrived = pair.receive(&target, 30).await.remove(0);
     assert_eq!(arrived.payload.message_id, sent.message_id);

@@ -287,6 +287,7 @@ impl Model {
             self.queues[target].redrive_policy = None;
         }
         self.queues[source].counters.dead_letter_moves += 1;
+        self.queues[target].counters.sends += 1; // an arrival is the target's send
         let old = &mut self.messages[i];
         old.fate = Fate::MovedOut;
         let expires_at = if fresh {
@@ -456,6 +457,10 @@ async fn receive<S: Store>(
         m.generation += 1;
         m.visible_at = now + visibility_s * 1_000;
         m.awaiting_redelivery = visibility_s > 0;
+        if visibility_s == 0 {
+            // A delivery with visibility 0 lapses at once.
+            model.queues[queue].counters.redeliveries += 1;
+        }
         if m.first_received_at == 0 {
             m.first_received_at = now;
         }
@@ -642,6 +647,10 @@ async fn step<S: Store>(h: &mut Harness<S>, model: &mut Model, op: Op) {
                 );
             } else {
                 assert_eq!(result.unwrap(), now + seconds * 1_000);
+                if seconds == 0 && m.awaiting_redelivery {
+                    // Given back while in flight: the delivery ends unsettled.
+                    model.queues[r.queue].counters.redeliveries += 1;
+                }
                 m.visible_at = now + seconds * 1_000;
                 m.awaiting_redelivery = seconds > 0;
             }

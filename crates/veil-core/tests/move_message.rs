@@ -38,7 +38,7 @@ async fn a_moved_message_arrives_fresh_with_its_id_body_rule_and_expiry() {
     let source_stats = h.stats(&source);
     assert_eq!(source_stats.visible + source_stats.hidden, 0);
     assert_eq!(
-        (source_stats.counters.deletes, source_stats.stored_bytes),
+        (source_stats.counters.moves_out, source_stats.stored_bytes),
         (1, 0)
     );
     let target_stats = h.stats(&target);

@@ -108,7 +108,7 @@ async fn without_a_destination_each_message_goes_back_to_the_queue_it_was_dead_l
 }
 
 #[tokio::test]
-async fn a_moved_message_arrives_fresh_and_is_counted_as_a_delete_and_a_send() {
+async fn a_moved_message_arrives_fresh_and_is_counted_as_a_move_out_and_a_send() {
     let (h, dlq, origin) = orders_dead_lettered(&["again"]).await;
     let origin_before = h.stats(&origin).counters;
     let dlq_before = h.stats(&dlq).counters;
@@ -134,7 +134,11 @@ async fn a_moved_message_arrives_fresh_and_is_counted_as_a_delete_and_a_send() {
     assert_eq!(back.payload.dead_letter_source(), None);
     let (origin_after, dlq_after) = (h.stats(&origin).counters, h.stats(&dlq).counters);
     assert_eq!(origin_after.sends, origin_before.sends + 1);
-    assert_eq!(dlq_after.deletes, dlq_before.deletes + 1);
+    assert_eq!(
+        (dlq_after.moves_out, dlq_after.deletes),
+        (dlq_before.moves_out + 1, dlq_before.deletes),
+        "a move is no delete"
+    );
 }
 
 #[tokio::test]

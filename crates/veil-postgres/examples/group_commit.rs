@@ -43,13 +43,13 @@ fn send(queue: QueueId, seq: Seq) -> Vec<StoreOp> {
             redrive: None,
             fifo_group: None,
         })),
-        StoreOp::PutCounters {
+        StoreOp::put_counters(
             queue,
-            counters: Counters {
+            Counters {
                 sends: seq,
                 ..Counters::default()
             },
-        },
+        ),
     ]
 }
 

@@ -123,16 +123,16 @@ fn every_op() -> Vec<Vec<StoreOp>> {
             put(3, 1, 31, Some("g2"), false),
             put(4, 0, 40, Some("g"), false),
             // Overwritten by the next: a group writes each queue's counters once.
-            StoreOp::PutCounters {
-                queue: 1,
-                counters: Counters {
+            StoreOp::put_counters(
+                1,
+                Counters {
                     sends: 1,
                     ..Counters::default()
                 },
-            },
-            StoreOp::PutCounters {
-                queue: 1,
-                counters: Counters {
+            ),
+            StoreOp::put_counters(
+                1,
+                Counters {
                     sends: 4,
                     deliveries: 2,
                     redeliveries: 1,
@@ -140,8 +140,10 @@ fn every_op() -> Vec<Vec<StoreOp>> {
                     expiries: 8,
                     dead_letter_moves: 9,
                     dead_letter_drops: 10,
+                    purges: 11,
+                    moves_out: 12,
                 },
-            },
+            ),
             StoreOp::PutDedup {
                 queue: 3,
                 key: "dedup30".into(),
@@ -365,8 +367,12 @@ async fn a_database_written_under_schema_v2_keeps_everything_across_the_upgrade(
     for ops in every_op() {
         store.submit(ops).await.unwrap();
     }
-    let expected = dump(&store);
+    let mut expected = dump(&store);
     store.close();
+    // Schema V9 added the purge and move-out totals; an older Veil had none, so they read back as 0.
+    for (_, counters) in &mut expected.queues {
+        (counters.purges, counters.moves_out) = (0, 0);
+    }
     // The same data as an older Veil stored it, under schema V2.
     let mut client = connect(&old).await.unwrap();
     veil_postgres::migrations::run_until(&mut client, 2)

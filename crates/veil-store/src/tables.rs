@@ -57,8 +57,9 @@ const MESSAGE_OTHER_ROWS_BYTES: usize = 88;
 /// would not decode), and delivered messages have a `history` entry.
 /// 7: bodies stay in the log segments that wrote them; `bodies`, `segment_bodies` and `segments` replace
 /// `payloads` (docs/decisions/0013-bodies-written-once.md).
+/// 8: a queue's counters carry `purges` and `moves_out` (docs/semantics.md §9, "Totals").
 const FORMAT_VERSION_KEY: &str = "format_version";
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 macro_rules! redb_err {
     ($context:expr) => {

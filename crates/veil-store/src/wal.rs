@@ -442,10 +442,7 @@ mod tests {
         vec![
             vec![StoreOp::PutNextQueueId(7)],
             vec![
-                StoreOp::PutCounters {
-                    queue: 3,
-                    counters: Counters::default(),
-                },
+                StoreOp::put_counters(3, Counters::default()),
                 StoreOp::DeleteMessage { queue: 3, seq: 9 },
             ],
             vec![StoreOp::PutDedup {

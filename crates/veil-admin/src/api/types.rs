@@ -87,16 +87,31 @@ pub struct QueueList {
     pub queues: Vec<QueueSummary>,
 }
 
-/// Running totals since the queue was created (they survive restarts).
+/// Running totals since the queue was created (they survive restarts; docs/semantics.md §9, "Totals"). They
+/// add up: `sent` = visible + in flight + delayed + `deleted` + `purged` + `expired` + `dead_lettered` +
+/// `moved_out`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueueTotals {
+    /// Messages that entered the queue: sent by a client (a FIFO duplicate is not), or moved here (dead
+    /// letters, a redrive's or a re-queue's messages).
     pub sent: u64,
+    /// Deliveries: a message received three times counts three.
     pub received: u64,
-    /// Visibility timeouts that ended and made a received message visible again.
+    /// Deliveries that ended with the message visible again, unsettled: the visibility timeout ended (at
+    /// once for a receive with visibility 0) or the consumer gave it back (visibility 0, a nack).
     pub redelivered: u64,
+    /// Messages deleted one by one, by a consumer (delete, ack) or an operator.
     pub deleted: u64,
+    /// Messages removed by a purge (SQS PurgeQueue, Azure Clear Messages, KubeMQ AckAllQueueMessages, the
+    /// admin API).
+    pub purged: u64,
+    /// Messages removed because their time to live passed.
     pub expired: u64,
+    /// Messages a dead-letter rule took away: moved to the dead-letter queue, or dropped by a message's own
+    /// rule that names none.
     pub dead_lettered: u64,
+    /// Messages moved to another queue by a redrive (a move task) or their consumer (KubeMQ's re-queue).
+    pub moved_out: u64,
 }
 
 /// A queue's settings. On PATCH every field is optional; only those given change.
@@ -164,8 +179,10 @@ impl QueueDetail {
                 received: counters.deliveries,
                 redelivered: counters.redeliveries,
                 deleted: counters.deletes,
+                purged: counters.purges,
                 expired: counters.expiries,
                 dead_lettered: counters.dead_letter_moves + counters.dead_letter_drops,
+                moved_out: counters.moves_out,
             },
             tags: config.settings_under(veil_core::SQS_TAG_SETTING_PREFIX),
             metadata: config.settings_under(veil_core::AZURE_METADATA_SETTING_PREFIX),

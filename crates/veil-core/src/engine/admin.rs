@@ -107,10 +107,7 @@ impl Engine {
                 queue: index.id(),
                 seq,
             });
-            ops.push(StoreOp::PutCounters {
-                queue: index.id(),
-                counters: index.counters,
-            });
+            ops.push(StoreOp::put_counters(index.id(), index.counters));
             // A FIFO group behind the removed message may now deliver: its new head counts as gained in the
             // index, and the operation's end wakes a waiter for it.
             true

@@ -61,10 +61,10 @@ impl Engine {
             }
         }
         for (target, _) in &woken {
-            ops.push(StoreOp::PutCounters {
-                queue: *target,
-                counters: state.queues[target].counters,
-            });
+            ops.push(StoreOp::put_counters(
+                *target,
+                state.queues[target].counters,
+            ));
         }
         Self::wake_targets(state, woken);
         self.submit(ops)
@@ -134,9 +134,8 @@ impl Engine {
             entry.redrive.as_ref(),
             (now, ops),
         );
-        if entry.rule == ArrivalRule::Requeue {
-            index.counters.sends += 1;
-        }
+        // Every arrival is the target's send, as a move within one engine is (docs/semantics.md §9).
+        index.counters.sends += 1;
         ops.push(StoreOp::AcceptInbound(Box::new(
             crate::store::AcceptInbound {
                 id,

@@ -246,10 +246,7 @@ impl Engine {
     fn advance(index: &mut QueueIndex, now: Millis, ops: &mut Vec<StoreOp>) -> u64 {
         let advanced = index.advance(now, ops);
         if advanced.counters_changed {
-            ops.push(StoreOp::PutCounters {
-                queue: index.id(),
-                counters: index.counters,
-            });
+            ops.push(StoreOp::put_counters(index.id(), index.counters));
         }
         advanced.expired
     }

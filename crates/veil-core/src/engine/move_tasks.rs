@@ -405,10 +405,9 @@ impl Engine {
                 .expect("resolved above");
             // The moved messages that became deliverable there wake as many of its waiters.
             index.waiters.wake();
-            locked.ops.push(StoreOp::PutCounters {
-                queue: target,
-                counters: index.counters,
-            });
+            locked
+                .ops
+                .push(StoreOp::put_counters(target, index.counters));
         }
         Self::end_step(&mut locked, position, moved_before, failure, done);
         locked.ops
@@ -476,10 +475,7 @@ impl Engine {
         }
         if moved {
             let counters = locked.index().counters;
-            locked.ops.push(StoreOp::PutCounters {
-                queue: source,
-                counters,
-            });
+            locked.ops.push(StoreOp::put_counters(source, counters));
         }
         if !locked.state.move_tasks.tasks[position]
             .record
@@ -517,7 +513,7 @@ impl Engine {
         }
     }
 
-    /// Moves one visible message of the task's source to `target` (one atomic engine step): a delete at the
+    /// Moves one visible message of the task's source to `target` (one atomic engine step): a move out of the
     /// source, a send at the target, where it arrives fresh and visible, marked as re-queued from the source.
     /// A target of another partition gets it through its inbox. Returns the target when it is here.
     fn move_one(
@@ -532,7 +528,7 @@ impl Engine {
         let group = index.group_of(seq).map(str::to_owned);
         let history = index.history.take(seq);
         index.remove(seq);
-        index.counters.deletes += 1;
+        index.counters.moves_out += 1;
         let moved_from = MovedFrom {
             queue: index.record.key.clone(),
             reason: MoveReason::Requeue,

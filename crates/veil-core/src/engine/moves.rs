@@ -51,10 +51,7 @@ impl Engine {
         }
         self.dead_letter(locked.state, id, moves, now, &mut locked.ops);
         let counters = locked.index().counters;
-        locked.ops.push(StoreOp::PutCounters {
-            queue: id,
-            counters,
-        });
+        locked.ops.push(StoreOp::put_counters(id, counters));
     }
 
     /// The target and threshold of a queue's redrive policy, if its dead-letter queue is another and exists
@@ -139,7 +136,12 @@ impl Engine {
                 reason: MoveReason::DeadLetter,
             };
             let (target, rule) = match landing {
-                Landing::Here(target, rule) => (target, rule),
+                Landing::Here(target, rule) => {
+                    // An arrival is the dead-letter queue's send (docs/semantics.md §9, "Totals").
+                    let target_index = state.queues.get_mut(&target).expect("resolved above");
+                    target_index.counters.sends += 1;
+                    (target, rule)
+                }
                 Landing::Elsewhere(key, partition, rule) => {
                     let history = history.map(|history| {
                         let ending = DeliveryEnding::DeadLettered {
@@ -187,6 +189,12 @@ impl Engine {
                 Some((_, rearm)) => *rearm |= earliest,
                 None => woken.push((target, earliest)),
             }
+        }
+        for (target, _) in &woken {
+            ops.push(StoreOp::put_counters(
+                *target,
+                state.queues[target].counters,
+            ));
         }
         Self::wake_targets(state, woken);
     }
@@ -328,7 +336,7 @@ impl Engine {
 
     /// Moves a message the caller holds (its current receipt) to `target` in one atomic, durable step, as a
     /// fresh visible message there: same id, body, attributes and own redrive rule; receive count reset; its
-    /// expiry kept. Counted as a delete at the source and a send at the target. KubeMQ's re-queue.
+    /// expiry kept. Counted as a move out at the source and a send at the target. KubeMQ's re-queue.
     pub async fn move_message(
         &self,
         key: &QueueKey,
@@ -364,10 +372,7 @@ impl Engine {
             if results.iter().any(Result::is_ok) {
                 let id = locked.id;
                 let source_counters = locked.index().counters;
-                locked.ops.push(StoreOp::PutCounters {
-                    queue: id,
-                    counters: source_counters,
-                });
+                locked.ops.push(StoreOp::put_counters(id, source_counters));
                 if let Destination::Here(target_id) = destination {
                     let target_index = locked.state.queues.get_mut(&target_id).expect("locked");
                     if wake {
@@ -375,10 +380,9 @@ impl Engine {
                     }
                     target_index.waiters.wake();
                     let target_counters = target_index.counters;
-                    locked.ops.push(StoreOp::PutCounters {
-                        queue: target_id,
-                        counters: target_counters,
-                    });
+                    locked
+                        .ops
+                        .push(StoreOp::put_counters(target_id, target_counters));
                 }
             }
             Ok(results)
@@ -405,7 +409,7 @@ impl Engine {
             group,
             history,
         } = self.take_held(index, receipt)?;
-        index.counters.deletes += 1;
+        index.counters.moves_out += 1;
         let moved_from = MovedFrom {
             queue: key.clone(),
             reason: MoveReason::Requeue,

@@ -148,10 +148,9 @@ impl Engine {
         interval_ms_min: Option<Millis>,
     ) -> EngineResult<u64> {
         let now = self.clock.now();
-        let (count, commit) = {
-            let mut state = self.state.lock();
-            let id = state.queue_id(key)?;
-            let index = state.queues.get_mut(&id).expect("by_key and queues agree");
+        // Brought up to now first, so that a message whose time to live passed counts as expired, not purged.
+        let (count, commit) = self.on_queue(key, now, |locked| {
+            let (index, ops) = locked.parts();
             if let (Some(interval_ms), Some(last)) = (interval_ms_min, index.last_purge_at) {
                 if now.saturating_sub(last) < interval_ms {
                     return Err(EngineError::PurgeTooSoon {
@@ -161,11 +160,14 @@ impl Engine {
                 }
             }
             let count = index.clear();
+            index.counters.purges += count;
             index.last_purge_at = Some(now);
-            (count, self.submit(vec![StoreOp::PurgeQueue(id)]))
-        };
+            ops.push(StoreOp::PurgeQueue(index.id()));
+            ops.push(StoreOp::put_counters(index.id(), index.counters));
+            Ok(count)
+        })?;
         Self::durable(commit).await?;
-        Ok(count)
+        count
     }
 
     /// When the queue was last purged by this process.

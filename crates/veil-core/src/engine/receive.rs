@@ -229,9 +229,12 @@ impl Engine {
             });
         }
         let attempt_id = options.attempt_id.as_deref().filter(|_| fifo);
+        let before = index.counters;
         if let Some(repeated) =
             attempt_id.and_then(|id| self.repeat_attempt(index, id, grant, now, ops))
         {
+            // A repeat with visibility 0 gives the messages back: redeliveries.
+            index.persist_counters_since(before, ops);
             return Ok(ReceiveAttempt::of(id, repeated, expired));
         }
         let mut run = Run {
@@ -261,10 +264,7 @@ impl Engine {
         self.dead_letter(locked.state, id, moves, now, &mut locked.ops);
         if counters_changed {
             let counters = locked.index().counters;
-            locked.ops.push(StoreOp::PutCounters {
-                queue: id,
-                counters,
-            });
+            locked.ops.push(StoreOp::put_counters(id, counters));
         }
         Ok(ReceiveAttempt {
             next_due,

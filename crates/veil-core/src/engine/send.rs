@@ -136,10 +136,7 @@ impl Engine {
             sent.push(one);
             wake |= woke;
         }
-        ops.push(StoreOp::PutCounters {
-            queue: id,
-            counters: index.counters,
-        });
+        ops.push(StoreOp::put_counters(id, index.counters));
         if wake {
             index.waiters.rearm();
         }

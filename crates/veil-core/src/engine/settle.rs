@@ -49,17 +49,12 @@ impl Engine {
         let now = self.clock.now();
         let (outcomes, commit) = self.on_queue(key, now, |locked| {
             let (index, ops) = locked.parts();
-            let deletes_before = index.counters.deletes;
+            let before = index.counters;
             let outcomes: Vec<_> = receipts
                 .iter()
                 .map(|receipt| self.delete_locked(index, receipt, rule, now, ops))
                 .collect();
-            if index.counters.deletes != deletes_before {
-                ops.push(StoreOp::PutCounters {
-                    queue: index.id(),
-                    counters: index.counters,
-                });
-            }
+            index.persist_counters_since(before, ops);
             outcomes
         })?;
         Self::durable(commit).await?;
@@ -128,13 +123,17 @@ impl Engine {
         let now = self.clock.now();
         let (results, commit) = self.on_queue(key, now, |locked| {
             let (index, ops) = locked.parts();
-            entries
+            let before = index.counters;
+            let results = entries
                 .iter()
                 .map(|(receipt, change)| {
                     self.reschedule_locked(index, receipt, change, None, now, ops)
                         .map(|(at, _)| at)
                 })
-                .collect()
+                .collect();
+            // A change to 0 gives the message back: a redelivery.
+            index.persist_counters_since(before, ops);
+            results
         })?;
         Self::durable(commit).await?;
         Ok(results)
@@ -151,7 +150,10 @@ impl Engine {
         let now = self.clock.now();
         let (result, commit) = self.on_queue(key, now, |locked| {
             let (index, ops) = locked.parts();
-            self.reschedule_locked(index, receipt, &change, Some(new_body), now, ops)
+            let before = index.counters;
+            let result = self.reschedule_locked(index, receipt, &change, Some(new_body), now, ops);
+            index.persist_counters_since(before, ops);
+            result
         })?;
         Self::durable(commit).await?;
         let (visible_at, receipt) = result?;

@@ -49,10 +49,11 @@ pub mod sql {
          WHERE m.queue = u.queue AND m.seq = u.seq";
     pub const PUT_COUNTERS: &str = "UPDATE veil_queue q SET sends = u.sends, deliveries = u.deliveries, \
          redeliveries = u.redeliveries, deletes = u.deletes, expiries = u.expiries, \
-         dead_letter_moves = u.dead_letter_moves, dead_letter_drops = u.dead_letter_drops \
+         dead_letter_moves = u.dead_letter_moves, dead_letter_drops = u.dead_letter_drops, \
+         purges = u.purges, moves_out = u.moves_out \
          FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], \
-         $7::bigint[], $8::bigint[]) AS u(id, sends, deliveries, redeliveries, deletes, expiries, \
-         dead_letter_moves, dead_letter_drops) WHERE q.id = u.id";
+         $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(id, sends, deliveries, redeliveries, \
+         deletes, expiries, dead_letter_moves, dead_letter_drops, purges, moves_out) WHERE q.id = u.id";
 }
 
 /// A column of a multi-row statement.
@@ -283,7 +284,7 @@ fn counters(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement,
     if batch.counters.is_empty() {
         return;
     }
-    let mut columns: [Column<i64>; 8] = Default::default();
+    let mut columns: [Column<i64>; 10] = Default::default();
     for (&queue, c) in &batch.counters {
         let row = [
             queue,
@@ -294,6 +295,8 @@ fn counters(prepared: &BatchStatements, batch: &Batch, out: &mut Vec<(Statement,
             c.expiries,
             c.dead_letter_moves,
             c.dead_letter_drops,
+            c.purges,
+            c.moves_out,
         ];
         for (column, value) in columns.iter_mut().zip(row) {
             column.push(big(value));

@@ -152,7 +152,7 @@ impl Batch {
                 self.dedup.insert((queue, key), None);
             }
             StoreOp::PutCounters { queue, counters } => {
-                self.counters.insert(queue, counters);
+                self.counters.insert(queue, *counters);
             }
             other => return Err(Box::new(other)),
         }

@@ -594,7 +594,7 @@ pub async fn load(client: &mut Client, scope: Scope) -> Result<Loaded, StoreErro
     let mut queues = Vec::new();
     let (sql, params) = filter.own(
         "SELECT record, sends, deliveries, redeliveries, deletes, expiries, dead_letter_moves, \
-         dead_letter_drops FROM veil_queue {own} ORDER BY id",
+         dead_letter_drops, purges, moves_out FROM veil_queue {own} ORDER BY id",
     );
     for row in txn.query(&sql, &params).await.map_err(db_error)? {
         let record: QueueRecord = decode(get(&row, 0)?, "a queue")?;
@@ -607,6 +607,8 @@ pub async fn load(client: &mut Client, scope: Scope) -> Result<Loaded, StoreErro
             expiries: n(5)?,
             dead_letter_moves: n(6)?,
             dead_letter_drops: n(7)?,
+            purges: n(8)?,
+            moves_out: n(9)?,
         };
         queues.push((record, counters));
     }

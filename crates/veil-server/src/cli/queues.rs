@@ -271,8 +271,10 @@ struct Totals {
     received: u64,
     redelivered: u64,
     deleted: u64,
+    purged: u64,
     expired: u64,
     dead_lettered: u64,
+    moved_out: u64,
 }
 
 fn stats(context: &Context, queue: &QueueArg) -> Result<(), CliError> {
@@ -334,8 +336,10 @@ fn stats_text(detail: &Detail) -> String {
         ("received", t.received.to_string()),
         ("redelivered", t.redelivered.to_string()),
         ("deleted", t.deleted.to_string()),
+        ("purged", t.purged.to_string()),
         ("expired", t.expired.to_string()),
         ("dead-lettered", t.dead_lettered.to_string()),
+        ("moved out", t.moved_out.to_string()),
     ])
 }
 

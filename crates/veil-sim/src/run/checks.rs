@@ -169,6 +169,16 @@ impl Sim<'_> {
                 }
             };
             let stored = states.remove(&record.id).unwrap_or_default();
+            if counters.sends != stored.len() as u64 + counters.departed() {
+                return Err(self.violation(
+                    "totals",
+                    format!(
+                        "{}: {} stored, but the stored totals do not add up: {counters:?}",
+                        record.key,
+                        stored.len()
+                    ),
+                ));
+            }
             let recount = recount(*counters, &stored, now);
             if stats != recount {
                 return Err(self.violation(

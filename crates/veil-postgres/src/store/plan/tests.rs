@@ -63,7 +63,7 @@ impl Tables {
                 self.dedup.remove(&(queue, key));
             }
             StoreOp::PutCounters { queue, counters } => {
-                self.counters.insert(queue, counters);
+                self.counters.insert(queue, *counters);
             }
             StoreOp::PurgeQueue(queue) => {
                 let gone: Vec<Key> = self
@@ -209,13 +209,13 @@ fn op() -> impl Strategy<Value = StoreOp> {
             queue,
             key: format!("k{}", seq % 2),
         },
-        8 => StoreOp::PutCounters {
+        8 => StoreOp::put_counters(
             queue,
-            counters: Counters {
+            Counters {
                 sends: u64::from(n),
                 ..Counters::default()
             },
-        },
+        ),
         _ if n % 2 == 0 => StoreOp::PurgeQueue(queue),
         _ => StoreOp::PutNextQueueId(u64::from(n)),
     })
