@@ -553,3 +553,48 @@ def wait_for_long_polls(server, queue_url: str, count: int) -> None:
     """Waits until `count` receives are parked in a long poll on the queue of `queue_url`."""
     name = queue_url.rstrip("/").rsplit("/", 1)[1]
     wait_until(lambda: long_polls_waiting(server, name) >= count, f"{count} long polls parked on {name}")
+
+
+def port_open(address) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(address) == 0
+
+
+def bindable_reusing(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:<port> now, with SO_REUSEADDR as tokio's listener sets it."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+# A client connection of an earlier test may hold a default port as its ephemeral local port for a while.
+PORT_RELEASE_SECONDS = 60
+
+
+def wait_for_default_ports(ports=DEFAULT_PORTS) -> None:
+    """Waits until Veil's default ports can be bound; fails if a server listens on one."""
+    deadline = time.monotonic() + PORT_RELEASE_SECONDS
+    for port in ports:
+        assert not port_open(("127.0.0.1", port)), f"something listens on 127.0.0.1:{port}; cannot test the default"
+        while not bindable_reusing(port):
+            assert time.monotonic() < deadline, f"127.0.0.1:{port} stayed in use; cannot test the defaults"
+            time.sleep(0.5)
+
+
+def az_executable() -> str:
+    """VEIL_AZ_BIN (./scripts/test points it at .venv-az), else an `az` beside this Python or on PATH."""
+    import shutil
+    import sys
+
+    candidates = [os.environ.get("VEIL_AZ_BIN", ""), str(Path(sys.executable).parent / "az"),
+                  str(REPO / ".venv-az" / "bin" / "az"), shutil.which("az") or ""]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("the az CLI is not installed: ./scripts/test installs tests/requirements-az.txt into .venv-az",
+                pytrace=False)

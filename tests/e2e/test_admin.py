@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from helpers import VeilServer, kubemq_client, receive, veil_bin
+from helpers import VeilServer, receive, veil_bin
 
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -4,25 +4,11 @@ plus queue create and the CLI's report of a service error."""
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from helpers import REPO, azure_name
-
-
-def az_executable() -> str:
-    """VEIL_AZ_BIN (./scripts/test points it at .venv-az), else an `az` beside this Python or on PATH."""
-    candidates = [os.environ.get("VEIL_AZ_BIN", ""), str(Path(sys.executable).parent / "az"),
-                  str(REPO / ".venv-az" / "bin" / "az"), shutil.which("az") or ""]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("the az CLI is not installed: ./scripts/test installs tests/requirements-az.txt into .venv-az",
-                pytrace=False)
+from helpers import az_executable, azure_name
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import VeilServer, veil_bin
+from helpers import VeilServer
 from test_tls import cert_dev
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")

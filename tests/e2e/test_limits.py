@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import time
-import uuid
 
 import grpc
 import pytest

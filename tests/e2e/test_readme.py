@@ -12,18 +12,15 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from helpers import DEFAULT_PORTS, make_client, veil_bin
+from helpers import make_client, port_open, veil_bin, wait_for_default_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SQS = ("127.0.0.1", 9324)
 STARTUP_SECONDS = 180  # cargo may still have to link the binary the command names
-# A client connection of an earlier test may hold a default port as its ephemeral local port for a while.
-PORT_RELEASE_SECONDS = 60
 
 
 def readme_run_command() -> list[str]:
@@ -40,32 +37,6 @@ def built_target() -> str | None:
     if path.parent.name == "release" and path.parent.parent.parent.name == "target":
         return path.parent.parent.name
     return None
-
-
-def port_open(address) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(address) == 0
-
-
-def bindable(port: int) -> bool:
-    """Whether a listener could bind 127.0.0.1:<port> now, with SO_REUSEADDR as tokio's listener sets it."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def wait_for_default_ports():
-    deadline = time.monotonic() + PORT_RELEASE_SECONDS
-    for port in DEFAULT_PORTS:
-        assert not port_open(("127.0.0.1", port)), f"something listens on 127.0.0.1:{port}; cannot test the default"
-        while not bindable(port):
-            assert time.monotonic() < deadline, f"127.0.0.1:{port} stayed in use; cannot test the defaults"
-            time.sleep(0.5)
 
 
 def test_the_readme_run_command_serves_sqs_on_the_default_port(tmp_path):

@@ -12,7 +12,6 @@ naming the damaged file, instead of serving it.
 from __future__ import annotations
 
 import errno
-import os
 import re
 import subprocess
 import time
@@ -25,7 +24,7 @@ from azure.storage.queue import QueueClient
 from botocore.exceptions import ClientError
 from kubemq.queues import QueueMessage
 
-from helpers import VeilServer, azure_name, counts, kubemq_client, make_client, veil_bin
+from helpers import VeilServer, azure_name, counts, kubemq_client, make_client
 
 # The tmpfs: room for the store file, two 1 MiB log segments and the filler's slack.
 TMPFS_MIB = 24

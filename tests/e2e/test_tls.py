@@ -6,7 +6,6 @@ refused, the handshake timeout, and SIGHUP reloading the certificate without dro
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
@@ -137,7 +136,7 @@ def test_aws_cli_with_ca_bundle_talks_https(tls_server, certs, tmp_path):
                            "--ca-bundle", str(certs / "ca.pem")],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"https://" in done.stdout and name in done.stdout
+    assert "https://" in done.stdout and name in done.stdout
 
 
 def test_azure_sdk_over_https_with_connection_verify(tls_server, certs):
