@@ -137,6 +137,16 @@ pub fn validate(declarations: &[QueueDeclaration]) -> Result<(), DeclareError> {
 }
 
 fn check(declarations: &[QueueDeclaration]) -> Result<Vec<Checked<'_>>, DeclareError> {
+    if let Some(over) = declarations.get(crate::limits::DECLARED_QUEUES_MAX) {
+        return Err(DeclareError {
+            entry: crate::limits::DECLARED_QUEUES_MAX + 1,
+            queue: label(&over.key()),
+            reason: format!(
+                "a list declares at most {} queues; apply a longer one in parts",
+                crate::limits::DECLARED_QUEUES_MAX
+            ),
+        });
+    }
     let mut seen = BTreeSet::new();
     let mut checked = Vec::with_capacity(declarations.len());
     for (index, declaration) in declarations.iter().enumerate() {
@@ -523,6 +533,19 @@ mod tests {
                 .starts_with("queues[2] (default/orders): visibility_timeout_s"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_list_longer_than_the_limit_is_refused_at_the_first_entry_over_it() {
+        let max = crate::limits::DECLARED_QUEUES_MAX;
+        let list: Vec<_> = (0..=max).map(|i| queue(&format!("q{i}"))).collect();
+        let error = validate(&list).unwrap_err();
+        assert_eq!(
+            (error.entry, error.queue.as_str()),
+            (max + 1, &*format!("default/q{max}"))
+        );
+        assert!(error.reason.contains("at most"), "{error}");
+        validate(&list[..max]).expect("exactly the limit is accepted");
     }
 
     #[test]

@@ -16,3 +16,6 @@ pub const SERIES_SAMPLES_MAX: usize = 120;
 /// the narrowest of the three protocols'.
 pub const DECLARED_MAX_RECEIVE_COUNT_MIN: u32 = 1;
 pub const DECLARED_MAX_RECEIVE_COUNT_MAX: u32 = 1_000;
+/// Most queues one declaration list may hold (`[[queues]]`, `veil queues apply`): each entry is a look-up and
+/// perhaps a create under the engine lock, and a longer list is applied in parts.
+pub const DECLARED_QUEUES_MAX: usize = 10_000;
