@@ -8,18 +8,8 @@ use veil_core::*;
 
 async fn with_dead_letter_queue(h: &Harness, max_receive_count: u32) -> (QueueKey, QueueKey) {
     let dlq = h.queue("dlq").await;
-    let policy = RedrivePolicy {
-        dead_letter_queue: dlq.clone(),
-        max_receive_count,
-    };
     let source = h
-        .queue_with(
-            "source",
-            QueueConfig {
-                redrive_policy: Some(policy),
-                ..QueueConfig::default()
-            },
-        )
+        .queue_dead_lettering_to("source", &dlq, max_receive_count)
         .await;
     (source, dlq)
 }

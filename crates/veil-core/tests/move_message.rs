@@ -137,18 +137,7 @@ async fn a_move_is_durable_and_keeps_the_rule_across_a_restart() {
 async fn a_re_queued_dead_letter_records_its_latest_move() {
     let h = Harness::new();
     let dlq = h.queue("dlq").await;
-    let source = h
-        .queue_with(
-            "source",
-            QueueConfig {
-                redrive_policy: Some(RedrivePolicy {
-                    dead_letter_queue: dlq.clone(),
-                    max_receive_count: 1,
-                }),
-                ..QueueConfig::default()
-            },
-        )
-        .await;
+    let source = h.queue_dead_lettering_to("source", &dlq, 1).await;
     let elsewhere = h.queue("elsewhere").await;
     h.send(&source, "poison").await;
     h.receive_one(&source, 1).await;

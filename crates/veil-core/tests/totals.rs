@@ -124,18 +124,7 @@ async fn a_redelivery_by_release_survives_a_restart() {
 async fn a_dead_letter_is_the_dead_letter_queues_send() {
     let h = Harness::new();
     let dlq = h.queue("dlq").await;
-    let source = h
-        .queue_with(
-            "source",
-            QueueConfig {
-                redrive_policy: Some(RedrivePolicy {
-                    dead_letter_queue: dlq.clone(),
-                    max_receive_count: 1,
-                }),
-                ..QueueConfig::default()
-            },
-        )
-        .await;
+    let source = h.queue_dead_lettering_to("source", &dlq, 1).await;
     h.send(&source, "poison").await;
     h.receive_one(&source, 1).await;
     h.advance_s(2);

@@ -228,6 +228,25 @@ impl<S: Store> Harness<S> {
         key
     }
 
+    /// A queue whose redrive policy moves a message to `dead_letter_queue` on the receive after its
+    /// `max_receive_count`th.
+    pub async fn queue_dead_lettering_to(
+        &self,
+        name: &str,
+        dead_letter_queue: &QueueKey,
+        max_receive_count: u32,
+    ) -> QueueKey {
+        let policy = RedrivePolicy {
+            dead_letter_queue: dead_letter_queue.clone(),
+            max_receive_count,
+        };
+        let config = QueueConfig {
+            redrive_policy: Some(policy),
+            ..QueueConfig::default()
+        };
+        self.queue_with(name, config).await
+    }
+
     pub async fn send(&self, key: &QueueKey, body: &str) -> SentMessage {
         self.engine
             .send(key, vec![NewMessage::new(body.to_owned())])
