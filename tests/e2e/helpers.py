@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -598,3 +599,22 @@ def az_executable() -> str:
             return candidate
     pytest.fail("the az CLI is not installed: ./scripts/test installs tests/requirements-az.txt into .venv-az",
                 pytrace=False)
+
+
+# The documentation's snippets (README.md, docs/cli.md), as the tests that run them as written read them.
+def sh_blocks(text: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", text, re.S)
+
+
+def first_block(text: str, heading: str, lang: str) -> str:
+    """The first ```lang block after `heading`."""
+    start = text.index(heading)
+    found = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
+    assert found, f"no {lang} block after {heading!r}"
+    return found.group(1)
+
+
+def lines_of(blocks: list[str]) -> list[str]:
+    """Each command line of the blocks, continuation lines joined, comment lines left out."""
+    joined = "\n".join(blocks).replace("\\\n", " ")
+    return [line for line in (raw.strip() for raw in joined.splitlines()) if line and not line.startswith("#")]

@@ -28,26 +28,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VeilServer, az_executable, make_client, veil_bin, wait_for_default_ports
+from helpers import (VeilServer, az_executable, first_block, lines_of, make_client, sh_blocks, veil_bin,
+                     wait_for_default_ports)
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
-
-
-def sh_blocks(text: str) -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", text, re.S)
 
 
 def section(text: str, heading: str) -> str:
     start = text.index(heading)
     end = text.find("\n#", start + len(heading))
     return text[start:end if end != -1 else len(text)]
-
-
-def lines_of(blocks: list[str]) -> list[str]:
-    """Each command line of the blocks, continuation lines joined."""
-    joined = "\n".join(blocks).replace("\\\n", " ")
-    return [line for line in (raw.strip() for raw in joined.splitlines()) if line and not line.startswith("#")]
 
 
 def make_state(server: VeilServer, orders: bool = True) -> None:
@@ -136,14 +127,6 @@ def test_the_cli_docs_examples_run_as_written(fresh, tmp_path):
     assert any(line.startswith("veil queues create orders") for line in lines), lines
     for line in lines:
         run_line(line, fresh, tmp_path)
-
-
-def first_block(text: str, heading: str, lang: str) -> str:
-    """The first ```lang block after `heading`."""
-    start = text.index(heading)
-    found = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
-    assert found, f"no {lang} block after {heading!r}"
-    return found.group(1)
 
 
 # What a reader copies from a reply into a later command: the placeholder, and the reply's JSON key.

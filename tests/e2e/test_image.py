@@ -10,16 +10,19 @@ the engine's port forwarding. The test skips, saying why, when no engine can run
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
 from kubemq.queues import QueueMessage
 
-from helpers import (ACCOUNT, REPO, azure_connection_string, kubemq_client, kubemq_receive, make_client, receive_one,
-                     veil_bin)
+from helpers import (ACCOUNT, REPO, azure_connection_string, first_block, kubemq_client, kubemq_receive, lines_of,
+                     make_client, receive_one, veil_bin, wait_for_default_ports)
 
 IMAGE = "localhost/veil:latest"
 # The user the Containerfile names: numeric, since a FROM scratch image has no /etc/passwd.
@@ -59,6 +62,20 @@ def image(engine) -> str:
     return IMAGE
 
 
+def ready_within(url: str, timeout_s: float) -> bool:
+    """Whether `url` answers 200 within `timeout_s` (asked every 200 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
 class Container:
     """One `veil` container of `image` with its data in `volume`; removed (not the volume) by `remove`."""
 
@@ -94,17 +111,9 @@ class Container:
     def wait_ready(self) -> None:
         """As a testcontainers wait strategy does: until /readyz on the published admin port answers 200."""
         self.read_ports()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            try:
-                if requests.get(self.url("admin", "/readyz"), timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                logs = self.run("logs", self.name, check=False)
-                pytest.fail(f"{self.name} not ready after {READY_TIMEOUT_S} s: {logs.stdout}{logs.stderr}")
-            time.sleep(0.2)
+        if not ready_within(self.url("admin", "/readyz"), READY_TIMEOUT_S):
+            logs = self.run("logs", self.name, check=False)
+            pytest.fail(f"{self.name} not ready after {READY_TIMEOUT_S} s: {logs.stdout}{logs.stderr}")
 
     def url(self, protocol: str, path: str = "") -> str:
         return f"http://127.0.0.1:{self.ports[protocol]}{path}"
@@ -235,3 +244,37 @@ def test_with_a_token_the_admin_api_answers_its_holder_and_queue_urls_name_the_a
     # The URL names the queue wherever it is sent: the path is what Veil reads.
     sqs.send_message(QueueUrl=url, MessageBody="x")
     assert receive_one(sqs, url)["Body"] == "x"
+
+
+def test_the_readmes_container_lines_run_as_written(engine, image, tmp_path):
+    """README.md "Container image and static binary": the lines after `scripts/package-image` (which the `image`
+    fixture ran, with the binary under test when it is the static build) run as written, `docker` being the
+    engine found (the README says podman takes the same arguments): the container on the default ports with
+    its named volume, a queue made with the aws CLI from the host, and the CLI inside the container lists it."""
+    readme = (REPO / "README.md").read_text()
+    lines = lines_of([first_block(readme, "## Container image and static binary", "sh")])
+    assert lines[0] == "scripts/package-image", lines
+    for name, kind in (("veil", "container"), ("veil-data", "volume")):
+        exists = subprocess.run([engine, kind, "inspect", name], capture_output=True, timeout=60)
+        if exists.returncode == 0:
+            pytest.skip(f"a {kind} named {name} exists here; the README's lines would use it")
+    wait_for_default_ports((9324, 10001, 50000, 9325))
+    env = {**os.environ, "HOME": str(tmp_path), "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    outputs = []
+    try:
+        for line in lines[1:]:
+            if line.startswith("docker "):
+                line = engine + line.removeprefix("docker")
+            done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True,
+                                  timeout=ENGINE_COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            assert done.returncode == 0, (line, done.stdout, done.stderr)
+            outputs.append(done.stdout)
+            if " run -d " in line:
+                # As a user waits for a container before talking to it.
+                assert ready_within("http://127.0.0.1:9325/readyz", READY_TIMEOUT_S), "not ready"
+    finally:
+        subprocess.run([engine, "rm", "-f", "veil"], capture_output=True, timeout=ENGINE_COMMAND_TIMEOUT_S)
+        subprocess.run([engine, "volume", "rm", "-f", "veil-data"], capture_output=True, timeout=60)
+    assert "/000000000000/orders" in outputs[-2], outputs
+    assert "orders" in outputs[-1].split(), outputs
