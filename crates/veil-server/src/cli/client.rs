@@ -163,12 +163,33 @@ impl Client {
     }
 
     fn transport_error(&self, error: ureq::Error) -> CliError {
+        let not_http1 = matches!(error, ureq::Error::Protocol(_) | ureq::Error::Http(_));
+        if not_http1 && self.endpoint.starts_with("http://") {
+            match sniff_listener(&self.endpoint) {
+                Some(Listener::Http2) => {
+                    return CliError::NotAdmin {
+                        endpoint: self.endpoint.clone(),
+                        answer: "in HTTP/2, as a gRPC port such as KubeMQ's does".to_owned(),
+                    }
+                }
+                Some(Listener::Tls) => {
+                    return CliError::Unreachable {
+                        endpoint: self.endpoint.clone(),
+                        reason:
+                            "it serves TLS: use https:// and --ca-file with the CA that signed its \
+                                 certificate (e.g. the ca.pem `veil cert dev` wrote)"
+                                .to_owned(),
+                    }
+                }
+                None => {}
+            }
+        }
         let hint = match &error {
             _ if is_certificate_error(&error) => {
                 " (the server's certificate is not trusted here: pass --ca-file with the CA that signed it, \
                  e.g. the ca.pem `veil cert dev` wrote)"
             }
-            ureq::Error::Protocol(_) | ureq::Error::Http(_) if self.endpoint.starts_with("http://") => {
+            _ if not_http1 && self.endpoint.starts_with("http://") => {
                 " (the answer is not HTTP/1.1: if the server has TLS on, use https:// and --ca-file; a KubeMQ \
                  gRPC port is not the admin endpoint, which is port 9325 unless `--admin-listen` says otherwise)"
             }
@@ -178,6 +199,53 @@ impl Client {
             endpoint: self.endpoint.clone(),
             reason: format!("{error}{hint}"),
         }
+    }
+}
+
+/// What answered a plain HTTP/1.1 request with something that is not HTTP/1.1.
+#[derive(Debug, PartialEq, Eq)]
+enum Listener {
+    /// A TLS alert record (content type 21, version 3.x): a TLS listener refusing plaintext.
+    Tls,
+    /// An HTTP/2 frame header whose type is SETTINGS, the first frame an HTTP/2 server sends: a gRPC port.
+    Http2,
+}
+
+/// The first bytes of a TLS alert record and the length of an HTTP/2 frame header.
+const SNIFF_BYTES: usize = 9;
+
+/// Asks `endpoint` again, by hand, so the error can say what listens there instead of "invalid HTTP
+/// version". Only on the error path; `None` when the answer fits neither shape or cannot be read.
+fn sniff_listener(endpoint: &str) -> Option<Listener> {
+    use std::io::{Read, Write};
+    let uri: ureq::http::Uri = endpoint.parse().ok()?;
+    let address = format!("{}:{}", uri.host()?, uri.port_u16().unwrap_or(80));
+    let socket = std::net::ToSocketAddrs::to_socket_addrs(&address)
+        .ok()?
+        .next()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT).ok()?;
+    stream.set_read_timeout(Some(CONNECT_TIMEOUT)).ok()?;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: veil\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut first = [0u8; SNIFF_BYTES];
+    let mut read = 0;
+    while read < first.len() {
+        match stream.read(&mut first[read..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n,
+        }
+    }
+    classify_answer(&first[..read])
+}
+
+fn classify_answer(first: &[u8]) -> Option<Listener> {
+    const TLS_ALERT: u8 = 21;
+    const HTTP2_SETTINGS: u8 = 4;
+    match first {
+        [TLS_ALERT, 3, ..] => Some(Listener::Tls),
+        [_, _, _, HTTP2_SETTINGS, _, _, _, _, _] => Some(Listener::Http2),
+        _ => None,
     }
 }
 
@@ -345,5 +413,21 @@ mod tests {
         assert_eq!(queue_path(&queue, "/purge"), "/queues/ns/a%20b%2Fc/purge");
         let fifo: QueueArg = "orders.fifo".parse().unwrap();
         assert_eq!(queue_path(&fifo, ""), "/queues/default/orders.fifo");
+    }
+
+    #[test]
+    fn a_tls_alert_and_an_http2_settings_frame_name_their_listener() {
+        // What rustls and tonic send back to a plaintext HTTP/1.1 request (seen from veil serve).
+        assert_eq!(
+            classify_answer(&[0x15, 3, 3, 0, 2, 2, 0x32]),
+            Some(Listener::Tls)
+        );
+        assert_eq!(
+            classify_answer(&[0, 0, 0x12, 4, 0, 0, 0, 0, 0]),
+            Some(Listener::Http2)
+        );
+        assert_eq!(classify_answer(b"HTTP/1.0 "), None);
+        assert_eq!(classify_answer(&[0, 0, 0x12, 4]), None);
+        assert_eq!(classify_answer(&[]), None);
     }
 }
