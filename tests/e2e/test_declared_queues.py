@@ -124,6 +124,10 @@ def test_queues_apply_with_dry_run_changes_nothing_then_applies(server, tmp_path
     assert stats["settings"]["visibility_timeout_s"] == 45
     assert stats["dead_letter"]["dead_letter_queue"]["name"] == f"orders-{tag}-dlq"
 
+    again = cli(server, "queues", "apply", str(file), "--dry-run").stdout
+    row = next(line for line in again.splitlines() if line.startswith(f"default/orders-{tag} "))
+    assert row.split()[1:] == ["unchanged", "-"], again
+
     file.write_text(config_text(tag, visibility=60))
     table = cli(server, "queues", "apply", str(file)).stdout
     row = next(line for line in table.splitlines() if line.startswith(f"default/orders-{tag} "))

@@ -384,7 +384,7 @@ fn apply(context: &Context, args: ApplyArgs) -> Result<(), CliError> {
             let action = change["action"].as_str().unwrap_or("?");
             table.row(vec![
                 change["queue"].as_str().unwrap_or("?").to_owned(),
-                if args.dry_run {
+                if args.dry_run && action != "unchanged" {
                     format!("would {action}")
                 } else {
                     action.to_owned()
