@@ -31,7 +31,7 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes of the client commands (everything but `serve`):
   0  success
   1  the server refused (prints `error: <Code>: <message>`), or a redrive waited on failed
-  2  usage error: bad arguments, unreadable input, a purge not confirmed
+  2  usage error: bad arguments, unreadable input, a purge or delete not confirmed
   3  the endpoint cannot be reached, or is not a Veil admin endpoint
   4  not found: QueueNotFound, MessageNotFound, RedriveNotFound
 
