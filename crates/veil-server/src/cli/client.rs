@@ -163,51 +163,56 @@ impl Client {
     }
 
     fn transport_error(&self, error: ureq::Error) -> CliError {
-        let not_http1 = matches!(error, ureq::Error::Protocol(_) | ureq::Error::Http(_));
-        if not_http1 && self.endpoint.starts_with("http://") {
-            match sniff_listener(&self.endpoint) {
-                Some(Listener::Http2) => {
-                    return CliError::NotAdmin {
-                        endpoint: self.endpoint.clone(),
-                        answer: "in HTTP/2, as a gRPC port such as KubeMQ's does".to_owned(),
-                    }
-                }
-                Some(Listener::Tls) => {
-                    return CliError::Unreachable {
-                        endpoint: self.endpoint.clone(),
-                        reason:
-                            "it serves TLS: use https:// and --ca-file with the CA that signed its \
-                                 certificate (e.g. the ca.pem `veil cert dev` wrote)"
-                                .to_owned(),
-                    }
-                }
-                None => {}
+        // ureq's words for an answer that is not HTTP/1.1, over a plain connection.
+        let misread = self.endpoint.starts_with("http://")
+            && matches!(error, ureq::Error::Protocol(_) | ureq::Error::Http(_));
+        if misread {
+            if let Some(listener) = sniff_listener(&self.endpoint) {
+                return self.listener_error(listener);
             }
         }
-        let hint = match &error {
-            _ if is_certificate_error(&error) => {
-                " (the server's certificate is not trusted here: pass --ca-file with the CA that signed it, \
-                 e.g. the ca.pem `veil cert dev` wrote)"
-            }
-            _ if not_http1 && self.endpoint.starts_with("http://") => {
-                " (the answer is not HTTP/1.1: if the server has TLS on, use https:// and --ca-file; a KubeMQ \
-                 gRPC port is not the admin endpoint, which is port 9325 unless `--admin-listen` says otherwise)"
-            }
-            _ => "",
+        let hint = if is_certificate_error(&error) {
+            format!(" (the server's certificate is not trusted here: pass {CA_FILE_HINT})")
+        } else if misread {
+            " (the answer is not HTTP/1.1: if the server has TLS on, use https:// and --ca-file; a KubeMQ \
+             gRPC port is not the admin endpoint, which is port 9325 unless `--admin-listen` says otherwise)"
+                .to_owned()
+        } else {
+            String::new()
         };
         CliError::Unreachable {
             endpoint: self.endpoint.clone(),
             reason: format!("{error}{hint}"),
         }
     }
+
+    /// What to say of a listener that answered plain HTTP/1.1 in another protocol.
+    fn listener_error(&self, listener: Listener) -> CliError {
+        let endpoint = self.endpoint.clone();
+        match listener {
+            Listener::Http2 => CliError::NotAdmin {
+                endpoint,
+                answer: "in HTTP/2, as a gRPC port such as KubeMQ's does".to_owned(),
+            },
+            Listener::Tls => CliError::Unreachable {
+                endpoint,
+                reason: format!("it serves TLS: use https:// and {CA_FILE_HINT}"),
+            },
+        }
+    }
 }
+
+/// How to trust a certificate the CLI refused, said the same way wherever it comes up.
+const CA_FILE_HINT: &str =
+    "--ca-file with the CA that signed its certificate, e.g. the ca.pem `veil cert dev` wrote";
 
 /// What answered a plain HTTP/1.1 request with something that is not HTTP/1.1.
 #[derive(Debug, PartialEq, Eq)]
 enum Listener {
     /// A TLS alert record (content type 21, version 3.x): a TLS listener refusing plaintext.
     Tls,
-    /// An HTTP/2 frame header whose type is SETTINGS, the first frame an HTTP/2 server sends: a gRPC port.
+    /// An HTTP/2 frame header of a SETTINGS frame (type 4, no flags, stream 0, under 64 KiB), the first
+    /// frame an HTTP/2 server sends: a gRPC port.
     Http2,
 }
 
@@ -224,13 +229,18 @@ fn sniff_listener(endpoint: &str) -> Option<Listener> {
         .ok()?
         .next()?;
     let mut stream = std::net::TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT).ok()?;
-    stream.set_read_timeout(Some(CONNECT_TIMEOUT)).ok()?;
     stream
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: veil\r\nConnection: close\r\n\r\n")
         .ok()?;
+    // One deadline for the whole answer: a listener trickling a byte at a time cannot hold the CLI longer.
+    let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
     let mut first = [0u8; SNIFF_BYTES];
     let mut read = 0;
     while read < first.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
         match stream.read(&mut first[read..]) {
             Ok(0) | Err(_) => break,
             Ok(n) => read += n,
@@ -244,7 +254,7 @@ fn classify_answer(first: &[u8]) -> Option<Listener> {
     const HTTP2_SETTINGS: u8 = 4;
     match first {
         [TLS_ALERT, 3, ..] => Some(Listener::Tls),
-        [_, _, _, HTTP2_SETTINGS, _, _, _, _, _] => Some(Listener::Http2),
+        [0, _, _, HTTP2_SETTINGS, 0, 0, 0, 0, 0] => Some(Listener::Http2),
         _ => None,
     }
 }
@@ -428,6 +438,9 @@ mod tests {
         );
         assert_eq!(classify_answer(b"HTTP/1.0 "), None);
         assert_eq!(classify_answer(&[0, 0, 0x12, 4]), None);
+        // Another frame type, or SETTINGS on a stream, is not an HTTP/2 server's opening.
+        assert_eq!(classify_answer(&[0, 0, 0x12, 7, 0, 0, 0, 0, 0]), None);
+        assert_eq!(classify_answer(&[0, 0, 0x12, 4, 0, 0, 0, 0, 1]), None);
         assert_eq!(classify_answer(&[]), None);
     }
 }
