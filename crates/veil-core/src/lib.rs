@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 mod fifo;
 pub mod history;
+pub mod ident;
 pub mod inbox;
 mod index;
 pub mod limits;

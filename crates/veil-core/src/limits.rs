@@ -59,3 +59,17 @@ pub const ENGINE_LOCK_BUCKETS_NS: [u64; 11] = [
 /// Distinct consumers whose one shared copy a queue's delivery histories keep (`Histories::consumer`); past
 /// this the set starts over, which costs memory (a record then holds its own copy), never a record.
 pub const HISTORY_CONSUMERS_INTERNED_MAX: usize = 256;
+
+/// The longest namespace, in bytes (crate::ident): an SQS `sqs:<account>:<region>`, an Azure account's or a
+/// KubeMQ one's, with room to spare; every namespace is a store key and a metrics label.
+pub const NAMESPACE_BYTES_MAX: usize = 256;
+/// The longest queue name, in bytes: the widest protocol's (KubeMQ channels, 256); SQS allows 80 characters
+/// and Azure 63.
+pub const QUEUE_NAME_BYTES_MAX: usize = 256;
+/// The longest FIFO message group or deduplication id, in bytes (SQS's 128).
+pub const MESSAGE_GROUP_ID_BYTES_MAX: usize = 128;
+/// The longest sender or consumer identity a message or a delivery history keeps, in bytes (KubeMQ's ClientID,
+/// the protocol with free-form client names; docs/security.md "Identifiers").
+pub const CLIENT_ID_BYTES_MAX: usize = 256;
+/// The longest attribute (KubeMQ tag, SQS message attribute) name, in bytes (SQS's 256).
+pub const ATTRIBUTE_NAME_BYTES_MAX: usize = 256;

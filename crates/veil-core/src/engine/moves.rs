@@ -355,6 +355,7 @@ impl Engine {
         receipts: &[&str],
         target: &QueueKey,
     ) -> EngineResult<Vec<EngineResult<()>>> {
+        crate::ident::check_key(target)?;
         let now = self.clock.now();
         let (results, commit) = self.on_queue(key, now, |locked| {
             let destination = match self.placement.and_then(|p| p.elsewhere(target)) {

@@ -13,6 +13,8 @@ impl Engine {
         key: QueueKey,
         config: QueueConfig,
     ) -> EngineResult<CreateOutcome> {
+        // A name no store could hold is this request's refusal, never the store's failure (crate::ident).
+        crate::ident::check_key(&key)?;
         let now = self.clock.now();
         let (outcome, commit) = {
             let mut state = self.state.lock();

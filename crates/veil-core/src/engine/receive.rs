@@ -33,6 +33,10 @@ impl Engine {
         key: &QueueKey,
         options: ReceiveOptions,
     ) -> EngineResult<Received> {
+        // The consumer's identity goes into every delivery history it makes: bounded like any identifier.
+        if let Some(identity) = options.consumer.as_ref().and_then(|c| c.identity.as_ref()) {
+            crate::ident::check(crate::ident::IdentKind::ConsumerIdentity, identity)?;
+        }
         let max_messages = options.max_messages.clamp(1, limits::RECEIVE_MESSAGES_MAX);
         let started = self.clock.now();
         // Known after the first attempt, which reads the queue's default wait under the same lock.

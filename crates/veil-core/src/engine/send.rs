@@ -22,6 +22,9 @@ impl Engine {
         {
             return Err(receive_count_zero());
         }
+        for message in &messages {
+            crate::ident::check_new_message(message)?;
+        }
         // Digests and ids are computed before taking the lock: they need no shared state. The body's SHA-256
         // only for a queue that deduplicates by content (a standard queue's grouped sends need none).
         let by_content = messages
@@ -284,6 +287,7 @@ fn check_one_send(
     {
         return Err(receive_count_zero());
     }
+    crate::ident::check_new_message(message)?;
     if message.size_bytes > size_bytes_max as usize {
         return Err(EngineError::MessageTooLarge {
             size_bytes: message.size_bytes,
