@@ -295,10 +295,13 @@ impl SqsError {
         )
     }
 
+    /// AWS's internal error. `detail` goes to the log only: a 5xx never carries a store's or a database's
+    /// words to the client (docs/security.md "Errors that say nothing inside").
     pub fn internal(detail: impl fmt::Display) -> Self {
+        tracing::error!(%detail, "sqs request failed with an internal error");
         Self::new(
             ErrorCode::InternalError,
-            format!("We encountered an internal error. Please try again. ({detail})"),
+            "We encountered an internal error. Please try again.",
         )
     }
 }

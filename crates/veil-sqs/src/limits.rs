@@ -77,3 +77,7 @@ pub const SIGV4_PRESIGNED_EXPIRES_S_MAX: u64 = 604_800;
 pub const SIGV4_SIGNED_HEADERS_MAX: usize = 64;
 /// Derived SigV4 signing keys kept (one per credential, day, region and service); the cache starts over when full.
 pub const SIGV4_SIGNING_KEYS_CACHED_MAX: usize = 1_024;
+
+/// The longest region name a credential scope may carry (AWS's longest today, `us-isob-east-1` style names,
+/// are under 20): the region becomes part of a namespace (docs/security.md "Identifiers").
+pub const REGION_CHARS_MAX: usize = 32;

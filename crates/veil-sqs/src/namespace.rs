@@ -25,10 +25,24 @@ pub fn parse_authorization(header: &str) -> Option<Credential> {
     let access_key = scope.next()?.to_string();
     let _date = scope.next()?;
     let region = scope.next()?.to_string();
-    if access_key.is_empty() || region.is_empty() {
+    if access_key.is_empty() || !valid_region(&region) {
         return None;
     }
     Some(Credential { access_key, region })
+}
+
+/// Whether `region` has the shape of an AWS region name (`us-east-1`, `us-gov-west-1`, `us-isob-east-1`):
+/// lower-case letters, digits and hyphens, starting with a letter and not ending with a hyphen, at most
+/// [`crate::limits::REGION_CHARS_MAX`] long. A region names a namespace, so nothing else may become one.
+pub fn valid_region(region: &str) -> bool {
+    let bytes = region.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= crate::limits::REGION_CHARS_MAX
+        && bytes[0].is_ascii_lowercase()
+        && bytes[bytes.len() - 1] != b'-'
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// An SQS account and region: what a namespace is made of.
@@ -175,6 +189,16 @@ mod tests {
         NamespaceMap {
             default_account: "000000000000".into(),
             default_region: "us-east-1".into(),
+        }
+    }
+
+    #[test]
+    fn an_authorization_header_with_a_region_outside_awss_shape_names_no_namespace() {
+        for region in ["us\0east-1", "Bad", "a".repeat(33).as_str()] {
+            let header = format!(
+                "AWS4-HMAC-SHA256 Credential=AKID/20240101/{region}/sqs/aws4_request, SignedHeaders=host, Signature=abc"
+            );
+            assert_eq!(parse_authorization(&header), None, "{region:?}");
         }
     }
 

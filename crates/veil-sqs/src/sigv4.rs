@@ -279,6 +279,14 @@ fn parse_scope(credential: &str) -> Result<Scope, SigV4Error> {
         [key, date, region, service, terminator]
             if !key.is_empty() && !region.is_empty() && date.len() == 8 =>
         {
+            // The region becomes part of a namespace (a store key): AWS's shape, or the request is refused
+            // before anything is stored under it (docs/security.md "Identifiers").
+            if !crate::namespace::valid_region(region) {
+                return Err(SigV4Error::Mismatch(format!(
+                    "Credential should be scoped to a valid region, not '{}'.",
+                    region.escape_default()
+                )));
+            }
             if *terminator != SCOPE_TERMINATOR {
                 return Err(SigV4Error::Mismatch(format!(
                     "Credential should be scoped with a valid terminator: '{SCOPE_TERMINATOR}', not '{terminator}'."

@@ -100,6 +100,8 @@ impl Service {
             .map_err(engine_error)?
             .into_iter()
             .map(|info| info.key)
+            // Queues made by other protocols whose names SQS cannot address are not shown (Azure's rule too).
+            .filter(|key| validate::possible_queue_name(&key.name))
             // Only the queues the caller holds some permission on (docs/security.md).
             .filter(|key| context.access.sees(key))
             .collect();

@@ -447,3 +447,24 @@ fn amz_timestamps_round_trip_and_impossible_dates_are_refused() {
     assert_eq!(amz_to_millis("20150830 123600Z"), None);
     assert_eq!(amz_to_millis("20150830T123600"), None);
 }
+
+#[test]
+fn a_scope_region_outside_awss_shape_is_refused_without_quoting_its_bytes() {
+    for region in ["us\0east-1", "eu-west-1\n", "US-EAST-1", "-us", "us-", "a b"] {
+        let scope = format!("AKID/20240101/{region}/sqs/aws4_request");
+        match parse_scope(&scope) {
+            Err(SigV4Error::Mismatch(message)) => {
+                assert!(
+                    message.starts_with("Credential should be scoped to a valid region, not '"),
+                    "{message}"
+                );
+                assert!(message.chars().all(|c| !c.is_control()), "{message:?}");
+            }
+            other => panic!("{region:?}: {:?}", other.err()),
+        }
+    }
+    for region in ["us-east-1", "us-gov-west-1", "us-isob-east-1", "eu-central-2"] {
+        let scope = format!("AKID/20240101/{region}/sqs/aws4_request");
+        assert!(parse_scope(&scope).is_ok(), "{region}");
+    }
+}

@@ -203,6 +203,11 @@ fn attribute_value(name: &str, input: &MessageAttributeInput) -> SqsResult<Attri
     if data_type.chars().count() > limits::MESSAGE_ATTRIBUTE_TYPE_CHARS_MAX {
         return Err(attribute_errors::type_too_long());
     }
+    // A custom label is echoed in every answer that carries the attribute (XML among them): a control
+    // character would make those answers unreadable to every consumer (docs/security.md "Identifiers").
+    if data_type.chars().any(char::is_control) {
+        return Err(attribute_errors::bad_type(name));
+    }
     let base = data_type
         .split_once('.')
         .map_or(data_type, |(base, _)| base);
@@ -325,6 +330,15 @@ mod tests {
 
     const RESERVED_NAME: &str = "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. \
         These strings are reserved for internal use. Additionally, they cannot start or end with '.'.";
+
+    #[test]
+    fn a_custom_type_label_with_a_control_character_is_refused() {
+        for data_type in ["String.\0", "Number.a\u{1}", "Binary.x\n"] {
+            let attributes =
+                BTreeMap::from([("a".to_string(), string_attribute(data_type, "1"))]);
+            assert!(message_attributes(&attributes).is_err(), "{data_type:?}");
+        }
+    }
 
     fn string_attribute(data_type: &str, value: &str) -> MessageAttributeInput {
         MessageAttributeInput {
