@@ -59,6 +59,13 @@ impl Default for Settings {
 pub enum KubemqError {
     #[error("Error 400: invalid client id, cannot be empty")]
     ClientIdMissing,
+    /// Veil's bound on a ClientID (docs/security.md "Identifiers"): KubeMQ keeps it with every message and
+    /// delivery, so an unbounded one would be stored uncounted.
+    #[error("Error 400: invalid client id, must be at most {max_bytes} bytes without control characters")]
+    ClientIdInvalid { max_bytes: usize },
+    /// An identifier the engine refuses (docs/security.md "Identifiers").
+    #[error("Error 400: {0}")]
+    Invalid(String),
     /// KubeMQ's refusal of a queue's channel name (its server's `ErrInvalidQueueName`, which every queue RPC
     /// answers for a bad name), also for the length and characters its SDKs refuse ([`validate_channel`]).
     #[error(
@@ -147,9 +154,17 @@ impl From<EngineError> for KubemqError {
             EngineError::VisibilityPastLimit { max_ms, .. } => KubemqError::VisibilityPastLimit {
                 max_s: max_ms / 1_000,
             },
+            // The store's own words (a database's error text, a peer's address) go to the log, never to the
+            // client (docs/security.md "Errors that say nothing inside").
             EngineError::Store(store @ veil_core::StoreError::Unavailable(_)) => {
-                KubemqError::Unavailable(store.to_string())
+                tracing::warn!(error = %store, "kubemq request answered unavailable");
+                KubemqError::Unavailable("the store cannot be reached now, retry".into())
             }
+            EngineError::Store(store) => {
+                tracing::error!(error = %store, "kubemq request failed in the store");
+                KubemqError::Internal("internal error, retry".into())
+            }
+            EngineError::InvalidArgument(reason) => KubemqError::Invalid(reason),
             other => KubemqError::Internal(other.to_string()),
         }
     }
@@ -207,7 +222,8 @@ pub fn validate_tags(tags: &HashMap<String, String>) -> Result<(), KubemqError> 
         });
     }
     for (key, value) in tags {
-        if key.is_empty() || key.len() > limits::TAG_KEY_BYTES_MAX {
+        let shared = veil_core::ident::check(veil_core::ident::IdentKind::AttributeName, key);
+        if shared.is_err() || key.len() > limits::TAG_KEY_BYTES_MAX {
             return Err(KubemqError::TagKeyInvalid {
                 max_bytes: limits::TAG_KEY_BYTES_MAX,
             });
@@ -221,15 +237,26 @@ pub fn validate_tags(tags: &HashMap<String, String>) -> Result<(), KubemqError> 
     Ok(())
 }
 
+/// A request's ClientID: KubeMQ's own refusal when empty, Veil's bound ([`limits::CLIENT_ID_BYTES_MAX`], no
+/// control character) otherwise — the id is kept with every message sent and every delivery received.
+pub fn validate_client_id(client_id: &str) -> Result<(), KubemqError> {
+    if client_id.is_empty() {
+        return Err(KubemqError::ClientIdMissing);
+    }
+    veil_core::ident::check(veil_core::ident::IdentKind::ConsumerIdentity, client_id).map_err(
+        |_| KubemqError::ClientIdInvalid {
+            max_bytes: limits::CLIENT_ID_BYTES_MAX,
+        },
+    )
+}
+
 /// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, then Veil's bound on tags, then
 /// the policy's ranges and dead-letter channel.
 pub fn validate_message(
     message: &pb::QueueMessage,
     settings: &Settings,
 ) -> Result<(), KubemqError> {
-    if message.client_id.is_empty() {
-        return Err(KubemqError::ClientIdMissing);
-    }
+    validate_client_id(&message.client_id)?;
     validate_channel(&message.channel)?;
     if message.metadata.is_empty() && message.body.is_empty() {
         return Err(KubemqError::MessageEmpty);
@@ -315,9 +342,9 @@ pub fn to_new_message(message: pb::QueueMessage) -> NewMessage {
         Ttl::After(delay_ms + Millis::from(policy.expiration_seconds as u32) * 1_000)
     };
     NewMessage {
-        // KubeMQ sets no rule of its own: a message counts as the data it stores, tags and reserved
-        // attributes included.
-        size_bytes: stored_size_bytes(&message.body, &attributes),
+        // KubeMQ sets no rule of its own: a message counts as the data it stores, tags, reserved attributes
+        // and the sender's ClientID included.
+        size_bytes: stored_size_bytes(&message.body, &attributes) + message.client_id.len(),
         body: message.body,
         attributes,
         delay_ms: Some(delay_ms),

@@ -67,6 +67,21 @@ fn client_id_is_required() {
 }
 
 #[test]
+fn a_client_id_past_its_bound_or_with_a_control_character_is_refused() {
+    let refused = Err(KubemqError::ClientIdInvalid {
+        max_bytes: limits::CLIENT_ID_BYTES_MAX,
+    });
+    for bad in ["c".repeat(limits::CLIENT_ID_BYTES_MAX + 1), "nul\0".into(), "new\nline".into()] {
+        let mut message = wire("q", b"x");
+        message.client_id = bad;
+        assert_eq!(validate_message(&message, &Settings::default()), refused);
+    }
+    let mut message = wire("q", b"x");
+    message.client_id = "c".repeat(limits::CLIENT_ID_BYTES_MAX);
+    assert_eq!(validate_message(&message, &Settings::default()), Ok(()));
+}
+
+#[test]
 fn channel_may_not_be_empty_contain_spaces_wildcards_or_end_with_a_dot() {
     for bad in ["", "a b", "a\tb", "a*", "a>", "orders."] {
         assert_eq!(
@@ -260,10 +275,10 @@ fn tags_become_attributes_and_metadata_id_and_policy_travel_as_reserved_attribut
     assert_eq!(new.sender_id, "client");
 }
 
-/// KubeMQ's message counts against the queue's size limit as the data it stores: the body, and each tag and
-/// reserved attribute's name, type label (`String`) and value.
+/// KubeMQ's message counts against the queue's size limit as the data it stores: the body, each tag and
+/// reserved attribute's name, type label (`String`) and value, and the sender's ClientID.
 #[test]
-fn a_message_counts_its_body_tags_and_reserved_attributes_against_the_size_limit() {
+fn a_message_counts_its_body_tags_reserved_attributes_and_client_id_against_the_size_limit() {
     let mut message = wire("q", b"body");
     message.metadata = "meta".into();
     message.tags.insert("kind".into(), "a".into());
@@ -271,7 +286,9 @@ fn a_message_counts_its_body_tags_and_reserved_attributes_against_the_size_limit
     let expected = 4
         + ("kind".len() + string + 1)
         + (ATTR_METADATA.len() + string + 4)
-        + (ATTR_MESSAGE_ID.len() + string + "m-1".len());
+        + (ATTR_MESSAGE_ID.len() + string + "m-1".len())
+        + "client".len();
+    assert_eq!(message.client_id, "client");
     assert_eq!(to_new_message(message).size_bytes, expected);
 }
 

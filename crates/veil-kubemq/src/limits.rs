@@ -38,6 +38,10 @@ pub const COMPLETED_TRANSACTIONS_KEPT: usize = 256;
 /// `validateChannel`, 256); its server (2.4.0) has no limit, but every name becomes a queue, a metrics label
 /// and an audit field in Veil, so an unbounded one is refused here (docs/semantics.md §KubeMQ).
 pub const CHANNEL_NAME_BYTES_MAX: usize = 256;
+/// The longest ClientID, in bytes: the engine's bound on a client identity (veil-core's
+/// `CLIENT_ID_BYTES_MAX`), as KubeMQ's SDKs bound a channel name. KubeMQ's server (2.4.0) sets none, but the id
+/// is kept with every message and every delivery (docs/security.md "Identifiers").
+pub const CLIENT_ID_BYTES_MAX: usize = veil_core::limits::CLIENT_ID_BYTES_MAX;
 /// Tags one message may carry: SQS's own maximum of message attributes, because tags are the engine's
 /// attributes and an SQS consumer of the same queue receives them as message attributes.
 pub const MESSAGE_TAGS_MAX: usize = 10;

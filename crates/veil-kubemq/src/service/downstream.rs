@@ -206,9 +206,7 @@ impl Inner {
         request: &pb::QueuesDownstreamRequest,
         (peer, arrived_ms): (Option<SocketAddr>, Millis),
     ) -> Result<Collect, KubemqError> {
-        if request.client_id.is_empty() {
-            return Err(KubemqError::ClientIdMissing);
-        }
+        convert::validate_client_id(&request.client_id)?;
         convert::validate_channel(&request.channel)?;
         let max = self.check_max_items(request.max_items)?;
         let max_wait_ms = i64::from(self.settings.max_wait_timeout_s) * 1_000;

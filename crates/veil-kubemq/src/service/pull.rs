@@ -107,9 +107,7 @@ impl Inner {
         request: &pb::ReceiveQueueMessagesRequest,
         peer: Option<SocketAddr>,
     ) -> Result<Pulled, KubemqError> {
-        if request.client_id.is_empty() {
-            return Err(KubemqError::ClientIdMissing);
-        }
+        convert::validate_client_id(&request.client_id)?;
         convert::validate_channel(&request.channel)?;
         let max = self.check_max_items(request.max_number_of_messages)?;
         let wait_s = if request.wait_time_seconds == 0 {

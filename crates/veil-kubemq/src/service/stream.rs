@@ -144,9 +144,7 @@ impl Inner {
         request: &pb::StreamQueueMessagesRequest,
         peer: Option<SocketAddr>,
     ) -> Result<Held, KubemqError> {
-        if request.client_id.is_empty() {
-            return Err(KubemqError::ClientIdMissing);
-        }
+        convert::validate_client_id(&request.client_id)?;
         convert::validate_channel(&request.channel)?;
         let visibility_ms = self.check_visibility_s(request.visibility_seconds)?;
         let collect = Collect {
