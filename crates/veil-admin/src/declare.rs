@@ -157,10 +157,8 @@ fn check(declarations: &[QueueDeclaration]) -> Result<Vec<Checked<'_>>, DeclareE
             queue: label(&key),
             reason,
         };
-        if key.name.is_empty() || key.namespace.is_empty() {
-            return Err(fail(
-                "a queue needs a name (and a namespace, if given, is not empty)".into(),
-            ));
+        if let Some(reason) = crate::names::refusal(&key) {
+            return Err(fail(reason));
         }
         if !seen.insert(key.clone()) {
             return Err(fail("the list declares this queue twice".into()));
@@ -205,8 +203,8 @@ fn check_dead_letter(
         Some((namespace, name)) => QueueKey::new(namespace.to_owned(), name.to_owned()),
         None => QueueKey::new(source.namespace.clone(), rule.queue.clone()),
     };
-    if target.name.is_empty() || target.namespace.is_empty() {
-        return Err(format!("dead_letter.queue {:?} names no queue", rule.queue));
+    if let Some(reason) = crate::names::refusal(&target) {
+        return Err(format!("dead_letter.queue names no queue: {reason}"));
     }
     if &target == source {
         return Err("a queue cannot be its own dead-letter queue".into());
@@ -257,7 +255,7 @@ pub async fn apply(
         let current = match engine.queue_info(&item.key).await {
             Ok(info) => Some(info.config),
             Err(EngineError::QueueNotFound(_)) => None,
-            Err(other) => return Err(fail(other.to_string())),
+            Err(other) => return Err(fail(crate::engine_error_text(&other))),
         };
         if let Some(config) = &current {
             if config.fifo.is_some() != item.declaration.fifo {
@@ -282,7 +280,7 @@ pub async fn apply(
                         label(&rule.dead_letter_queue)
                     )))
                     }
-                    Err(other) => return Err(fail(other.to_string())),
+                    Err(other) => return Err(fail(crate::engine_error_text(&other))),
                 }
             }
         }
@@ -354,12 +352,12 @@ async fn create(
         if let CreateOutcome::Existing(_) = engine
             .create_queue(item.key.clone(), config)
             .await
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(crate::engine_error_text(&e)))?
         {
             let info = engine
                 .queue_info(&item.key)
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| fail(crate::engine_error_text(&e)))?;
             return Box::pin(update(engine, item, &info.config, dry_run)).await;
         }
     }
@@ -416,7 +414,7 @@ where
         .map_err(|e| DeclareError {
             entry: item.entry,
             queue: label(&item.key),
-            reason: e.to_string(),
+            reason: crate::engine_error_text(&e),
         })
 }
 

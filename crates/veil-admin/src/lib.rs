@@ -11,6 +11,7 @@ pub mod declare;
 mod health;
 pub mod limits;
 mod metrics;
+pub mod names;
 mod observe;
 mod series;
 pub mod settings;
@@ -24,6 +25,22 @@ pub use api::ApiDoc;
 pub use health::{Phase, Readiness};
 pub use prometheus_client::registry::Registry;
 pub use series::Series;
+
+/// What a client is told of an engine error: its own words, except a store's, which go to the log (a
+/// database's error text, a peer's address): the client learns only whether to retry (docs/security.md
+/// "Errors that say nothing inside").
+pub(crate) fn engine_error_text(error: &veil_core::EngineError) -> String {
+    match error {
+        veil_core::EngineError::Store(store) => {
+            tracing::error!(error = %store, "admin request failed in the store");
+            match store {
+                veil_core::StoreError::Unavailable(_) => "the store cannot be reached now; retry".into(),
+                _ => "the store failed; the server's log says why".into(),
+            }
+        }
+        other => other.to_string(),
+    }
+}
 
 /// The engine the admin endpoint serves: empty while the store opens, replaced when the server reopens it.
 pub type EngineSlot = Arc<parking_lot::RwLock<Option<Dispatch>>>;

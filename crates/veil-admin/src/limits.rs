@@ -19,3 +19,6 @@ pub const DECLARED_MAX_RECEIVE_COUNT_MAX: u32 = 1_000;
 /// Most queues one declaration list may hold (`[[queues]]`, `veil queues apply`): each entry is a look-up and
 /// perhaps a create under the engine lock, and a longer list is applied in parts.
 pub const DECLARED_QUEUES_MAX: usize = 10_000;
+/// The longest retention an admin path sets, in seconds: the widest protocol's (Azure's message time-to-live
+/// is a 32-bit count of seconds, about 68 years); a longer one could only overflow a deadline.
+pub const RETENTION_S_MAX: u64 = i32::MAX as u64;

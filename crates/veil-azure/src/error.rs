@@ -224,11 +224,11 @@ impl AzureError {
         Self::new(ErrorCode::AuthenticationFailed).detail("AuthenticationErrorDetail", detail)
     }
 
+    /// Azure's internal error. `detail` goes to the log only: a 5xx never carries a store's or a database's
+    /// words to the client (docs/security.md "Errors that say nothing inside").
     pub fn internal(detail: impl fmt::Display) -> Self {
-        Self::with_message(
-            ErrorCode::InternalError,
-            format!("{} ({detail})", ErrorCode::InternalError.default_message()),
-        )
+        tracing::error!(%detail, "azure request failed with an internal error");
+        Self::new(ErrorCode::InternalError)
     }
 }
 

@@ -178,7 +178,9 @@ impl From<EngineError> for ApiError {
             | EngineError::MessageNotAvailable
             | EngineError::ReceiptExpired => ApiError::ReceiptInvalid,
             EngineError::OverLimit { .. } => ApiError::OverLimit(error.to_string()),
-            EngineError::Store(store) => ApiError::Store(store.to_string()),
+            // The store's own words go to the log, never to the client (docs/security.md "Errors that
+            // say nothing inside").
+            EngineError::Store(_) => ApiError::Store(crate::engine_error_text(&error)),
             other => ApiError::InvalidArgument(other.to_string()),
         }
     }

@@ -65,10 +65,10 @@ pub(crate) async fn create(
     let namespace = request
         .namespace
         .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
-    if request.name.is_empty() {
-        return Err(ApiError::InvalidArgument("a queue needs a name".into()));
-    }
     let key = QueueKey::new(namespace, request.name);
+    if let Some(reason) = crate::names::refusal(&key) {
+        return Err(ApiError::InvalidArgument(reason));
+    }
     let mut config = QueueConfig::default();
     if request.fifo {
         config.fifo = Some(Default::default());
@@ -124,10 +124,11 @@ pub(crate) fn apply_settings(
         config.receive_wait_ms = ms(s);
     }
     if let Some(s) = settings.retention_s {
-        if s == 0 {
-            return Err(ApiError::InvalidArgument(
-                "retention_s must be at least 1".into(),
-            ));
+        if s == 0 || s > crate::limits::RETENTION_S_MAX {
+            return Err(ApiError::InvalidArgument(format!(
+                "retention_s must be from 1 to {}",
+                crate::limits::RETENTION_S_MAX
+            )));
         }
         config.retention_ms = Some(ms(s));
     }
