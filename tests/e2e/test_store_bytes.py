@@ -11,12 +11,14 @@ reaches the engine:
   of a `QueueUrl`), a dead-letter target's ARN, tag keys and values, FIFO `MessageGroupId` and
   `MessageDeduplicationId`, message attribute names and types, batch entry ids, bodies;
 - Azure Queue Storage, raw HTTP with an account SAS: queue names in the path, metadata names and values
-  (`x-ms-meta-*`, on create and on Set Metadata), message text (raw bytes, character references);
+  (`x-ms-meta-*`, on create and on Set Metadata), stored access policy ids (Set Queue ACL), message text (raw
+  bytes, character references);
 - KubeMQ, raw gRPC with a hand-made protobuf encoding (so that string fields can carry what the SDK would not
-  encode): channel, client id, metadata, tags, dead-letter channel, body, on send, batch send and receive;
+  encode): channel, client id, metadata, tags, dead-letter channel, body, on send, batch send, receive, and the
+  QueuesUpstream and QueuesDownstream streams;
 - the admin API: create (namespace, name), `/api/v1/queues/apply` entries (names, namespaces, tags, metadata,
   dead-letter targets), sends with group and deduplication ids and attributes (what `veil import` sends), with
-  the namespace and queue of the path fuzzed too.
+  the namespace and queue of the path fuzzed too, and a redrive's destination.
 
 Between them a second tenant (another SQS account) sends to and receives from a queue of its own. Judged after
 every request: no answer is a 5xx other than a documented throttle (Azure 503 `ServerBusy`; SQS and the admin
@@ -40,6 +42,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 import urllib.parse
 import uuid
@@ -67,6 +70,8 @@ PARTITIONS = 1
 REQUEST_TIMEOUT_S = 30
 # The node's lease: long, so that a slow round on a busy machine never lets it lapse (a lapse moves the epoch).
 LEASE_TTL_MS = 10_000
+# How often (seconds) a long run makes a new Azure account SAS (each is valid an hour).
+SAS_RENEW_S = 1800
 # In keep-going mode, how long the node may take to serve the control tenant again after a store failure.
 RECOVERY_S = 60
 
@@ -212,7 +217,7 @@ def to_json(value, rng: random.Random) -> bytes:
     return json.dumps(value).encode()
 
 
-def pct(b: bytes, rng: random.Random, safe: bytes = b"") -> str:
+def pct(b: bytes, safe: bytes = b"") -> str:
     """`b` percent-encoded (every byte outside `safe` and the unreserved set)."""
     return urllib.parse.quote_from_bytes(b, safe=safe)
 
@@ -222,9 +227,9 @@ def form(params: list[tuple[str, bytes]], rng: random.Random) -> bytes:
     pieces = []
     for name, value in params:
         if rng.random() < 0.15:
-            encoded = b"".join(bytes([c]) if c >= 0x80 else pct(bytes([c]), rng).encode() for c in value)
+            encoded = b"".join(bytes([c]) if c >= 0x80 else pct(bytes([c])).encode() for c in value)
         else:
-            encoded = pct(value, rng).encode()
+            encoded = pct(value).encode()
         pieces.append(name.encode() + b"=" + encoded)
     return b"&".join(pieces)
 
@@ -233,8 +238,8 @@ def path_segment(b: bytes, rng: random.Random) -> bytes:
     """`b` as a path segment: percent-encoded (so '/' and '..' stay one segment), or mostly raw (the bytes a
     request line can carry at all: no space, CR, LF, '?', '#'; the rest percent-encoded)."""
     if rng.random() < 0.7:
-        return pct(b, rng).encode()
-    return b"".join(bytes([c]) if 0x21 <= c and c not in b"?#%" else pct(bytes([c]), rng).encode() for c in b)
+        return pct(b).encode()
+    return b"".join(bytes([c]) if 0x21 <= c and c not in b"?#%" else pct(bytes([c])).encode() for c in b)
 
 
 def header_value(b: bytes) -> bytes:
@@ -314,9 +319,8 @@ class StoreBytesFuzzer:
         self.pg = pg
         self.schema = schema
         self.rng = rng
-        self.sas = azure_full_sas()
+        self._sas: tuple[float, str] | None = None
         self.log_offset = 0
-        self.count = 0
         self.failures: list[str] = []
         self.sent_control = 0
         self.grpc = grpc.insecure_channel(node.kubemq_address,
@@ -330,6 +334,13 @@ class StoreBytesFuzzer:
             "sqs", endpoint_url=node.endpoint, region_name=DEFAULT_REGION, aws_access_key_id="test",
             aws_secret_access_key="test",
             config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+    @property
+    def sas(self) -> str:
+        """An account SAS (valid an hour), made again every half hour so that a long run never outlives it."""
+        if self._sas is None or time.monotonic() - self._sas[0] > SAS_RENEW_S:
+            self._sas = (time.monotonic(), azure_full_sas())
+        return self._sas[1]
 
     # ---- setup and the judges ----
 
@@ -577,7 +588,7 @@ class StoreBytesFuzzer:
         rng = self.rng
         request.front = "sqs-region"
         # The scope is split at '/', so a region never holds one.
-        region_bytes = arbitrary(rng).replace(b"/", b"") or b"\x00"
+        region_bytes = arbitrary(rng).replace(b"/", b"")
         region = as_text(region_bytes)
         request.inputs["region"] = region_bytes
         key, secret, name = ("test", "test", "fz-region")
@@ -611,7 +622,7 @@ class StoreBytesFuzzer:
         rng = self.rng
         request.front = "azure"
         x = arbitrary(rng)
-        kind = rng.randrange(4)
+        kind = rng.randrange(5)
         version = [(b"x-ms-version", b"2021-02-12")]
         if kind == 0:
             request.action = "Create Queue"
@@ -636,6 +647,14 @@ class StoreBytesFuzzer:
             xml = b"<QueueMessage><MessageText>" + x + b"</MessageText></QueueMessage>"
             target = f"/{AZURE_ACCOUNT}/fz-azure/messages?{self.sas}".encode()
             status, body = raw_http(self.node.azure_port, "POST", target, version, xml)
+        elif kind == 3:
+            request.action = "Set Queue ACL"
+            request.inputs["signed identifier Id"] = x
+            acl = (b"<SignedIdentifiers><SignedIdentifier><Id>" + x + b"</Id><AccessPolicy>"
+                   b"<Start>2026-01-01T00:00:00Z</Start><Expiry>2099-01-01T00:00:00Z</Expiry><Permission>r</Permission>"
+                   b"</AccessPolicy></SignedIdentifier></SignedIdentifiers>")
+            target = f"/{AZURE_ACCOUNT}/fz-azure?comp=acl&{self.sas}".encode()
+            status, body = raw_http(self.node.azure_port, "PUT", target, version, acl)
         else:
             request.action = "Put Message (queue in the path)"
             request.inputs["queue name"] = x
@@ -653,6 +672,27 @@ class StoreBytesFuzzer:
             return "OK", call(payload, timeout=REQUEST_TIMEOUT_S)
         except grpc.RpcError as e:
             return e.code().name, e.details() or ""
+
+    def kubemq_stream(self, method: str, payload: bytes, reply) -> tuple[str, object]:
+        """One request on a bidirectional stream and its first answer; the stream is then closed."""
+        call = self.grpc.stream_stream(f"/kubemq.kubemq/{method}", request_serializer=None,
+                                       response_deserializer=reply.FromString)
+        answered = threading.Event()
+
+        def one_request():
+            yield payload
+            answered.wait(REQUEST_TIMEOUT_S)
+
+        responses = call(one_request(), timeout=REQUEST_TIMEOUT_S)
+        try:
+            return "OK", next(responses)
+        except StopIteration:
+            return "OK", reply()
+        except grpc.RpcError as e:
+            return e.code().name, e.details() or ""
+        finally:
+            answered.set()
+            responses.cancel()
 
     def kubemq_send_raw(self, message: bytes) -> tuple[str, object]:
         return self.kubemq_call("SendQueueMessage", message, kubemq_pb2.SendQueueMessageResult)
@@ -677,7 +717,7 @@ class StoreBytesFuzzer:
     def kubemq(self, request: Request) -> Answer:
         rng = self.rng
         request.front = "kubemq"
-        kind = rng.randrange(3)
+        kind = rng.randrange(5)
         if kind == 0:
             request.action = "SendQueueMessage"
             code, reply = self.kubemq_send_raw(self.kubemq_message(request))
@@ -685,6 +725,21 @@ class StoreBytesFuzzer:
             request.action = "SendQueueMessagesBatch"
             batch = pb_bytes(1, b"batch") + pb_bytes(2, self.kubemq_message(request))
             code, reply = self.kubemq_call("SendQueueMessagesBatch", batch, kubemq_pb2.QueueMessagesBatchResponse)
+        elif kind == 2:
+            request.action = "QueuesUpstream"
+            upstream = pb_bytes(1, b"up") + pb_bytes(2, self.kubemq_message(request))
+            code, reply = self.kubemq_stream("QueuesUpstream", upstream, kubemq_pb2.QueuesUpstreamResponse)
+        elif kind == 3:
+            request.action = "QueuesDownstream Get"
+            fuzzed = rng.choice(["ClientID", "Channel"])
+            x = arbitrary(rng)
+            request.inputs[fuzzed] = x
+            self.kubemq_send_raw(pb_bytes(2, b"fuzz") + pb_bytes(3, b"fz-kmq") + pb_bytes(5, b"to pull"))
+            # Get (1), one item, no wait, auto-acknowledged: no transaction left open when the stream ends.
+            downstream = (pb_bytes(1, b"down") + pb_bytes(2, x if fuzzed == "ClientID" else b"fuzz") + pb_int(3, 1)
+                          + pb_bytes(4, x if fuzzed == "Channel" else b"fz-kmq") + pb_int(5, 1) + pb_int(6, 100)
+                          + pb_int(7, 1))
+            code, reply = self.kubemq_stream("QueuesDownstream", downstream, kubemq_pb2.QueuesDownstreamResponse)
         else:
             request.action = "ReceiveQueueMessages"
             fuzzed = rng.choice(["ClientID", "Channel"])
@@ -726,7 +781,7 @@ class StoreBytesFuzzer:
         rng = self.rng
         request.front = "admin"
         x = arbitrary(rng)
-        kind = rng.randrange(5)
+        kind = rng.randrange(6)
         if kind == 0:
             request.action = "POST /api/v1/queues"
             if rng.random() < 0.35:
@@ -771,6 +826,12 @@ class StoreBytesFuzzer:
             ns, queue = (x, b"fz-std") if place == "namespace" else (b"default", x)
             target = b"/api/v1/queues/" + path_segment(ns, rng) + b"/" + path_segment(queue, rng) + b"/messages"
             return self.admin_call("POST", target, b'{"messages":[{"body":"b"}]}')
+        if kind == 4:
+            request.action = "POST /api/v1/queues/{ns}/{queue}/redrive"
+            place = rng.choice(["namespace", "name"])
+            request.inputs[f"destination {place}"] = x
+            to = {"namespace": x, "name": b"fz-std"} if place == "namespace" else {"namespace": b"default", "name": x}
+            return self.admin_call("POST", b"/api/v1/queues/default/fz-std/redrive", to_json({"to": to}, rng))
         # A standard queue's send with the FIFO fields (what an import of a FIFO export into it sends).
         request.action = "POST /api/v1/queues/{ns}/{queue}/messages (standard)"
         request.inputs["group"] = x
@@ -800,6 +861,7 @@ def test_no_request_whatever_its_bytes_fails_the_postgresql_store(veil_path, pg,
     cluster = Cluster(pg, tmp_path, size=1, partitions=PARTITIONS, lease_ttl_ms=LEASE_TTL_MS, extra_args=["--config", str(config)])
     node = cluster.nodes[0]
     cluster.start()
+    fuzzer = None
     try:
         fuzzer = StoreBytesFuzzer(node, pg, cluster.schema, random.Random(seed))
         fuzzer.setup()
@@ -813,4 +875,6 @@ def test_no_request_whatever_its_bytes_fails_the_postgresql_store(veil_path, pg,
         assert node.running(), node.log_tail()
         node.stop_cleanly()
     finally:
+        if fuzzer is not None:
+            fuzzer.grpc.close()
         cluster.kill_all()
