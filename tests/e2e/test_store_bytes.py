@@ -20,22 +20,26 @@ reaches the engine:
   dead-letter targets), sends with group and deduplication ids and attributes (what `veil import` sends), with
   the namespace and queue of the path fuzzed too, and a redrive's destination.
 
-Between them a second tenant (another SQS account) sends to and receives from a queue of its own. Judged after
-every request: no answer is a 5xx other than a documented throttle (Azure 503 `ServerBusy`; SQS and the admin
+Beside them a second tenant (another SQS account) sends to, receives from and deletes on a queue of its own,
+back to back from a thread of its own (so that its writes share group commits with the fuzzer's), and every
+few requests a round trip on a second queue. Judged after every request: no answer is a 5xx other than a documented throttle (Azure 503 `ServerBusy`; SQS and the admin
 API throttle with 400 and 429, KubeMQ with `RESOURCE_EXHAUSTED`), and a KubeMQ call ends in neither `INTERNAL`
 (but tonic's own "failed to decode Protobuf message", the gRPC framework refusing a malformed request before
 Veil sees it) nor `UNKNOWN`/`UNAVAILABLE`/`DATA_LOSS`, nor an in-band `Error 5xx`; no answer carries
 PostgreSQL's text; the node's log never says a store write failed nor that it left a partition; the node stays
-up. Every few requests, and at the end: the control tenant's send and receive succeed, the partition's lease
+up. Every few requests, and at the end: every control send and receive succeeded, the partition's lease
 epoch has not moved (a failed store is left and reloaded under a new epoch), and `/readyz` is 200.
 
 Reproduce: the seed is printed; `VEIL_BYTES_SEED=<seed>` replays it, `VEIL_BYTES_REQUESTS=<n>` sets the count
-(CI's default is a short run), `VEIL_BYTES_KEEP_GOING=1` records every failing request instead of stopping at
-the first (waiting for the node to serve again after each). `scripts/fuzz-store-bytes` runs a long run.
+(CI's default is a short run of 400, a few seconds) or `VEIL_BYTES_SECONDS=<s>` a duration,
+`VEIL_BYTES_KEEP_GOING=1` records every failing request instead of stopping at the first (waiting for the node
+to serve again after each), `VEIL_BYTES_VERBOSE=1` prints every request and its answer. `scripts/fuzz-store-bytes`
+runs a long run (docs/reliability.md "Arbitrary bytes against the PostgreSQL store").
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -310,6 +314,64 @@ def raw_http(port: int, method: str, target: bytes, headers: list[tuple[bytes, b
         return response.status, response.read()
 
 
+# ---- the control tenant's load -----------------------------------------------------------------------------
+
+
+class ControlLoad:
+    """The control tenant's own traffic while the fuzzer runs: a thread sending to, receiving from and deleting
+    on a queue of its own, back to back, so that its writes share group commits with the fuzzer's. Every error
+    it meets is kept for the next control round to report."""
+
+    def __init__(self, client, url: str):
+        self.client = client
+        self.url = url
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.errors: list[str] = []
+        self.round_trips = 0
+        self.thread = threading.Thread(target=self._run, name="control-load", daemon=True)
+
+    def start(self) -> ControlLoad:
+        self.thread.start()
+        return self
+
+    def take_errors(self) -> list[str]:
+        with self.lock:
+            errors, self.errors = self.errors, []
+        return errors
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=REQUEST_TIMEOUT_S * 2)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            body = f"load-{n}"
+            try:
+                self.client.send_message(QueueUrl=self.url, MessageBody=body)
+                got = self.client.receive_message(QueueUrl=self.url, MaxNumberOfMessages=1, WaitTimeSeconds=5,
+                                                  VisibilityTimeout=30).get("Messages", [])
+                if [m["Body"] for m in got] != [body]:
+                    raise AssertionError(f"sent {body!r}, received {[m['Body'] for m in got]!r}")
+                self.client.delete_message(QueueUrl=self.url, ReceiptHandle=got[0]["ReceiptHandle"])
+                self.round_trips += 1
+            except Exception as e:  # noqa: BLE001 - every failure of the control tenant is a finding
+                with self.lock:
+                    self.errors.append(f"{time.strftime('%H:%M:%S')} {e!r}"[:300])
+                # Whatever is left in the queue would answer the next receive: start again from an empty one.
+                self._drain()
+
+    def _drain(self) -> None:
+        # The store may still be down: then the next round trip fails and says so.
+        with contextlib.suppress(Exception):
+            while got := self.client.receive_message(QueueUrl=self.url, MaxNumberOfMessages=10,
+                                                     WaitTimeSeconds=0).get("Messages", []):
+                for m in got:
+                    self.client.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
+
+
 # ---- the fuzzer ------------------------------------------------------------------------------------------
 
 
@@ -325,15 +387,19 @@ class StoreBytesFuzzer:
         self.sent_control = 0
         self.grpc = grpc.insecure_channel(node.kubemq_address,
                                           options=[("grpc.max_send_message_length", 8 * 1024 * 1024)])
-        self.control = boto3.client(
-            "sqs", endpoint_url=node.endpoint, region_name=DEFAULT_REGION, aws_access_key_id="AKIDCONTROL",
-            aws_secret_access_key="control-secret",
-            config=Config(connect_timeout=5, read_timeout=REQUEST_TIMEOUT_S,
-                          retries={"total_max_attempts": 1, "mode": "standard"}))
+        self.control = self.control_client()
         self.sqs = boto3.client(
             "sqs", endpoint_url=node.endpoint, region_name=DEFAULT_REGION, aws_access_key_id="test",
             aws_secret_access_key="test",
             config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+    def control_client(self):
+        """The control tenant's SQS client (another account), without retries: every error is seen."""
+        return boto3.client(
+            "sqs", endpoint_url=self.node.endpoint, region_name=DEFAULT_REGION, aws_access_key_id="AKIDCONTROL",
+            aws_secret_access_key="control-secret",
+            config=Config(connect_timeout=5, read_timeout=REQUEST_TIMEOUT_S,
+                          retries={"total_max_attempts": 1, "mode": "standard"}))
 
     @property
     def sas(self) -> str:
@@ -346,9 +412,10 @@ class StoreBytesFuzzer:
 
     def setup(self) -> None:
         self.control_url = self.control.create_queue(QueueName="control")["QueueUrl"]
+        load_url = self.control.create_queue(QueueName="control-load")["QueueUrl"]
+        self.load = ControlLoad(self.control_client(), load_url)
         self.std_url = self.sqs.create_queue(QueueName="fz-std")["QueueUrl"]
         self.fifo_url = self.sqs.create_queue(QueueName="fz-fifo.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        self.lim_url = self.sqs.create_queue(QueueName="lim-fz")["QueueUrl"]
         status, body = raw_http(self.node.azure_port, "PUT", f"/{AZURE_ACCOUNT}/fz-azure?{self.sas}".encode(), [])
         assert status == 201, body
         assert self.kubemq_send_raw(pb_bytes(2, b"setup") + pb_bytes(3, b"fz-kmq") + pb_bytes(5, b"x"))[0] == "OK"
@@ -398,6 +465,10 @@ class StoreBytesFuzzer:
                 self.control.delete_message(QueueUrl=self.control_url, ReceiptHandle=m["ReceiptHandle"])
         except Exception as e:  # noqa: BLE001 - any failure of the control tenant is the finding
             problems.append(f"the control tenant's send/receive failed: {e!r}")
+        load_errors = self.load.take_errors()
+        if load_errors:
+            problems.append(f"the control tenant's concurrent load got {len(load_errors)} errors, first: "
+                            + " | ".join(load_errors[:3]))
         epochs = self.epoch_sum()
         if epochs != self.epochs:
             problems.append(f"the partition's lease epoch moved from {self.epochs} to {epochs} (its store was "
@@ -434,6 +505,7 @@ class StoreBytesFuzzer:
             self.azure, self.azure, self.kubemq, self.kubemq, self.admin, self.admin, self.admin,
         ]
         recent: list[Request] = []
+        self.load.start()
         deadline = time.monotonic() + seconds if seconds else None
         index = 0
         while True:
@@ -464,7 +536,10 @@ class StoreBytesFuzzer:
             index += 1
             if index % 1000 == 0:
                 print(f"store-bytes: {index} requests, {len(self.failures)} failures", flush=True)
+        self.load.finish()
         late = self.control_round() + self.judge(Request(index, "node", "end"), Answer("(end)", b""))
+        if self.load.round_trips == 0:
+            late.append("the control tenant's concurrent load never completed a round trip")
         if late:
             ended = Request(index, "control", "end round")
             ended.note = "one of: " + "; ".join(r.describe() for r in recent)
@@ -484,6 +559,12 @@ class StoreBytesFuzzer:
             pytest.fail(f"VEIL_BYTES_SEED={seed} (request {request.index}): {report}\n{self.node.log_tail(15)}",
                         pytrace=False)
         self.recover()
+        hurt = self.load.take_errors()
+        if hurt:
+            note = (f"    meanwhile the control tenant's concurrent load got {len(hurt)} errors, first: "
+                    + " | ".join(hurt[:2]))
+            print(note, flush=True)
+            self.failures[-1] += "\n" + note
 
     # ---- SQS ----
 
@@ -755,6 +836,8 @@ class StoreBytesFuzzer:
             answer = Answer(f"gRPC {code}", text)
             if code == "INTERNAL" and not text.startswith(b"failed to decode Protobuf message"):
                 answer.failed = f"gRPC INTERNAL: {text[:300]!r}"
+            elif code == "DEADLINE_EXCEEDED":
+                answer.failed = f"no answer within {REQUEST_TIMEOUT_S} s"
             elif code in ("UNKNOWN", "UNAVAILABLE", "DATA_LOSS"):
                 answer.failed = f"gRPC {code}: {text[:300]!r}"
             return answer
@@ -858,7 +941,8 @@ def test_no_request_whatever_its_bytes_fails_the_postgresql_store(veil_path, pg,
           f"VEIL_BYTES_SECONDS={seconds or ''}", flush=True)
     config = tmp_path / "veil.toml"
     config.write_text(CONFIG)
-    cluster = Cluster(pg, tmp_path, size=1, partitions=PARTITIONS, lease_ttl_ms=LEASE_TTL_MS, extra_args=["--config", str(config)])
+    cluster = Cluster(pg, tmp_path, size=1, partitions=PARTITIONS, lease_ttl_ms=LEASE_TTL_MS,
+                      extra_args=["--config", str(config)])
     node = cluster.nodes[0]
     cluster.start()
     fuzzer = None
@@ -868,13 +952,15 @@ def test_no_request_whatever_its_bytes_fails_the_postgresql_store(veil_path, pg,
         started = time.monotonic()
         sent = fuzzer.run(count, seconds, keep_going, seed)
         elapsed = time.monotonic() - started
-        print(f"store-bytes: {sent} requests in {elapsed:.1f} s, {len(fuzzer.failures)} failures "
-              f"(VEIL_BYTES_SEED={seed})", flush=True)
+        print(f"store-bytes: {sent} requests in {elapsed:.1f} s, {len(fuzzer.failures)} failures, "
+              f"{fuzzer.load.round_trips} control round trips beside them (VEIL_BYTES_SEED={seed})", flush=True)
         assert not fuzzer.failures, (f"VEIL_BYTES_SEED={seed}: {len(fuzzer.failures)} requests broke the store "
                                      "rule:\n" + "\n".join(fuzzer.failures))
         assert node.running(), node.log_tail()
         node.stop_cleanly()
     finally:
         if fuzzer is not None:
+            if hasattr(fuzzer, "load"):
+                fuzzer.load.finish()
             fuzzer.grpc.close()
         cluster.kill_all()
