@@ -2,8 +2,9 @@
 //! waits there, and a call without the cluster's token, or to a node that does not own the queues, is
 //! refused as unavailable.
 
+use std::io::{Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use veil_cluster::routing::Routing;
@@ -29,6 +30,7 @@ async fn node(secret: [u8; 32]) -> Node {
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(veil_cluster::server::serve(
         listener,
+        None,
         routing.clone(),
         Token::of(&secret),
         stopped,
@@ -306,5 +308,73 @@ async fn a_call_follows_its_partition_to_the_next_owner_instead_of_failing() {
     assert!(
         started.elapsed() < Duration::from_millis(500),
         "no wait without the database"
+    );
+}
+
+/// HTTP/2's connection preface and an empty SETTINGS frame: what a client sends before anything else.
+const PREFACE_AND_SETTINGS: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Reads `stream` until the server closes it; how long that took.
+fn closed_within(mut stream: std::net::TcpStream, bound: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    stream
+        .set_read_timeout(Some(bound))
+        .expect("a read timeout");
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(started.elapsed())
+            }
+            Err(_) => return None,
+        }
+        if started.elapsed() > bound {
+            return None;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_stops_answering_the_ping_is_closed_within_the_keepalive_timeout() {
+    let owner = node(SECRET).await;
+    let addr = owner.addr.clone();
+    let bound = Duration::from_millis(
+        veil_cluster::limits::KEEPALIVE_INTERVAL_MS
+            + veil_cluster::limits::KEEPALIVE_TIMEOUT_MS
+            + 2_000,
+    );
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        // A client that speaks HTTP/2 and then goes silent, as a peer whose host vanished (half-open).
+        stream.write_all(PREFACE_AND_SETTINGS).expect("preface");
+        closed_within(stream, bound)
+    })
+    .await
+    .expect("the reader");
+    assert!(
+        closed.is_some(),
+        "a silent HTTP/2 connection stayed open past {bound:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sends_nothing_is_closed_at_the_first_bytes_deadline() {
+    let owner = node(SECRET).await;
+    let addr = owner.addr.clone();
+    let bound = Duration::from_millis(veil_cluster::limits::FIRST_BYTES_MS_MAX + 2_000);
+    let closed = tokio::task::spawn_blocking(move || {
+        let stream = std::net::TcpStream::connect(&addr).expect("connect");
+        closed_within(stream, bound)
+    })
+    .await
+    .expect("the reader");
+    let closed = closed.expect("a silent connection stayed open");
+    assert!(
+        closed
+            >= Duration::from_millis(veil_cluster::limits::FIRST_BYTES_MS_MAX)
+                - Duration::from_millis(100)
     );
 }
