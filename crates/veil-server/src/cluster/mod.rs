@@ -109,13 +109,44 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         faults: None,
         shutdown: shutdown.clone(),
     };
+    // The cluster's TLS is read before anything else: a bad file stops the start, not a later handshake.
+    let cluster_tls = match &postgres.tls {
+        Some(files) => {
+            let tls = veil_cluster::tls::ClusterTls::load(files)?;
+            tracing::info!(ca = %files.ca.display(), cert = %files.cert.cert.display(), "cluster RPC: TLS between nodes, peers authenticated by the cluster's CA");
+            reload_on_sighup(tls.clone());
+            Some(tls)
+        }
+        None if postgres.insecure_plaintext => {
+            tracing::warn!(
+                bind = %postgres.bind,
+                advertise = %postgres.advertise,
+                "INSECURE: the cluster RPC is PLAINTEXT beyond loopback (--cluster-insecure-plaintext): the cluster \
+                 token and every message body cross the network in clear, and anyone who captures the token can \
+                 run any engine call; give the nodes TLS (--cluster-ca, --cluster-cert, --cluster-key)"
+            );
+            None
+        }
+        None => {
+            tracing::info!("cluster RPC: plaintext on loopback");
+            None
+        }
+    };
+    let rpc_server_tls = cluster_tls
+        .as_ref()
+        .map(|tls| tls.server_config())
+        .transpose()?;
+    let rpc_client_tls = cluster_tls
+        .as_ref()
+        .map(|tls| tls.client_config())
+        .transpose()?;
     tracing::info!(node = %postgres.node_id, "cluster node starting; waiting for the database");
     // The cluster's secret keys receipts and the internal RPC's token: nothing is served before it is known.
     let Some(secret) = member.first_contact().await? else {
         return Ok(());
     };
     let token = Token::of(&secret);
-    let routing = Routing::new(token.clone());
+    let routing = Routing::new(token.clone(), rpc_client_tls);
     if let Some(count) = member.count {
         routing.set_count(count);
     }
@@ -170,6 +201,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     let rpc = spawn_rpc(
         rpc_listener,
         rpc_local,
+        rpc_server_tls,
         routing.clone(),
         token,
         shutdown,
@@ -266,6 +298,34 @@ struct Owned {
     inbox: JoinHandle<()>,
 }
 
+/// Re-reads the cluster's CA bundle and this node's certificate on each SIGHUP, as the public listeners'
+/// certificates are (docs/cluster.md "TLS between nodes"): new handshakes use them, open connections keep
+/// theirs; a file that fails keeps what is in force.
+fn reload_on_sighup(tls: Arc<veil_cluster::tls::ClusterTls>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let mut hangups = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::hangup(),
+        ) {
+            Ok(hangups) => hangups,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGHUP; the cluster's TLS will not reload");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => {
+                    tracing::info!(ca = %tls.ca_file().display(), "SIGHUP: the cluster's CA bundle and node certificate reloaded")
+                }
+                Err(error) => {
+                    tracing::error!(%error, "SIGHUP: the cluster's TLS NOT reloaded; what was in force stays")
+                }
+            }
+        }
+    });
+}
+
 /// The next fault a listener reports; pending for ever without a channel.
 async fn next_fault(
     faults: &mut Option<mpsc::UnboundedReceiver<ServeError>>,
@@ -285,6 +345,7 @@ async fn next_fault(
 fn spawn_rpc(
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
     routing: Routing,
     token: Token,
     shutdown: watch::Receiver<bool>,
@@ -297,7 +358,7 @@ fn spawn_rpc(
         loop {
             let served = veil_cluster::server::serve(
                 listener,
-                None,
+                tls.clone(),
                 routing.clone(),
                 token.clone(),
                 shutdown.clone(),
