@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from helpers import make_client
 from pg_support import Cluster, ClusterNode, PgServer
 
@@ -63,7 +62,7 @@ def rpc_addr(cluster: Cluster, node: ClusterNode) -> tuple[str, int]:
 
 def metric(node: ClusterNode, name: str, labels: str) -> float:
     text = requests.get(f"{node.admin_endpoint}/metrics", timeout=5).text
-    match = re.search(rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$", text, re.M)
+    match = re.search(rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$", text, re.MULTILINE)
     assert match, f"{name}{{{labels}}} is not in /metrics"
     return float(match.group(1))
 

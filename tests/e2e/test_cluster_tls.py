@@ -17,7 +17,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -28,7 +27,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers import make_client
 from pg_support import Cluster, ClusterNode, PgServer, cluster_tls_dir, make_cluster_tls
 
@@ -225,11 +223,10 @@ def test_the_internal_port_serves_only_clients_with_a_certificate_of_the_cluster
             answer = http2_answer(port, context)
             assert not is_http2_settings(answer), f"a client with {who} was served"
         # And a node verifies the port it connects to: the foreign CA does not vouch for the node's certificate.
-        with pytest.raises(ssl.SSLError):
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-                context = tls_client(foreign / "ca.pem", foreign / "cert.pem", foreign / "key.pem")
-                with context.wrap_socket(raw, server_hostname=NODE_NAME):
-                    pass
+        context = tls_client(foreign / "ca.pem", foreign / "cert.pem", foreign / "key.pem")
+        with pytest.raises(ssl.SSLError), socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=NODE_NAME):
+            pass
     finally:
         node.kill()
 
