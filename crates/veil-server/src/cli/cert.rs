@@ -1,7 +1,9 @@
 //! `veil cert dev`: a development certificate authority and a server certificate it signed for this machine
 //! (localhost, 127.0.0.1, ::1 and any `--host`), written as PEM for `veil serve --tls-cert/--tls-key`, with
 //! how to make each SDK trust it (docs/security.md "TLS"). Local only: it talks to no server. The CA's private
-//! key is not kept, so the CA can sign nothing else: trusting `ca.pem` trusts this one certificate.
+//! key is not kept, so the CA can sign nothing else: trusting `ca.pem` trusts this one certificate. With
+//! `--cluster`, a cluster's set instead: a CA and one node certificate for every node's TLS between nodes
+//! (docs/cluster.md "TLS between nodes").
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +25,8 @@ const DEV_CERT_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
 #[derive(Subcommand, Debug)]
 pub enum CertCommand {
     /// Write a development CA (ca.pem) and a server certificate it signed (cert.pem: leaf + CA, key.pem)
-    /// for localhost, 127.0.0.1 and ::1, and print how to trust it.
+    /// for localhost, 127.0.0.1 and ::1, and print how to trust it; with --cluster, a cluster's CA and node
+    /// certificate for TLS between nodes.
     Dev(DevArgs),
 }
 
