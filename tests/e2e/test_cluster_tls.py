@@ -8,7 +8,8 @@ client, a client without a certificate and one whose certificate comes from a fo
 internal port, while the cluster's own certificate is served; and the CA and node certificates rotate without
 downtime: a bundle of old and new CA, then new node certificates, then the new CA alone, each put in force with
 SIGHUP, with calls through every node to every other node's partitions working after each step and a node that
-only knows the new CA joining midway.
+only knows the new CA joining midway. Last, a plaintext cluster advertised beyond loopback is refused at start
+(exit 2), and starts with `--cluster-insecure-plaintext` only with a warning.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import ssl
+import subprocess
 import threading
 import time
 import uuid
@@ -311,3 +314,30 @@ def test_the_ca_and_node_certificates_rotate_without_downtime(veil_path, pg, tmp
         assert not is_http2_settings(retired), "a certificate of the retired CA was still served"
     finally:
         cluster.kill_all()
+
+
+def test_a_plaintext_cluster_beyond_loopback_is_refused_and_the_insecure_flag_warns(veil_path, pg, tmp_path):
+    schema = f"veil_e2e_{uuid.uuid4().hex[:10]}"
+    # Advertised beyond loopback (nothing binds there: the bind stays 127.0.0.1), without TLS.
+    beyond = ["--cluster-advertise", "10.255.255.1"]
+    refused = ClusterNode(tmp_path, pg.url, schema, "refused", tls=None, extra_args=beyond)
+    proc = subprocess.run(refused.command(), capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL,
+                          check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "not loopback and has no TLS" in proc.stderr and "--cluster-insecure-plaintext" in proc.stderr, proc.stderr
+    insecure = ClusterNode(tmp_path, pg.url, schema, "insecure", tls=None,
+                           extra_args=[*beyond, "--cluster-insecure-plaintext"])
+    try:
+        insecure.start()
+        assert log_appears(insecure, r"WARN.*INSECURE: the cluster RPC is PLAINTEXT"), insecure.log_tail()
+    finally:
+        insecure.kill()
+
+
+def log_appears(node: ClusterNode, pattern: str, within_s: float = WITHIN_S) -> bool:
+    deadline = time.monotonic() + within_s
+    while not re.search(pattern, node.log_path.read_text(errors="replace")):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
