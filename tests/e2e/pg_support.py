@@ -14,11 +14,15 @@ synchronous_standby_names='*' would wait for a synchronous standby of its own fo
 kill processes, not the machine, and the OS page cache survives a process kill.
 
 `ClusterNode` is a `veil serve --store <postgres> --pg-schema <schema> --node-id <name>` process (no data dir);
-`Cluster` is a set of them over one schema, with the lease table's view of who leads.
+`Cluster` is a set of them over one schema, with the lease table's view of who leads. Nodes talk TLS with mutual
+authentication between them by default (issue 44, item 3): `cluster_tls_dir()` makes one development set with
+`veil cert dev --cluster` per test session, and every node gets `--cluster-ca/--cluster-cert/--cluster-key`
+from it unless it is given `tls=None` (plaintext, allowed on loopback) or a directory of its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections import Counter
 import pwd
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VeilServer, free_port, make_client
+from helpers import VeilServer, free_port, make_client, veil_bin
 
 PG_BIN_DEFAULT = "/usr/lib/postgresql/15/bin"
 # Every pg_ctl start/stop/promote waits at most this long (seconds) before the test fails.
@@ -382,11 +386,42 @@ def fresh_schema() -> str:
     return f"veil_e2e_{uuid.uuid4().hex[:10]}"
 
 
+_CLUSTER_TLS: Path | None = None
+
+
+def make_cluster_tls(out: Path) -> Path:
+    """A development set for TLS between nodes (`veil cert dev --cluster`): out/ca.pem, cert.pem, key.pem."""
+    _run([veil_bin(), "cert", "dev", "--cluster", "--out", str(out), "--force"], "veil cert dev --cluster")
+    return out
+
+
+def cluster_tls_dir() -> Path:
+    """The session's development set for TLS between nodes, made once per test session (process)."""
+    global _CLUSTER_TLS
+    if _CLUSTER_TLS is None:
+        made = Path(tempfile.mkdtemp(prefix="veil-cluster-tls-"))
+        atexit.register(shutil.rmtree, made, True)
+        _CLUSTER_TLS = make_cluster_tls(made)
+    return _CLUSTER_TLS
+
+
+def cluster_tls_args(tls: Path) -> list[str]:
+    return ["--cluster-ca", str(tls / "ca.pem"), "--cluster-cert", str(tls / "cert.pem"),
+            "--cluster-key", str(tls / "key.pem")]
+
+
+# `ClusterNode(tls=SESSION_TLS)`: the session's set (the default).
+SESSION_TLS = "session"
+
+
 class ClusterNode(VeilServer):
-    """One `veil serve` node of a cluster: its queues live in PostgreSQL, so it has no data dir."""
+    """One `veil serve` node of a cluster: its queues live in PostgreSQL, so it has no data dir. Its internal RPC
+    is TLS with the session's development set (`tls=SESSION_TLS`), another set's directory, or plaintext
+    (`tls=None`)."""
 
     def __init__(self, log_dir: Path, store: str, schema: str, node_id: str, lease_ttl_ms: int = LEASE_TTL_MS,
-                 extra_args=(), partitions: int = CLUSTER_PARTITIONS, shards: tuple[str, ...] = ()):
+                 extra_args=(), partitions: int = CLUSTER_PARTITIONS, shards: tuple[str, ...] = (),
+                 tls: Path | str | None = SESSION_TLS):
         super().__init__(log_dir / node_id, log_dir=log_dir, extra_args=extra_args)
         self.store = store
         self.shards = shards
@@ -394,6 +429,7 @@ class ClusterNode(VeilServer):
         self.node_id = node_id
         self.lease_ttl_ms = lease_ttl_ms
         self.partitions = partitions
+        self.tls = cluster_tls_dir() if tls == SESSION_TLS else tls
 
     namespace: NetworkNamespace | None = None
 
@@ -409,7 +445,8 @@ class ClusterNode(VeilServer):
     def store_args(self) -> list[str]:
         return ["--store", self.store, "--pg-schema", self.schema, "--node-id", self.node_id,
                 "--lease-ttl-ms", str(self.lease_ttl_ms), "--partitions", str(self.partitions)] + [
-                    arg for shard in self.shards for arg in ("--pg-shard", shard)]
+                    arg for shard in self.shards for arg in ("--pg-shard", shard)] + (
+                    cluster_tls_args(Path(self.tls)) if self.tls else [])
 
 
 class Cluster:

@@ -3,8 +3,10 @@
 //! protocols' "service unavailable", and says nothing about whether the call took effect at the owner, as
 //! for any request whose answer was lost.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::ClientConfig;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use veil_core::dispatch::{Call, Reply};
@@ -12,6 +14,7 @@ use veil_core::EngineResult;
 
 use crate::pb::engine_client::EngineClient;
 use crate::pb::Frame;
+use crate::tls::Connector;
 use crate::token::{self, Token};
 use crate::{limits, unavailable};
 
@@ -36,8 +39,11 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// A peer at `addr` (`host:port`); nothing is connected until the first call.
-    pub fn new(addr: &str, token: &Token) -> EngineResult<Self> {
+    /// A peer at `addr` (`host:port`); nothing is connected until the first call. With `tls`, every
+    /// connection is TLS with this node's certificate, and the peer must present a node's
+    /// (crate::tls); the token then travels only inside it.
+    pub fn new(addr: &str, token: &Token, tls: Option<&Arc<ClientConfig>>) -> EngineResult<Self> {
+        // The scheme stays http: tonic's own TLS is not used; the connector below does the handshake.
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|error| unavailable(format!("the owner's address {addr:?}: {error}")))?
             .connect_timeout(Duration::from_millis(limits::CONNECT_MS_MAX))
@@ -45,7 +51,11 @@ impl Peer {
             .http2_keep_alive_interval(Duration::from_millis(limits::KEEPALIVE_INTERVAL_MS))
             .keep_alive_timeout(Duration::from_millis(limits::KEEPALIVE_TIMEOUT_MS))
             .keep_alive_while_idle(true);
-        let client = EngineClient::new(endpoint.connect_lazy())
+        let channel = match tls {
+            Some(config) => endpoint.connect_with_connector_lazy(Connector::new(config.clone())),
+            None => endpoint.connect_lazy(),
+        };
+        let client = EngineClient::new(channel)
             .max_decoding_message_size(limits::FRAME_BYTES_MAX)
             .max_encoding_message_size(limits::FRAME_BYTES_MAX);
         let token = token

@@ -8,6 +8,7 @@
 //! - [`server`]: the internal service, answering from this node's engine while it owns the queues.
 //! - [`client::Peer`]: a connection to another node's service.
 //! - [`token`]: the credential every internal call carries, derived from the cluster's shared secret.
+//! - [`tls`]: TLS between the nodes with mutual authentication by the cluster's CA.
 //!
 //! Knows nothing of PostgreSQL, leases or protocols: the server crate decides who owns what and tells
 //! [`routing::Routing`].
@@ -17,6 +18,7 @@ pub mod limits;
 pub mod ownership;
 pub mod routing;
 pub mod server;
+pub mod tls;
 pub mod token;
 
 /// The generated gRPC code of `proto/cluster.proto`.

@@ -17,3 +17,15 @@ pub const KEEPALIVE_TIMEOUT_MS: u64 = 2_000;
 /// known while the database is reachable): a partition moving between nodes costs its callers this much
 /// latency at most, not an error (ms).
 pub const REROUTE_WAIT_MS_MAX: u64 = 2_000;
+/// Connections the internal port holds open at once; one more is closed as soon as it is accepted. Each node
+/// keeps one connection to each other node, so this is far above any cluster's size, and far below what
+/// exhausts the process's descriptors (the public listeners' default is 10,000 each).
+pub const CONNECTIONS_MAX: usize = 1_024;
+/// Time for a new connection to send its first bytes (a node's client sends the HTTP/2 preface at once), and
+/// for a TLS handshake to complete (ms).
+pub const FIRST_BYTES_MS_MAX: u64 = 5_000;
+pub const TLS_HANDSHAKE_MS_MAX: u64 = 5_000;
+/// A connection whose peer sent nothing for this long is closed: a node's connection carries an HTTP/2 ping
+/// or its answer every `KEEPALIVE_INTERVAL_MS` even when idle, so only a half-open connection, or a client
+/// that is not a node, stays silent this long (ms).
+pub const IDLE_MS_MAX: u64 = 10_000;

@@ -40,6 +40,8 @@ pub struct Routing {
     reachable: Arc<AtomicBool>,
     /// Shared, not copied: a remote call clones the routing it runs on.
     token: Arc<Token>,
+    /// How this node connects to its peers: TLS with its certificate (crate::tls), or plaintext.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 struct Table {
@@ -63,8 +65,8 @@ pub enum RouteView {
 }
 
 impl Routing {
-    /// Nobody serves yet; calls to other nodes present `token`.
-    pub fn new(token: Token) -> Self {
+    /// Nobody serves yet; calls to other nodes present `token`, over TLS with `tls`.
+    pub fn new(token: Token, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         Self {
             table: Arc::new(RwLock::new(Table {
                 routes: vec![Route::Nobody],
@@ -72,6 +74,7 @@ impl Routing {
             changed: Arc::new(watch::channel(0).0),
             reachable: Arc::new(AtomicBool::new(false)),
             token: Arc::new(token),
+            tls,
         }
     }
 
@@ -131,7 +134,7 @@ impl Routing {
                 _ => None,
             })
         };
-        let next = match known.map_or_else(|| Peer::new(addr, &self.token), Ok) {
+        let next = match known.map_or_else(|| Peer::new(addr, &self.token, self.tls.as_ref()), Ok) {
             Ok(peer) => Route::At(Box::new(peer)),
             Err(error) => {
                 tracing::warn!(%error, addr, partition, "cannot route to the owner");

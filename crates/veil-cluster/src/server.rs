@@ -5,11 +5,17 @@
 //! first.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use veil_core::dispatch::Call;
+use veil_http::{Conn, ConnectionInfo};
 
 use crate::limits;
 use crate::pb::engine_server::{Engine, EngineServer};
@@ -55,15 +61,35 @@ impl Engine for Service {
     }
 }
 
-/// Serves the internal service on `listener` until `shutdown` turns true.
+/// The name of the internal port's listener in logs and in the `listener` label of the metrics.
+pub const LISTENER: &str = "cluster";
+
+/// The internal port's limits for veil-http's accept loop: a connection cap, a deadline for the first bytes
+/// and for the TLS handshake, and an idle timeout (a node's connections ping every second, so a silent one is
+/// half-open or not a node's).
+pub fn listener_limits() -> veil_http::Limits {
+    veil_http::Limits {
+        max_connections: limits::CONNECTIONS_MAX,
+        header_read_timeout: Duration::from_millis(limits::FIRST_BYTES_MS_MAX),
+        tls_handshake_timeout: Duration::from_millis(limits::TLS_HANDSHAKE_MS_MAX),
+        idle_timeout: Some(Duration::from_millis(limits::IDLE_MS_MAX)),
+        ..veil_http::Limits::default()
+    }
+}
+
+/// Serves the internal service on `listener` until `shutdown` turns true, over the connections of veil-http's
+/// accept loop — the one every listener of the process runs (docs/security.md "Every listener's accept
+/// loop"), which never ends on an accept error. Returning before `shutdown` is a fault of the listener, which
+/// the caller reports and acts on. With `tls`, the port serves TLS only.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     routing: Routing,
     token: Token,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "cluster RPC listening");
+        tracing::info!(%addr, tls = tls.is_some(), "cluster RPC listening");
     }
     #[allow(clippy::result_large_err)] // tonic's interceptor signature
     let check = move |request: Request<()>| {
@@ -82,14 +108,19 @@ pub async fn serve(
         .max_decoding_message_size(limits::FRAME_BYTES_MAX)
         .max_encoding_message_size(limits::FRAME_BYTES_MAX);
     let service = tonic::service::interceptor::InterceptedService::new(server, check);
-    let incoming = tokio_stream_of(listener);
+    // Dropping the stream when the server stops ends the accept loop.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::ReceiverStream::new(veil_http::accept(
+            LISTENER,
+            listener,
+            tls,
+            listener_limits(),
+        )),
+        |conn| Ok::<_, std::io::Error>(NodeConn(conn)),
+    );
     tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(std::time::Duration::from_millis(
-            limits::KEEPALIVE_INTERVAL_MS,
-        )))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_millis(
-            limits::KEEPALIVE_TIMEOUT_MS,
-        )))
+        .http2_keepalive_interval(Some(Duration::from_millis(limits::KEEPALIVE_INTERVAL_MS)))
+        .http2_keepalive_timeout(Some(Duration::from_millis(limits::KEEPALIVE_TIMEOUT_MS)))
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
@@ -97,17 +128,55 @@ pub async fn serve(
         .await
 }
 
-/// The listener's connections as the stream tonic serves, with Nagle off.
-fn tokio_stream_of(
-    listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    // tonic sets TCP_NODELAY only on listeners it binds itself; a call is one small write each way.
-    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
-        let stream = accepted?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
+/// A connection accepted by veil-http, as tonic's server takes it.
+struct NodeConn(Conn);
+
+impl tonic::transport::server::Connected for NodeConn {
+    type ConnectInfo = ConnectionInfo;
+
+    fn connect_info(&self) -> ConnectionInfo {
+        self.0.info().clone()
+    }
+}
+
+impl AsyncRead for NodeConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for NodeConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
 }
 
 /// The address a listener bound to `bind` with an OS-chosen port.

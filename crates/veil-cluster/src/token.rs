@@ -1,7 +1,8 @@
 //! The credential of the internal RPC: an HMAC of a fixed label under the cluster's shared secret (the one
 //! PostgreSQL holds for every node, `veil_postgres::secret`), sent in a header with every call. A process that
-//! reaches the internal port without the database's secret cannot call the engine; the calls are not
-//! encrypted (docs/cluster.md "Limits").
+//! reaches the internal port without the database's secret cannot call the engine. With TLS between the nodes
+//! (crate::tls) it travels only inside TLS and is defence in depth behind the node certificates
+//! (docs/cluster.md "TLS between nodes").
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

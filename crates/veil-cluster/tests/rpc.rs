@@ -2,11 +2,13 @@
 //! waits there, and a call without the cluster's token, or to a node that does not own the queues, is
 //! refused as unavailable.
 
+use std::io::{Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use veil_cluster::routing::Routing;
+use veil_cluster::tls::{ClusterTls, TlsFiles, NODE_NAME};
 use veil_cluster::token::Token;
 use veil_core::dispatch::Remote;
 use veil_core::memory_store::MemoryStore;
@@ -22,13 +24,25 @@ struct Node {
 }
 
 async fn node(secret: [u8; 32]) -> Node {
-    let routing = Routing::new(Token::of(&secret));
+    node_with(secret, None).await
+}
+
+/// A node whose internal RPC is TLS with `tls` (its CA bundle and certificate), or plaintext.
+async fn node_with(secret: [u8; 32], tls: Option<Arc<ClusterTls>>) -> Node {
+    let client = tls
+        .as_ref()
+        .map(|tls| tls.client_config().expect("a client configuration"));
+    let server = tls
+        .as_ref()
+        .map(|tls| tls.server_config().expect("a server configuration"));
+    let routing = Routing::new(Token::of(&secret), client);
     let (listener, addr) = veil_cluster::server::bind("127.0.0.1".parse().expect("an address"))
         .await
         .expect("a port");
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(veil_cluster::server::serve(
         listener,
+        server,
         routing.clone(),
         Token::of(&secret),
         stopped,
@@ -307,4 +321,147 @@ async fn a_call_follows_its_partition_to_the_next_owner_instead_of_failing() {
         started.elapsed() < Duration::from_millis(500),
         "no wait without the database"
     );
+}
+
+/// HTTP/2's connection preface and an empty SETTINGS frame: what a client sends before anything else.
+const PREFACE_AND_SETTINGS: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Reads `stream` until the server closes it; how long that took.
+fn closed_within(mut stream: std::net::TcpStream, bound: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    stream
+        .set_read_timeout(Some(bound))
+        .expect("a read timeout");
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(started.elapsed())
+            }
+            Err(_) => return None,
+        }
+        if started.elapsed() > bound {
+            return None;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_stops_answering_the_ping_is_closed_within_the_keepalive_timeout() {
+    let owner = node(SECRET).await;
+    let addr = owner.addr.clone();
+    let bound = Duration::from_millis(
+        veil_cluster::limits::KEEPALIVE_INTERVAL_MS
+            + veil_cluster::limits::KEEPALIVE_TIMEOUT_MS
+            + 2_000,
+    );
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        // A client that speaks HTTP/2 and then goes silent, as a peer whose host vanished (half-open).
+        stream.write_all(PREFACE_AND_SETTINGS).expect("preface");
+        closed_within(stream, bound)
+    })
+    .await
+    .expect("the reader");
+    assert!(
+        closed.is_some(),
+        "a silent HTTP/2 connection stayed open past {bound:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sends_nothing_is_closed_at_the_first_bytes_deadline() {
+    let owner = node(SECRET).await;
+    let addr = owner.addr.clone();
+    let bound = Duration::from_millis(veil_cluster::limits::FIRST_BYTES_MS_MAX + 2_000);
+    let closed = tokio::task::spawn_blocking(move || {
+        let stream = std::net::TcpStream::connect(&addr).expect("connect");
+        closed_within(stream, bound)
+    })
+    .await
+    .expect("the reader");
+    let closed = closed.expect("a silent connection stayed open");
+    assert!(
+        closed
+            >= Duration::from_millis(veil_cluster::limits::FIRST_BYTES_MS_MAX)
+                - Duration::from_millis(100)
+    );
+}
+
+/// A cluster's CA: its certificate and key.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+fn ca() -> Ca {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().expect("ca key");
+    let cert = params.self_signed(&key).expect("ca");
+    Ca { cert, key }
+}
+
+/// A node's TLS with a certificate `ca` signed for `name`, its files written into `dir`.
+fn cluster_tls(dir: &std::path::Path, ca: &Ca, name: &str) -> Arc<ClusterTls> {
+    use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
+    let mut leaf = CertificateParams::new(vec![name.to_owned()]).expect("leaf params");
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = leaf.signed_by(&leaf_key, &ca.cert, &ca.key).expect("leaf");
+    std::fs::create_dir_all(dir).expect("dir");
+    let files = TlsFiles {
+        ca: dir.join("ca.pem"),
+        cert: veil_http::CertFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        },
+    };
+    std::fs::write(&files.ca, ca.cert.pem()).expect("write");
+    std::fs::write(&files.cert.cert, leaf.pem()).expect("write");
+    std::fs::write(&files.cert.key, leaf_key.serialize_pem()).expect("write");
+    ClusterTls::load(&files).expect("the node's TLS loads")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_a_node_of_the_clusters_ca_is_served_and_one_of_another_ca_or_name_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster_ca = ca();
+    let ours = cluster_tls(&dir.path().join("ours"), &cluster_ca, NODE_NAME);
+    let owner = node_with(SECRET, Some(ours.clone())).await;
+    owner.routing.own(0, engine());
+    let follower = node_with(SECRET, Some(ours)).await;
+    follower.routing.follow(0, &owner.addr);
+    follower
+        .dispatch
+        .create_queue(key(), QueueConfig::default())
+        .await
+        .expect("created at the owner over TLS");
+    for (who, tls) in [
+        (
+            "another CA",
+            cluster_tls(&dir.path().join("foreign"), &ca(), NODE_NAME),
+        ),
+        (
+            "the cluster's CA but another name",
+            cluster_tls(&dir.path().join("named"), &cluster_ca, "not-a-node"),
+        ),
+    ] {
+        let stranger = node_with(SECRET, Some(tls)).await;
+        stranger.routing.follow(0, &owner.addr);
+        let listed = stranger.dispatch.queue_exists(&key()).await;
+        assert!(unavailable(&listed), "a node with {who}: {listed:?}");
+    }
+    // A plaintext node, token and all, is refused too.
+    let plain = node(SECRET).await;
+    plain.routing.follow(0, &owner.addr);
+    let listed = plain.dispatch.queue_exists(&key()).await;
+    assert!(unavailable(&listed), "a plaintext node: {listed:?}");
 }

@@ -2,7 +2,10 @@
 //! one through its own tonic server): at most `max_connections` open at once, TCP_NODELAY, and the TLS
 //! handshake in a task of its own under a timeout, so a client that connects and stalls holds neither the
 //! accept loop nor a worker, and a deadline for the client's first bytes, so that one which connects and
-//! sends nothing does not hold a connection slot for ever (docs/security.md "Limits against abuse").
+//! sends nothing does not hold a connection slot for ever (docs/security.md "Limits against abuse"). The loop
+//! never ends on an accept error: out of descriptors (EMFILE, ENFILE) it backs off, counts the failure in
+//! `veil_listener_accept_errors_total{listener}` and accepts again once descriptors are free (docs/security.md
+//! "Every listener's accept loop").
 
 use std::future::Future;
 use std::io;
@@ -21,7 +24,9 @@ use tokio::time::Sleep;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::limits::{Limits, ACCEPT_ERROR_PAUSE_MS, ACCEPT_QUEUE, PREFACE_REPEEK_MS};
+use crate::limits::{
+    Limits, ACCEPT_ERROR_PAUSE_MS_MAX, ACCEPT_ERROR_PAUSE_MS_MIN, ACCEPT_QUEUE, PREFACE_REPEEK_MS,
+};
 use crate::rate::TokenBucket;
 
 /// What a request knows of the connection it came over; the HTTP listeners insert it into every request's
@@ -71,7 +76,26 @@ pub struct Conn {
     /// timeout, from accept or the TLS handshake). Neither HTTP/2 (hyper's or tonic's, waiting for the
     /// preface) nor the version peek has a timer of its own; hyper's HTTP/1 header timer comes later.
     first_bytes_due: Option<Pin<Box<Sleep>>>,
+    /// With the listener's idle timeout: when the connection fails if the peer sends nothing more, pushed
+    /// back by every read that brought bytes.
+    idle: Option<Idle>,
     _slot: OwnedSemaphorePermit,
+}
+
+/// A connection's idle deadline.
+#[derive(Debug)]
+struct Idle {
+    timeout: Duration,
+    due: Pin<Box<Sleep>>,
+}
+
+impl Idle {
+    fn of(limits: &Limits) -> Option<Self> {
+        limits.idle_timeout.map(|timeout| Self {
+            timeout,
+            due: Box::pin(tokio::time::sleep(timeout)),
+        })
+    }
 }
 
 impl Conn {
@@ -168,6 +192,21 @@ impl AsyncRead for Conn {
                 _ => {}
             }
         }
+        if let Some(idle) = &mut this.idle {
+            match read {
+                Poll::Ready(Ok(())) if buf.filled().len() > filled => {
+                    let next = tokio::time::Instant::now() + idle.timeout;
+                    idle.due.as_mut().reset(next);
+                }
+                Poll::Pending if idle.due.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer sent nothing within the idle timeout",
+                    )));
+                }
+                _ => {}
+            }
+        }
         read
     }
 }
@@ -244,14 +283,31 @@ async fn accept_loop(
     ready: mpsc::Sender<Conn>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let metrics = veil_telemetry::listeners();
+    metrics.declare(name);
+    let mut backoff = Backoff::default();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    if let Some(failed) = backoff.succeeded() {
+                        tracing::warn!(listener = name, failed, "accepting connections again");
+                    }
+                    accepted
+                }
                 Err(error) => {
-                    tracing::warn!(listener = name, %error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
-                    continue;
+                    metrics.accept_failed(name);
+                    let pause = backoff.failed();
+                    // The first failure of a run is the news; the rest are counted, and the recovery logged.
+                    if backoff.failures() == 1 {
+                        tracing::error!(listener = name, %error, "accept failed (out of file descriptors?); backing off and retrying until it succeeds");
+                    } else {
+                        tracing::debug!(listener = name, %error, pause_ms = pause.as_millis() as u64, "accept failed again");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => continue,
+                        () = ready.closed() => return,
+                    }
                 }
             },
             () = ready.closed() => return,
@@ -273,6 +329,7 @@ async fn accept_loop(
                     stream: Stream::Plain(stream),
                     info,
                     first_bytes_due: Some(Box::pin(tokio::time::sleep(limits.header_read_timeout))),
+                    idle: Idle::of(&limits),
                     _slot: slot,
                 };
                 if ready.send(conn).await.is_err() {
@@ -283,6 +340,7 @@ async fn accept_loop(
                 let handshake = acceptor.accept(stream);
                 let timeout = limits.tls_handshake_timeout;
                 let first_bytes_timeout = limits.header_read_timeout;
+                let idle = Idle::of(&limits);
                 let ready = ready.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(timeout, handshake).await {
@@ -293,6 +351,7 @@ async fn accept_loop(
                                 first_bytes_due: Some(Box::pin(tokio::time::sleep(
                                     first_bytes_timeout,
                                 ))),
+                                idle,
                                 _slot: slot,
                             };
                             // An error means the server stopped: the connection just closes.
@@ -311,9 +370,66 @@ async fn accept_loop(
     }
 }
 
+/// The pauses of an accept loop whose accepts fail: doubling from `ACCEPT_ERROR_PAUSE_MS_MIN` to
+/// `ACCEPT_ERROR_PAUSE_MS_MAX` while they fail in a row, from the start again after one succeeds.
+#[derive(Debug, Default)]
+struct Backoff {
+    /// Failures in a row.
+    failures: u32,
+}
+
+impl Backoff {
+    /// One more failure: the pause before the next accept.
+    fn failed(&mut self) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let doublings = (self.failures - 1).min(u64::BITS - 1);
+        let pause_ms = ACCEPT_ERROR_PAUSE_MS_MIN
+            .saturating_mul(1u64 << doublings)
+            .min(ACCEPT_ERROR_PAUSE_MS_MAX);
+        Duration::from_millis(pause_ms)
+    }
+
+    /// An accept succeeded: the failures before it (if any), and the next failure pauses the least again.
+    fn succeeded(&mut self) -> Option<u32> {
+        let failed = std::mem::take(&mut self.failures);
+        (failed > 0).then_some(failed)
+    }
+
+    fn failures(&self) -> u32 {
+        self.failures
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_failures_in_a_row_double_the_pause_up_to_the_cap_and_a_success_starts_over() {
+        let mut backoff = Backoff::default();
+        let pauses: Vec<u64> = (0..10)
+            .map(|_| backoff.failed().as_millis() as u64)
+            .collect();
+        assert_eq!(pauses[0], ACCEPT_ERROR_PAUSE_MS_MIN);
+        assert_eq!(pauses[1], 2 * ACCEPT_ERROR_PAUSE_MS_MIN);
+        assert!(pauses.windows(2).all(|pair| pair[1] >= pair[0]));
+        assert_eq!(
+            *pauses.last().expect("ten pauses"),
+            ACCEPT_ERROR_PAUSE_MS_MAX
+        );
+        for _ in 0..1_000 {
+            assert_eq!(
+                backoff.failed(),
+                Duration::from_millis(ACCEPT_ERROR_PAUSE_MS_MAX)
+            );
+        }
+        assert_eq!(backoff.succeeded(), Some(1_010));
+        assert_eq!(backoff.succeeded(), None);
+        assert_eq!(
+            backoff.failed(),
+            Duration::from_millis(ACCEPT_ERROR_PAUSE_MS_MIN)
+        );
+    }
 
     #[test]
     fn the_first_bytes_tell_http2_only_by_its_whole_preface() {
@@ -330,12 +446,19 @@ mod tests {
     /// A connection accepted by [`accept`] from a client (a blocking std socket: it connects and writes at
     /// once, whatever tokio's paused clock does) that sends `sent` and then nothing.
     async fn accepted_after(sent: &[u8]) -> (Conn, std::net::TcpStream) {
+        accepted_with(
+            Limits {
+                header_read_timeout: FIRST_BYTES_TIMEOUT,
+                ..Limits::default()
+            },
+            sent,
+        )
+        .await
+    }
+
+    async fn accepted_with(limits: Limits, sent: &[u8]) -> (Conn, std::net::TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
-        let limits = Limits {
-            header_read_timeout: FIRST_BYTES_TIMEOUT,
-            ..Limits::default()
-        };
         let mut accepted = accept("test", listener, None, limits);
         let mut client = std::net::TcpStream::connect(address).expect("connect");
         std::io::Write::write_all(&mut client, sent).expect("write");
@@ -375,5 +498,30 @@ mod tests {
         assert_eq!(half.http_version().await, None);
         let (whole, _client) = accepted_after(HTTP2_PREFACE).await;
         assert_eq!(whole.http_version().await, Some(HttpVersion::Http2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_an_idle_timeout_a_peer_silent_that_long_fails_its_read_and_one_that_talks_does_not(
+    ) {
+        const IDLE: Duration = Duration::from_secs(5);
+        let limits = Limits {
+            header_read_timeout: FIRST_BYTES_TIMEOUT,
+            idle_timeout: Some(IDLE),
+            ..Limits::default()
+        };
+        let (mut conn, mut client) = accepted_with(limits, b"G").await;
+        assert_eq!(read_some(&mut conn).await.expect("the byte sent"), 1);
+        // Talking more often than the idle timeout keeps the connection.
+        for _ in 0..4 {
+            tokio::time::sleep(IDLE / 2).await;
+            std::io::Write::write_all(&mut client, b"x").expect("write");
+            assert_eq!(read_some(&mut conn).await.expect("the byte sent"), 1);
+        }
+        let started = tokio::time::Instant::now();
+        let error = read_some(&mut conn)
+            .await
+            .expect_err("silent past the idle timeout");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= IDLE && started.elapsed() < FIRST_BYTES_TIMEOUT);
     }
 }

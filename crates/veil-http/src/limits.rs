@@ -47,8 +47,12 @@ pub const ADMISSION_WAIT_MS_DEFAULT: u64 = 100;
 pub const THROTTLED_BODY_DRAIN_BYTES: usize = 64 * 1024;
 /// Accepted connections waiting for their TLS handshake or for the server to pick them up.
 pub const ACCEPT_QUEUE: usize = 128;
-/// Pause after a failed accept (e.g. out of file descriptors) before the next, so the loop does not spin.
-pub const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
+/// Pause after the first failed accept of a run (e.g. out of file descriptors: EMFILE, ENFILE) before the
+/// next, so the loop does not spin; each further failure in a row doubles it up to
+/// `ACCEPT_ERROR_PAUSE_MS_MAX`, and an accept that succeeds starts over. The loop never ends on an accept
+/// error: descriptors freed, the listener accepts again within the longest pause.
+pub const ACCEPT_ERROR_PAUSE_MS_MIN: u64 = 10;
+pub const ACCEPT_ERROR_PAUSE_MS_MAX: u64 = 1_000;
 
 /// One listener's limits.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +72,10 @@ pub struct Limits {
     pub max_requests_in_flight: usize,
     /// Longest wait for an admission slot before the request is refused.
     pub admission_wait: Duration,
+    /// `Some`: a connection whose peer sent nothing for this long is closed (its next read fails). Only for
+    /// listeners whose clients keep talking while idle (the cluster's nodes ping every second); a protocol
+    /// client may be silent between requests for as long as it likes. `None` by default.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// A token bucket's parameters: `per_second` requests on average, `burst` at once.
@@ -90,6 +98,7 @@ impl Default for Limits {
             rate: None,
             max_requests_in_flight: MAX_REQUESTS_IN_FLIGHT_DEFAULT,
             admission_wait: Duration::from_millis(ADMISSION_WAIT_MS_DEFAULT),
+            idle_timeout: None,
         }
     }
 }

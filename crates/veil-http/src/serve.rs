@@ -70,7 +70,12 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
         let conn = tokio::select! {
             conn = connections.recv() => match conn {
                 Some(conn) => conn,
-                None => break,
+                None => {
+                    // The accept loop ends only with its receiver; a panic in it is the one other way.
+                    veil_telemetry::listeners().listener_failed(name);
+                    tracing::error!(listener = name, "the listener's accept loop ended while the server runs");
+                    break;
+                }
             },
             () = &mut shutdown => break,
         };

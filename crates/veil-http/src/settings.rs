@@ -134,6 +134,7 @@ impl LimitsSection {
                 .max_requests_in_flight
                 .unwrap_or(defaults.max_requests_in_flight),
             admission_wait: ms(self.admission_wait_ms, defaults.admission_wait),
+            idle_timeout: defaults.idle_timeout,
         }
     }
 }

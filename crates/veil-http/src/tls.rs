@@ -83,6 +83,16 @@ impl ReloadingCert {
         Ok(())
     }
 
+    /// The certificate in force now (the cluster's nodes present it as clients too).
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.load_full()
+    }
+
+    /// The crypto provider the certificate was loaded with.
+    pub fn provider(&self) -> &Arc<CryptoProvider> {
+        &self.provider
+    }
+
     /// The rustls server configuration of a listener serving this certificate with `alpn`.
     pub fn server_config(self: &Arc<Self>, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
         let mut config = ServerConfig::builder_with_provider(self.provider.clone())
@@ -117,7 +127,8 @@ fn load_certified_key(
     })
 }
 
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Every certificate of a PEM file, in order; fails on none.
+pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let cert_error = |error: rustls_pki_types::pem::Error| TlsError::Cert {
         path: path.into(),
         reason: error.to_string(),

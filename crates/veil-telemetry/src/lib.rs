@@ -10,6 +10,8 @@
 //!   registry.
 //! - [`audit`]: one structured event per destructive or security-relevant operation, on the tracing target
 //!   `veil::audit`.
+//! - [`listeners`]: the process-wide `veil_listener_accept_errors_total{listener}` and
+//!   `veil_listener_failures_total{listener}` that every listener's accept loop and its supervisor report.
 //! - [`ProcessCollector`]: the standard `process_*` metrics and `veil_build_info`, read at each scrape.
 //!
 //! Label values are bounded: `protocol` is [`Protocol`], `operation` a `&'static str` from the protocol's own
@@ -19,6 +21,7 @@
 pub mod audit;
 #[cfg(any(test, feature = "capture"))]
 pub mod capture;
+mod listener;
 mod process;
 mod store;
 
@@ -35,6 +38,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use audit::AuditEvent;
+pub use listener::{listeners, ListenerMetrics};
 pub use process::{read_process, BuildInfo, ProcessCollector, ProcessReading};
 pub use store::StoreMetrics;
 
@@ -163,6 +167,7 @@ impl Telemetry {
             self.inner.durations.clone(),
         );
         self.inner.store.register(registry);
+        listener::listeners().register(registry);
     }
 
     /// Counts one request of `operation` with its result `code` and records how long it took.

@@ -32,6 +32,8 @@ fn counters_are_exposed_with_the_total_suffix_and_every_metric_is_registered() {
         "veil_store_fsyncs_total 0",
         "veil_store_written_bytes_total 0",
         "veil_store_checkpoints_total 0",
+        "# TYPE veil_listener_accept_errors counter",
+        "# TYPE veil_listener_failures counter",
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
@@ -223,4 +225,21 @@ fn measure_cost_of_one_request_observation() {
     println!(
         "one request observation: {per_request:?}; one store commit observation: {per_commit:?}"
     );
+}
+
+#[test]
+fn a_listener_shows_at_zero_once_declared_and_counts_its_failures() {
+    let metrics = listeners();
+    metrics.declare("test-listener");
+    let text = scrape(&Telemetry::default());
+    assert!(
+        text.contains(r#"veil_listener_failures_total{listener="test-listener"} 0"#),
+        "{text}"
+    );
+    metrics.accept_failed("test-listener");
+    metrics.listener_failed("test-listener");
+    assert_eq!(metrics.accept_errors("test-listener"), 1);
+    assert_eq!(metrics.failures("test-listener"), 1);
+    assert!(scrape(&Telemetry::default())
+        .contains(r#"veil_listener_accept_errors_total{listener="test-listener"} 1"#));
 }

@@ -1,7 +1,9 @@
 //! `veil cert dev`: a development certificate authority and a server certificate it signed for this machine
 //! (localhost, 127.0.0.1, ::1 and any `--host`), written as PEM for `veil serve --tls-cert/--tls-key`, with
 //! how to make each SDK trust it (docs/security.md "TLS"). Local only: it talks to no server. The CA's private
-//! key is not kept, so the CA can sign nothing else: trusting `ca.pem` trusts this one certificate.
+//! key is not kept, so the CA can sign nothing else: trusting `ca.pem` trusts this one certificate. With
+//! `--cluster`, a cluster's set instead: a CA and one node certificate for every node's TLS between nodes
+//! (docs/cluster.md "TLS between nodes").
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +25,8 @@ const DEV_CERT_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
 #[derive(Subcommand, Debug)]
 pub enum CertCommand {
     /// Write a development CA (ca.pem) and a server certificate it signed (cert.pem: leaf + CA, key.pem)
-    /// for localhost, 127.0.0.1 and ::1, and print how to trust it.
+    /// for localhost, 127.0.0.1 and ::1, and print how to trust it; with --cluster, a cluster's CA and node
+    /// certificate for TLS between nodes.
     Dev(DevArgs),
 }
 
@@ -38,6 +41,11 @@ pub struct DevArgs {
     /// Overwrite files already there
     #[arg(long)]
     pub force: bool,
+    /// Make a cluster's set instead: a CA (ca.pem) and a node certificate (cert.pem, key.pem) for the name
+    /// veil-cluster-node with serverAuth and clientAuth, for every node's --cluster-ca, --cluster-cert and
+    /// --cluster-key (TLS between the nodes, docs/cluster.md)
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +83,34 @@ pub struct DevCert {
 
 /// A new development CA and a leaf for `DEV_CERT_NAMES` and `hosts`.
 pub fn generate(hosts: &[String]) -> Result<DevCert, rcgen::Error> {
+    let mut names: Vec<String> = DEV_CERT_NAMES.iter().map(|n| n.to_string()).collect();
+    names.extend(
+        hosts
+            .iter()
+            .filter(|h| !names.contains(h))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    generate_for(names, vec![ExtendedKeyUsagePurpose::ServerAuth])
+}
+
+/// A new development CA for a cluster and a node certificate it signed: the name every node verifies
+/// (`veil_cluster::tls::NODE_NAME`), usable as server and as client, which every node of the cluster may
+/// share (the CA's key is not kept, as for `generate`).
+pub fn generate_cluster() -> Result<DevCert, rcgen::Error> {
+    generate_for(
+        vec![veil_cluster::tls::NODE_NAME.to_owned()],
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+    )
+}
+
+fn generate_for(
+    names: Vec<String>,
+    usages: Vec<ExtendedKeyUsagePurpose>,
+) -> Result<DevCert, rcgen::Error> {
     let now = time::OffsetDateTime::now_utc();
     let not_before = now - time::Duration::hours(DEV_CERT_BACKDATE_HOURS);
     let not_after = now + time::Duration::days(DEV_CERT_VALIDITY_DAYS);
@@ -96,18 +132,11 @@ pub fn generate(hosts: &[String]) -> Result<DevCert, rcgen::Error> {
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca.self_signed(&ca_key)?;
 
-    let mut names: Vec<String> = DEV_CERT_NAMES.iter().map(|n| n.to_string()).collect();
-    names.extend(
-        hosts
-            .iter()
-            .filter(|h| !names.contains(h))
-            .cloned()
-            .collect::<Vec<_>>(),
-    );
+    let common_name = names.first().cloned().unwrap_or_default();
     let mut leaf = CertificateParams::new(names)?;
     leaf.distinguished_name
-        .push(DnType::CommonName, "localhost");
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        .push(DnType::CommonName, common_name);
+    leaf.extended_key_usages = usages;
     leaf.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -148,11 +177,19 @@ fn dev(args: &DevArgs) -> Result<(), CertError> {
         path: out.clone(),
         source,
     })?;
-    let cert = generate(&args.hosts)?;
+    let cert = if args.cluster {
+        generate_cluster()?
+    } else {
+        generate(&args.hosts)?
+    };
     write(&ca_path, &cert.ca_pem, 0o644)?;
     write(&cert_path, &cert.chain_pem, 0o644)?;
     write(&key_path, &cert.key_pem, 0o600)?;
-    print_usage(&ca_path, &cert_path, &key_path, &args.hosts);
+    if args.cluster {
+        print_cluster_usage(&ca_path, &cert_path, &key_path);
+    } else {
+        print_usage(&ca_path, &cert_path, &key_path, &args.hosts);
+    }
     Ok(())
 }
 
@@ -217,6 +254,24 @@ Trust it in the clients:
     );
 }
 
+fn print_cluster_usage(ca: &Path, cert: &Path, key: &Path) {
+    let (ca, cert, key) = (ca.display(), cert.display(), key.display());
+    let _ = writeln!(
+        std::io::stdout(),
+        "\
+Wrote a development set for TLS between a cluster's nodes:
+  {ca}    the cluster's CA (its key is not kept: it signs nothing else)
+  {cert}  a node certificate for {name} (serverAuth + clientAuth; leaf + CA), for every node
+  {key}   its private key (mode 0600)
+
+Run every node with:
+  veil serve --store postgres://… --cluster-ca {ca} --cluster-cert {cert} --cluster-key {key}
+  (or VEIL_CLUSTER_CA / VEIL_CLUSTER_CERT / VEIL_CLUSTER_KEY, or ca_file / cert_file / key_file in [cluster];
+  reload with SIGHUP)",
+        name = veil_cluster::tls::NODE_NAME
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +283,7 @@ mod tests {
             out: dir.path().join("tls"),
             hosts: vec!["veil.test".into()],
             force: false,
+            cluster: false,
         };
         dev(&args).expect("dev");
         let files = veil_http::CertFiles {
@@ -248,5 +304,27 @@ mod tests {
         }
         // A second run does not overwrite without --force.
         assert!(matches!(dev(&args), Err(CertError::Exists(_))));
+    }
+
+    #[test]
+    fn the_cluster_set_is_accepted_by_the_nodes_tls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args = DevArgs {
+            out: dir.path().join("cluster"),
+            hosts: Vec::new(),
+            force: false,
+            cluster: true,
+        };
+        dev(&args).expect("dev");
+        let files = veil_cluster::tls::TlsFiles {
+            ca: args.out.join("ca.pem"),
+            cert: veil_http::CertFiles {
+                cert: args.out.join("cert.pem"),
+                key: args.out.join("key.pem"),
+            },
+        };
+        let tls = veil_cluster::tls::ClusterTls::load(&files).expect("the node's TLS loads it");
+        tls.server_config().expect("a server configuration");
+        tls.client_config().expect("a client configuration");
     }
 }

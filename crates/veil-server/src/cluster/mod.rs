@@ -66,6 +66,10 @@ const INBOX_POLL_MS: u64 = 100;
 /// between tries: a minute, time for the cluster's partitions to find their owners.
 const DECLARED_QUEUES_ATTEMPTS_MAX: u32 = 30;
 const DECLARED_QUEUES_RETRY: Duration = Duration::from_secs(2);
+/// How often a node tries to bind its internal RPC port again after the listener ended, and the pause
+/// between tries: then it gives up its partitions and stops, so that other nodes serve them.
+const RPC_REBIND_ATTEMPTS_MAX: u32 = 20;
+const RPC_REBIND_PAUSE: Duration = Duration::from_millis(250);
 
 /// What a node runs with.
 pub struct Node<'a> {
@@ -102,15 +106,47 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         opening: JoinSet::new(),
         draining: BTreeMap::new(),
         drained: mpsc::unbounded_channel(),
+        faults: None,
         shutdown: shutdown.clone(),
     };
+    // The cluster's TLS is read before anything else: a bad file stops the start, not a later handshake.
+    let cluster_tls = match &postgres.tls {
+        Some(files) => {
+            let tls = veil_cluster::tls::ClusterTls::load(files)?;
+            tracing::info!(ca = %files.ca.display(), cert = %files.cert.cert.display(), "cluster RPC: TLS between nodes, peers authenticated by the cluster's CA");
+            reload_on_sighup(tls.clone());
+            Some(tls)
+        }
+        None if postgres.insecure_plaintext => {
+            tracing::warn!(
+                bind = %postgres.bind,
+                advertise = %postgres.advertise,
+                "INSECURE: the cluster RPC is PLAINTEXT beyond loopback (--cluster-insecure-plaintext): the cluster \
+                 token and every message body cross the network in clear, and anyone who captures the token can \
+                 run any engine call; give the nodes TLS (--cluster-ca, --cluster-cert, --cluster-key)"
+            );
+            None
+        }
+        None => {
+            tracing::info!("cluster RPC: plaintext on loopback");
+            None
+        }
+    };
+    let rpc_server_tls = cluster_tls
+        .as_ref()
+        .map(|tls| tls.server_config())
+        .transpose()?;
+    let rpc_client_tls = cluster_tls
+        .as_ref()
+        .map(|tls| tls.client_config())
+        .transpose()?;
     tracing::info!(node = %postgres.node_id, "cluster node starting; waiting for the database");
     // The cluster's secret keys receipts and the internal RPC's token: nothing is served before it is known.
     let Some(secret) = member.first_contact().await? else {
         return Ok(());
     };
     let token = Token::of(&secret);
-    let routing = Routing::new(token.clone());
+    let routing = Routing::new(token.clone(), rpc_client_tls);
     if let Some(count) = member.count {
         routing.set_count(count);
     }
@@ -161,15 +197,20 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
             .await
         })
     };
-    let rpc = tokio::spawn(veil_cluster::server::serve(
+    let (fault, faults) = mpsc::unbounded_channel();
+    let rpc = spawn_rpc(
         rpc_listener,
+        rpc_local,
+        rpc_server_tls,
         routing.clone(),
         token,
         shutdown,
-    ));
+        fault,
+    );
     member.rpc_addr = format!("{}:{}", postgres.advertise, rpc_local.port());
     member.routing = Some(routing.clone());
     member.readiness = Some(admin.readiness.clone());
+    member.faults = Some(faults);
     let importer = (member.shards.len() > 1)
         .then(|| spawn_importer(member.shards.clone(), member.serving.subscribe()));
     let result = member.run().await;
@@ -184,8 +225,8 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         Err(error) => tracing::warn!(%error, "serving task failed"),
         Ok(Ok(())) => {}
     }
-    if let Ok(Err(error)) = rpc.await {
-        tracing::warn!(%error, "the cluster RPC ended with an error");
+    if let Err(error) = rpc.await {
+        tracing::warn!(%error, "the cluster RPC task failed");
     }
     sampler.abort();
     declared.abort();
@@ -239,6 +280,9 @@ struct Member<'a, 'n> {
         mpsc::UnboundedSender<Partition>,
         mpsc::UnboundedReceiver<Partition>,
     ),
+    /// A listener of this node that ended for good (the internal RPC could not be restarted): the node
+    /// gives up its leases and stops rather than stay half alive.
+    faults: Option<mpsc::UnboundedReceiver<ServeError>>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -252,6 +296,111 @@ struct Owned {
     mover: JoinHandle<()>,
     /// Accepts what other partitions move into this one (`spawn_inbox_driver`).
     inbox: JoinHandle<()>,
+}
+
+/// Re-reads the cluster's CA bundle and this node's certificate on each SIGHUP, as the public listeners'
+/// certificates are (docs/cluster.md "TLS between nodes"): new handshakes use them, open connections keep
+/// theirs; a file that fails keeps what is in force.
+fn reload_on_sighup(tls: Arc<veil_cluster::tls::ClusterTls>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let mut hangups = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::hangup(),
+        ) {
+            Ok(hangups) => hangups,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGHUP; the cluster's TLS will not reload");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => {
+                    tracing::info!(ca = %tls.ca_file().display(), "SIGHUP: the cluster's CA bundle and node certificate reloaded")
+                }
+                Err(error) => {
+                    tracing::error!(%error, "SIGHUP: the cluster's TLS NOT reloaded; what was in force stays")
+                }
+            }
+        }
+    });
+}
+
+/// The next fault a listener reports; pending for ever without a channel.
+async fn next_fault(
+    faults: &mut Option<mpsc::UnboundedReceiver<ServeError>>,
+) -> Option<ServeError> {
+    match faults {
+        Some(faults) => faults.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Serves the internal RPC on `listener` (bound to `addr`) for the node's whole life. The accept loop under
+/// it never ends on an accept error, so the server ending before `shutdown` is a fault: it is logged at
+/// error and counted (`veil_listener_failures_total{listener="cluster"}`), and the port is bound again and
+/// served — the leases publish its address, so it must come back on the same port. If it cannot be bound
+/// again within `RPC_REBIND_ATTEMPTS_MAX` tries, `fault` tells the node, which gives up its leases and stops
+/// (docs/security.md "Every listener's accept loop").
+fn spawn_rpc(
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    routing: Routing,
+    token: Token,
+    shutdown: watch::Receiver<bool>,
+    fault: mpsc::UnboundedSender<ServeError>,
+) -> JoinHandle<()> {
+    let listener_name = veil_cluster::server::LISTENER;
+    veil_telemetry::listeners().declare(listener_name);
+    tokio::spawn(async move {
+        let mut listener = listener;
+        loop {
+            let served = veil_cluster::server::serve(
+                listener,
+                tls.clone(),
+                routing.clone(),
+                token.clone(),
+                shutdown.clone(),
+            )
+            .await;
+            if *shutdown.borrow() {
+                if let Err(error) = served {
+                    tracing::warn!(%error, "the cluster RPC ended with an error");
+                }
+                return;
+            }
+            veil_telemetry::listeners().listener_failed(listener_name);
+            match &served {
+                Err(error) => {
+                    tracing::error!(%error, %addr, "the cluster RPC listener ended while the node runs; binding it again")
+                }
+                Ok(()) => {
+                    tracing::error!(%addr, "the cluster RPC listener ended while the node runs; binding it again")
+                }
+            }
+            let mut attempt = 0;
+            listener = loop {
+                // The old listener closes as its accept loop ends, just after the server: the first tries
+                // may find the port still taken.
+                match tokio::net::TcpListener::bind(addr).await {
+                    Ok(listener) => break listener,
+                    Err(source) => {
+                        attempt += 1;
+                        if attempt >= RPC_REBIND_ATTEMPTS_MAX {
+                            let _ = fault.send(ServeError::Listen { addr, source });
+                            return;
+                        }
+                        let mut stop = shutdown.clone();
+                        tokio::select! {
+                            () = tokio::time::sleep(RPC_REBIND_PAUSE) => {}
+                            _ = stop.wait_for(|stop| *stop) => return,
+                        }
+                    }
+                }
+            };
+        }
+    })
 }
 
 /// A finished open: the lease it was for, and the store and engine, or why not.
@@ -292,6 +441,14 @@ impl Member<'_, '_> {
                     Err(error) => tracing::warn!(%error, "opening a partition failed"),
                 },
                 Some(partition) = self.drained.1.recv() => self.release_drained(partition).await,
+                Some(fault) = next_fault(&mut self.faults) => {
+                    tracing::error!(error = %fault, "giving up every partition and stopping: other nodes take them over");
+                    if let Some(readiness) = &self.readiness {
+                        readiness.set(veil_admin::Phase::Stopping);
+                    }
+                    self.leave().await;
+                    return Err(fault);
+                }
             }
         }
         self.leave().await;

@@ -4,10 +4,13 @@
 //! cluster (name, lease, addresses) is the server's.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
+use veil_cluster::tls::TlsFiles;
+use veil_http::CertFiles;
 use veil_postgres::settings::{PostgresSettings as PgSettings, ShardSettings};
 use veil_postgres::PgOptions;
 
@@ -73,6 +76,22 @@ pub struct ClusterArgs {
     /// being --store. Fixed when the cluster is created [default: none]
     #[arg(long = "pg-shard", value_name = "STORE")]
     pub pg_shards: Vec<String>,
+    /// The cluster's CA bundle (PEM; several CAs during a rotation): the internal RPC serves and connects
+    /// over TLS, and a node accepts only peers whose certificate chains to one of them and names
+    /// veil-cluster-node. With --cluster-cert and --cluster-key; reloaded on SIGHUP [default: none]
+    #[arg(long, env = "VEIL_CLUSTER_CA", value_name = "FILE")]
+    pub cluster_ca: Option<PathBuf>,
+    /// This node's certificate chain (PEM, leaf first), issued by the cluster's CA for the name
+    /// veil-cluster-node with both serverAuth and clientAuth; reloaded on SIGHUP [default: none]
+    #[arg(long, env = "VEIL_CLUSTER_CERT", value_name = "FILE")]
+    pub cluster_cert: Option<PathBuf>,
+    /// The private key of --cluster-cert (PEM) [default: none]
+    #[arg(long, env = "VEIL_CLUSTER_KEY", value_name = "FILE")]
+    pub cluster_key: Option<PathBuf>,
+    /// Serve the internal RPC without TLS on an address that is not loopback: the cluster token and every
+    /// message body then cross the network in clear. Refused without this flag; logged as a warning at start
+    #[arg(long, env = "VEIL_CLUSTER_INSECURE_PLAINTEXT")]
+    pub cluster_insecure_plaintext: bool,
 }
 
 /// `[cluster]` of the config file.
@@ -84,6 +103,11 @@ pub struct ClusterFile {
     bind: Option<IpAddr>,
     advertise: Option<String>,
     partitions: Option<u32>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure_plaintext: bool,
 }
 
 /// Where the queues live.
@@ -106,6 +130,10 @@ pub struct PostgresSettings {
     pub advertise: String,
     /// The partition count this node asks for when it is the first on the database.
     pub partitions: u32,
+    /// TLS between the nodes (the CA bundle, this node's certificate and key); `None`: plaintext, allowed
+    /// only on loopback or with `insecure_plaintext`.
+    pub tls: Option<Box<TlsFiles>>,
+    pub insecure_plaintext: bool,
 }
 
 impl PostgresSettings {
@@ -182,6 +210,24 @@ impl StoreSetting {
         set(&mut pg.statement_timeout_ms, args.pg_statement_timeout_ms);
         set(&mut pg.schema, args.pg_schema);
         set(&mut pg.retry_interval_ms, args.pg_retry_interval_ms);
+        let tls = match (
+            args.cluster_ca.or(cluster.ca_file),
+            args.cluster_cert.or(cluster.cert_file),
+            args.cluster_key.or(cluster.key_file),
+        ) {
+            (None, None, None) => None,
+            (Some(ca), Some(cert), Some(key)) => Some(Box::new(TlsFiles {
+                ca,
+                cert: CertFiles { cert, key },
+            })),
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "the cluster's TLS needs its CA, certificate and key together \
+                     (--cluster-ca, --cluster-cert, --cluster-key)"
+                        .into(),
+                ))
+            }
+        };
         let bind = args
             .cluster_bind
             .or(cluster.bind)
@@ -205,6 +251,8 @@ impl StoreSetting {
                 .partitions
                 .or(cluster.partitions)
                 .unwrap_or(PARTITIONS_DEFAULT),
+            tls,
+            insecure_plaintext: args.cluster_insecure_plaintext || cluster.insecure_plaintext,
         };
         settings.validate()?;
         Ok(Self::Postgres(settings))
@@ -232,7 +280,32 @@ impl PostgresSettings {
                 "the pg schema, the node id and the advertised host must not be empty".into(),
             );
         }
+        if self.tls.is_some() && self.insecure_plaintext {
+            return invalid(
+                "--cluster-insecure-plaintext and the cluster's TLS files exclude each other"
+                    .into(),
+            );
+        }
+        if self.tls.is_none() && !self.insecure_plaintext && !self.loopback_only() {
+            return invalid(format!(
+                "the cluster's internal RPC on {} (advertised as {}) is not loopback and has no TLS: \
+                 give it the cluster's CA and this node's certificate (--cluster-ca, --cluster-cert, \
+                 --cluster-key; `veil cert dev --cluster` makes a development set), or accept the \
+                 token and message bodies in clear with --cluster-insecure-plaintext",
+                self.bind, self.advertise
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether the internal RPC binds and is reached on loopback only, where plaintext crosses no network.
+    pub fn loopback_only(&self) -> bool {
+        let advertised = self.advertise.trim_start_matches('[').trim_end_matches(']');
+        let advertised_loopback = match advertised.parse::<IpAddr>() {
+            Ok(ip) => ip.is_loopback(),
+            Err(_) => advertised.eq_ignore_ascii_case("localhost"),
+        };
+        self.bind.is_loopback() && advertised_loopback
     }
 }
 
@@ -284,7 +357,7 @@ mod tests {
         let file = "store = \"postgres://veil@db:5432/veil\"\n\
                     [postgres]\npool_size = 8\nwriters = 6\nstatement_timeout_ms = 900\nschema = \"q\"\n\
                     [cluster]\nnode_id = \"from-file\"\nlease_ttl_ms = 2500\nbind = \"10.0.0.5\"\n\
-                    partitions = 16\n";
+                    partitions = 16\ninsecure_plaintext = true\n";
         let args = ClusterArgs {
             node_id: Some("from-flag".into()),
             pg_pool_size: Some(2),
@@ -371,6 +444,61 @@ mod tests {
             resolve("", args).unwrap(),
             StoreSetting::Postgres(_)
         ));
+    }
+
+    #[test]
+    fn a_plaintext_cluster_beyond_loopback_is_refused_unless_insecure_is_set() {
+        let with = |args: ClusterArgs| {
+            resolve(
+                "",
+                ClusterArgs {
+                    store: Some("postgres://veil@db/veil".into()),
+                    ..args
+                },
+            )
+        };
+        assert!(with(ClusterArgs::default()).is_ok(), "loopback plaintext");
+        let public = with(ClusterArgs {
+            cluster_bind: Some("0.0.0.0".parse().unwrap()),
+            ..ClusterArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(public.contains("not loopback and has no TLS"), "{public}");
+        let advertised = with(ClusterArgs {
+            cluster_advertise: Some("node1.internal".into()),
+            ..ClusterArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(advertised.contains("not loopback"), "{advertised}");
+        assert!(with(ClusterArgs {
+            cluster_bind: Some("0.0.0.0".parse().unwrap()),
+            cluster_insecure_plaintext: true,
+            ..ClusterArgs::default()
+        })
+        .is_ok());
+        let tls = ClusterArgs {
+            cluster_bind: Some("0.0.0.0".parse().unwrap()),
+            cluster_ca: Some("ca.pem".into()),
+            cluster_cert: Some("cert.pem".into()),
+            cluster_key: Some("key.pem".into()),
+            ..ClusterArgs::default()
+        };
+        let Ok(StoreSetting::Postgres(postgres)) = with(tls) else {
+            panic!("TLS beyond loopback is allowed");
+        };
+        assert_eq!(
+            postgres.tls.map(|tls| tls.ca),
+            Some(PathBuf::from("ca.pem"))
+        );
+        let half = with(ClusterArgs {
+            cluster_ca: Some("ca.pem".into()),
+            ..ClusterArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(half.contains("CA, certificate and key together"), "{half}");
     }
 
     #[test]
