@@ -1,7 +1,8 @@
 """SQS `SenderId` (docs/security.md, "SQS sender ids"; issue 44, item 7): a receiver sees an opaque id of the
 sender's credential in the shape of an IAM user's unique id (`AIDA` + 17 upper-case letters and digits), never
 the sender's access key id; the id is the same for every send with one key, also after a restart (it derives
-from the secret kept in the data directory), and differs between keys."""
+from the secret kept in the data directory) and on every node of a cluster (the cluster's secret, in its
+database), and differs between keys."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import re
 import boto3
 from botocore.config import Config
 
-from helpers import ACCOUNT, DEFAULT_REGION, VeilServer
+from helpers import ACCOUNT, DEFAULT_REGION, VeilServer, make_client
+from pg_support import Cluster, PgServer
 
 KEY_A = "AKIDSENDERA"
 KEY_B = "AKIDSENDERB"
@@ -71,3 +73,22 @@ def test_sender_id_is_an_opaque_stable_id_per_credential_never_the_access_key(ve
         assert KEY_A not in sender and KEY_B not in sender, f"{body}: the access key reached the receiver"
     assert shown["a1"] == shown["a2"] == shown["a3"], "one key's id changed between sends or across the restart"
     assert shown["b1"] != shown["a1"], "two keys share an id"
+
+
+def test_sender_id_is_the_same_whichever_node_of_a_cluster_the_sender_entered(veil_path, tmp_path):
+    pg = PgServer("pg-sender-id").init().start()
+    cluster = Cluster(pg, tmp_path / "cluster", size=2)
+    try:
+        cluster.start()
+        first, second = (make_client(node.endpoint) for node in cluster.nodes)
+        url = first.create_queue(QueueName="sender-ids")["QueueUrl"]
+        first.send_message(QueueUrl=url, MessageBody="through node1")
+        url = second.get_queue_url(QueueName="sender-ids")["QueueUrl"]
+        second.send_message(QueueUrl=url, MessageBody="through node2")
+        shown = sender_ids(second, url)
+    finally:
+        cluster.kill_all()
+        pg.destroy()
+    assert set(shown) == {"through node1", "through node2"}
+    assert shown["through node1"] == shown["through node2"], "the nodes derive different ids for one key"
+    assert IAM_UNIQUE_ID.fullmatch(shown["through node1"]), shown
