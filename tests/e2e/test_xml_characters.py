@@ -12,8 +12,8 @@ import urllib.parse
 import pytest
 from kubemq.queues import QueueMessage
 
-from helpers import (azure_raw, expect_azure_error, md5_hex, md5_of_message_attributes, parse_xml,
-                     query_call)
+from helpers import (azure_error, azure_raw, expect_azure_error, md5_hex, md5_of_message_attributes, parse_xml,
+                     query_call, query_error)
 
 # A NUL, a BEL, a unit separator, U+FFFE and U+FFFF (UTF-8, but not XML characters), one byte that is not
 # UTF-8, and the characters XML allows around them.
@@ -81,3 +81,19 @@ def test_azure_put_and_update_with_a_reference_to_a_character_xml_forbids_are_in
                        query=f"popreceipt={urllib.parse.quote(sent.pop_receipt)}&visibilitytimeout=0", data=document.encode())
     assert (update.status_code, update.headers.get("x-ms-error-code")) == (400, "InvalidXmlDocument"), update.text
     assert [m.content for m in azure_queue.peek_messages()] == ["kept"]
+
+
+def test_answers_that_echo_a_requests_control_characters_stay_well_formed(server, endpoint, queue_url):
+    """The writer's rule covers every text, not only bodies: errors and listings that repeat what the request
+    said (a parameter, a prefix) show its NUL or C0 control as U+FFFD."""
+    listed = azure_raw(server, "GET", "/", query="comp=list&prefix=a%00b&marker=%01")
+    assert listed.status_code == 200, listed.text
+    root = parse_xml(listed)
+    assert (root.findtext("Prefix"), root.findtext("Marker")) == ("a\ufffdb", "\ufffd")
+    refused = azure_raw(server, "GET", "/any-queue/messages", query="numofmessages=%00")
+    assert (refused.status_code, azure_error(refused)["QueryParameterValue"]) == (400, "\ufffd")
+    status, code, message = query_error(query_call(endpoint, {"Action": "Nope\x00"}))
+    assert (status, code) == (400, "InvalidAction") and "Nope\ufffd" in message
+    status, code, message = query_error(query_call(endpoint, {
+        "Action": "DeleteMessage", "QueueUrl": queue_url, "ReceiptHandle": "a\x00\x01b"}))
+    assert (status, code) == (400, "ReceiptHandleIsInvalid") and "a\ufffd\ufffdb" in message
