@@ -460,3 +460,29 @@ struct Shown<'a> {
 fn md5_of_attributes_of(name: &str, value: AttributeValue) -> Option<String> {
     md5_of_attributes(&Attributes::from([(name.to_string(), value)]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_body_is_shown_with_the_replacement_character_and_digested_as_shown() {
+        let stored = b"a\x00b\x1fc\xef\xbf\xbfd\xffe\tf";
+        let (shown, digest) = shown_body(Bytes::from_static(stored), &[0; 16]);
+        assert_eq!(shown, "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\tf");
+        assert_eq!(digest, md5_of_body(shown.as_bytes()));
+        let (shown, digest) = shown_body(Bytes::from_static(b"plain\r\n"), &[7; 16]);
+        assert_eq!((shown.as_str(), digest), ("plain\r\n", hex(&[7; 16])));
+    }
+
+    #[test]
+    fn a_foreign_tag_is_shown_with_the_replacement_character() {
+        let tag = AttributeValue {
+            data_type: "String".into(),
+            value: AttributeData::String("v\u{0}".into()),
+        };
+        let (name, shown) = shown_attribute(("k\u{1}".into(), tag));
+        assert_eq!(name, "k\u{FFFD}");
+        assert_eq!(shown.value, AttributeData::String("v\u{FFFD}".into()));
+    }
+}
