@@ -207,8 +207,8 @@ struct Sockets {
 }
 
 /// Serves the three protocols over `engine` on `sockets` until `stopped` turns true (after the engine was
-/// told to shut down), then drains their requests. `secret` roots Azure's user delegation keys. The sweeper
-/// and the move task driver run meanwhile.
+/// told to shut down), then drains their requests. `secret` roots Azure's user delegation keys and SQS's sender
+/// ids. The sweeper and the move task driver run meanwhile.
 async fn serve_engine(
     engine: Arc<Engine>,
     secret: Vec<u8>,
@@ -248,7 +248,7 @@ async fn serve_protocols(
 ) -> Result<(), ServeError> {
     let sqs_app = veil_sqs::router(
         dispatch.clone(),
-        sqs_config(settings, telemetry, tls.sqs.is_some())?,
+        sqs_config(settings, telemetry, tls.sqs.is_some(), &secret)?,
     );
     let azure_app =
         veil_azure::router(dispatch.clone(), azure_config(settings, telemetry, secret)?);
@@ -503,6 +503,7 @@ fn sqs_config(
     settings: &Settings,
     telemetry: &Telemetry,
     tls: bool,
+    secret: &[u8],
 ) -> Result<veil_sqs::SqsConfig, ConfigError> {
     Ok(veil_sqs::SqsConfig {
         url_scheme: if tls { "https" } else { "http" },
@@ -511,6 +512,9 @@ fn sqs_config(
         inflight_max_default: settings.inflight_max,
         telemetry: telemetry.clone(),
         auth: settings.sqs.auth()?,
+        // Sender ids derive from the data directory's (or the cluster's) secret, so a credential's stays the
+        // same across restarts and nodes.
+        sender_id_secret: Some(secret.to_vec()),
         ..veil_sqs::SqsConfig::default()
     })
 }

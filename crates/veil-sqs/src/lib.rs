@@ -16,6 +16,7 @@ pub mod limits;
 pub mod md5;
 pub mod namespace;
 pub mod policy;
+pub mod sender_id;
 pub mod service;
 pub mod settings;
 pub mod sigv4;

@@ -174,8 +174,10 @@ fn write_message(xml: &mut XmlWriter, m: &QueueMessage) {
         xml.leaf_int("DequeueCount", count);
     }
     if let Some(text) = &m.text {
-        // A body sent through another protocol may not be UTF-8; it is shown as Azure would decode it. A UTF-8
-        // body is borrowed as it is.
+        // A body sent through another protocol may not be UTF-8, or may hold characters XML 1.0 cannot carry
+        // (a KubeMQ body is any bytes): each byte that is not UTF-8 and each such character is shown as U+FFFD
+        // (the writer's rule, veil-xml), so the answer stays well-formed (docs/semantics.md §7). A UTF-8 body
+        // XML can carry is borrowed as it is.
         xml.leaf("MessageText", &String::from_utf8_lossy(text));
     }
     xml.close("QueueMessage");

@@ -416,6 +416,50 @@ fn unknown_resources_and_verbs_are_refused() {
 }
 
 #[test]
+fn a_stored_body_xml_cannot_carry_is_written_with_the_replacement_character() {
+    // A KubeMQ body: a NUL, a BEL, U+FFFE, then a byte that is not UTF-8; each shown as U+FFFD.
+    let reply = encode_output(&Output::Messages {
+        status: 200,
+        messages: vec![QueueMessage {
+            message_id: "id-1".into(),
+            insertion_time: 0,
+            expiration_time: veil_core::NEVER,
+            pop_receipt: None,
+            time_next_visible: None,
+            dequeue_count: None,
+            text: Some(bytes::Bytes::from_static(
+                b"a\x00b\x07c\xef\xbf\xbed\xffe\tf",
+            )),
+        }],
+    });
+    let body = String::from_utf8(reply.body).unwrap();
+    assert!(
+        body.contains("<MessageText>a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\tf</MessageText>"),
+        "{body}"
+    );
+    assert!(super::xml::parse(body.as_bytes()).is_ok(), "{body}");
+}
+
+#[test]
+fn put_and_update_refuse_a_character_xml_forbids_as_invalid_xml_document() {
+    for text in ["a\u{0}b", "\u{1F}", "\u{FFFF}", "&#x1;", "&#xFFFE;"] {
+        let put = err(
+            "POST",
+            "/devstoreaccount1/q1x/messages",
+            &message_body(text),
+        );
+        assert_eq!(put.code, ErrorCode::InvalidXmlDocument, "{text:?}");
+        let receipt = crate::pop_receipt::encode(&[1; 16], "abc");
+        let update = err(
+            "PUT",
+            &format!("/devstoreaccount1/q1x/messages/id?popreceipt={receipt}&visibilitytimeout=0"),
+            &message_body(text),
+        );
+        assert_eq!(update.code, ErrorCode::InvalidXmlDocument, "{text:?}");
+    }
+}
+
+#[test]
 fn get_messages_xml_has_every_field_in_azure_order() {
     let reply = encode_output(&Output::Messages {
         status: 200,

@@ -1,6 +1,8 @@
 //! XML both ways, as small as Azure's bodies need. Reading builds a tree of elements (names without
-//! namespace prefixes, text with entities and character references resolved, CDATA kept verbatim);
-//! writing uses the writer shared with the SQS front-end (`veil-xml`) in Azure's style.
+//! namespace prefixes, text with entities and character references resolved, CDATA kept verbatim) and refuses
+//! a document that is not well-formed, including one holding a character XML 1.0 forbids, raw or as a
+//! reference (Azure's 400 InvalidXmlDocument); writing uses the writer shared with the SQS front-end
+//! (`veil-xml`) in Azure's style, which never writes such a character.
 
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
@@ -83,6 +85,13 @@ fn push_reference(
     reference: &quick_xml::events::BytesRef<'_>,
 ) -> Result<(), XmlError> {
     match reference.resolve_char_ref() {
+        // A reference to a character XML 1.0 forbids (`&#x1;`) is not well-formed, as the raw character is not.
+        Ok(Some(ch)) if !veil_xml::is_xml_char(ch) => {
+            return Err(XmlError(format!(
+                "character reference to U+{:04X}, which XML 1.0 does not allow",
+                ch as u32
+            )))
+        }
         Ok(Some(ch)) => current.text.push(ch),
         Ok(None) => {
             let name = reference
@@ -100,6 +109,17 @@ fn push_reference(
 /// Parses a whole document into its root element.
 pub fn parse(bytes: &[u8]) -> Result<Element, XmlError> {
     let text = std::str::from_utf8(bytes).map_err(|e| XmlError(format!("not UTF-8: {e}")))?;
+    // A document holding a character outside XML 1.0's set (a NUL, another C0 control, U+FFFE) is not
+    // well-formed, wherever it is; Azure refuses it, and one stored would break every answer that shows it.
+    if !veil_xml::is_xml_text(text) {
+        let at = text
+            .char_indices()
+            .find(|(_, c)| !veil_xml::is_xml_char(*c))
+            .map_or(0, |(at, _)| at);
+        return Err(XmlError(format!(
+            "at byte {at}: a character XML 1.0 does not allow"
+        )));
+    }
     let mut reader = Reader::from_str(text);
     let mut stack: Vec<Element> = Vec::new();
     let mut root: Option<Element> = None;
@@ -204,6 +224,34 @@ mod tests {
         assert!(parse(b"<a/><b/>").is_err());
         assert!(parse(b"<a>&bogus;</a>").is_err());
         assert!(parse(b"\xff\xfe").is_err());
+    }
+
+    #[test]
+    fn characters_xml_forbids_are_refused_raw_or_as_references() {
+        for refused in [
+            &b"<a>x\x00y</a>"[..],
+            b"<a>\x01</a>",
+            b"<a>\x1f</a>",
+            b"<a>\xef\xbf\xbe</a>",
+            b"<a>\xef\xbf\xbf</a>",
+            b"<a><![CDATA[\x02]]></a>",
+            b"<a b=\"\x00\"/>",
+            b"<a>&#0;</a>",
+            b"<a>&#x1;</a>",
+            b"<a>&#8;</a>",
+            b"<a>&#x1F;</a>",
+            b"<a>&#xFFFE;</a>",
+            b"<a>&#65535;</a>",
+            b"<a>&#xD800;</a>",
+        ] {
+            assert!(
+                parse(refused).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(refused)
+            );
+        }
+        let allowed = parse(b"<a>\t\n&#x9;&#xA;&#xD;&#x7F;&#xFFFD;&#x10000;</a>").unwrap();
+        assert_eq!(allowed.text, "\t\n\t\n\r\u{7F}\u{FFFD}\u{10000}");
     }
 
     #[test]

@@ -192,6 +192,7 @@ impl Service {
             .filter(|(name, _)| {
                 validate::message_attribute_selected(&input.message_attribute_names, name)
             })
+            .map(shown_attribute)
             .collect();
         ReceivedMessage {
             message_id,
@@ -218,7 +219,9 @@ impl Service {
         let wants = |attribute: &str| names.iter().any(|n| n == "All" || n == attribute);
         let mut system = Vec::new();
         if wants("SenderId") {
-            system.push(("SenderId".to_string(), payload.sender_id.clone()));
+            // A KubeMQ sender's client id is any string; shown with the body's character rule.
+            let sender = veil_xml::xml_chars(&payload.sender_id).into_owned();
+            system.push(("SenderId".to_string(), sender));
         }
         if wants("SentTimestamp") {
             system.push(("SentTimestamp".to_string(), payload.sent_at.to_string()));
@@ -338,19 +341,37 @@ fn receive_options(input: &ReceiveMessageInput) -> SqsResult<ReceiveOptions> {
     })
 }
 
-/// The body as SQS shows it, with its digest. The stored digest is of the bytes; a body that is not UTF-8
-/// (sent by another protocol) is shown lossily, and its digest must then be of what is shown for the
+/// The body as SQS shows it, with its digest. The stored digest is of the bytes; a body sent by another
+/// protocol that is not UTF-8, or holds characters SQS refuses in a body (XML 1.0's rule: a NUL, another C0
+/// control, U+FFFE, U+FFFF), is shown with U+FFFD for each byte that is not UTF-8 and each such character
+/// (docs/semantics.md §7), in JSON and Query alike, and its digest must then be of what is shown for the
 /// client's check to pass. The common case takes the bytes as they are: std's UTF-8 check (word at a time
-/// over ASCII) and no copy where the buffer is the body's own; the lossy decoder, ~7 instructions a byte
-/// (docs/benchmarks.md), only for a body that fails it.
+/// over ASCII), the character check (vectorized, veil-xml) and no copy where the buffer is the body's own;
+/// the lossy decoder, ~7 instructions a byte (docs/benchmarks.md), only for a body that fails them.
 fn shown_body(body: Bytes, body_md5: &[u8; 16]) -> (String, String) {
-    match String::from_utf8(Vec::from(body)) {
-        Ok(text) => (text, hex(body_md5)),
+    let shown = match String::from_utf8(Vec::from(body)) {
+        Ok(text) if veil_xml::is_xml_text(&text) => return (text, hex(body_md5)),
+        Ok(text) => veil_xml::xml_chars(&text).into_owned(),
         Err(not_utf8) => {
-            let shown = String::from_utf8_lossy(not_utf8.as_bytes()).into_owned();
-            let digest = md5_of_body(shown.as_bytes());
-            (shown, digest)
+            veil_xml::xml_chars(&String::from_utf8_lossy(not_utf8.as_bytes())).into_owned()
         }
+    };
+    let digest = md5_of_body(shown.as_bytes());
+    (shown, digest)
+}
+
+/// A message attribute as SQS shows it: a KubeMQ tag's name and text may hold characters SQS refuses, shown
+/// as U+FFFD like a body's ([`shown_body`]), so that the attributes' digest is of what is shown.
+fn shown_attribute((name, mut attribute): (String, AttributeValue)) -> (String, AttributeValue) {
+    if let AttributeData::String(text) = &mut attribute.value {
+        if !veil_xml::is_xml_text(text) {
+            *text = veil_xml::xml_chars(text).into_owned();
+        }
+    }
+    if veil_xml::is_xml_text(&name) {
+        (name, attribute)
+    } else {
+        (veil_xml::xml_chars(&name).into_owned(), attribute)
     }
 }
 
@@ -438,4 +459,30 @@ struct Shown<'a> {
 /// The digest of a single attribute map entry (used for `MD5OfMessageSystemAttributes`).
 fn md5_of_attributes_of(name: &str, value: AttributeValue) -> Option<String> {
     md5_of_attributes(&Attributes::from([(name.to_string(), value)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_body_is_shown_with_the_replacement_character_and_digested_as_shown() {
+        let stored = b"a\x00b\x1fc\xef\xbf\xbfd\xffe\tf";
+        let (shown, digest) = shown_body(Bytes::from_static(stored), &[0; 16]);
+        assert_eq!(shown, "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\tf");
+        assert_eq!(digest, md5_of_body(shown.as_bytes()));
+        let (shown, digest) = shown_body(Bytes::from_static(b"plain\r\n"), &[7; 16]);
+        assert_eq!((shown.as_str(), digest), ("plain\r\n", hex(&[7; 16])));
+    }
+
+    #[test]
+    fn a_foreign_tag_is_shown_with_the_replacement_character() {
+        let tag = AttributeValue {
+            data_type: "String".into(),
+            value: AttributeData::String("v\u{0}".into()),
+        };
+        let (name, shown) = shown_attribute(("k\u{1}".into(), tag));
+        assert_eq!(name, "k\u{FFFD}");
+        assert_eq!(shown.value, AttributeData::String("v\u{FFFD}".into()));
+    }
 }

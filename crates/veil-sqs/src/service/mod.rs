@@ -35,6 +35,7 @@ use crate::codec::{self, HttpRequestParts};
 use crate::error::{ErrorCode, SqsError, SqsResult};
 use crate::limits;
 use crate::namespace::{self, AccountRegion, NamespaceMap, QueueAddress};
+use crate::sender_id::SenderIds;
 use crate::validate;
 use veil_http::pipeline::AUTHENTICATE;
 use veil_http::{header_str, into_response, Pipeline, Trip, Who};
@@ -61,6 +62,9 @@ pub struct SqsConfig {
     /// SigV4 verification and the credentials (docs/security.md, "SQS"); off by default here, on in
     /// `veil serve`.
     pub auth: SqsAuth,
+    /// The secret sender ids are derived under (`sender_id.rs`): the server's own, so that they stay the same
+    /// across restarts and nodes; `None`: a random one for this process.
+    pub sender_id_secret: Option<Vec<u8>>,
 }
 
 impl Default for SqsConfig {
@@ -73,6 +77,7 @@ impl Default for SqsConfig {
             url_scheme: "http",
             advertised_url: None,
             auth: SqsAuth::default(),
+            sender_id_secret: None,
         }
     }
 }
@@ -121,6 +126,8 @@ struct Service {
     credentials: auth::CredentialMap,
     /// SigV4 signing keys already derived (sigv4.rs).
     signing_keys: crate::sigv4::SigningKeys,
+    /// The `SenderId` of each credential's messages.
+    sender_ids: SenderIds,
     /// The request pipeline (veil-http's): where each request is audited and counted.
     pipeline: Pipeline,
 }
@@ -143,8 +150,11 @@ struct RequestContext {
     account: String,
     /// The queue the request path names (`/<account>/<queue>`), used when there is no `QueueUrl`.
     path_queue: Option<QueueAddress>,
-    /// Shown as the `SenderId` of sent messages: the access key, else the account.
+    /// Shown as the `SenderId` of sent messages: the opaque id of the access key (`sender_id.rs`), else the
+    /// account.
     sender_id: String,
+    /// Who the audit log names: the access key, else the account.
+    identity: String,
     /// Who receives, for the engine's delivery history: the caller's address and access key.
     consumer: Consumer,
     /// What the caller may do (unrestricted with authentication off).
@@ -338,12 +348,18 @@ impl Service {
         };
         let credentials = auth::credential_map(&config.auth);
         let pipeline = Pipeline::new(Protocol::Sqs, config.telemetry.clone());
+        let secret = config
+            .sender_id_secret
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().as_bytes().to_vec());
+        let sender_ids = SenderIds::new(&secret, credentials.keys().map(String::as_str));
         Self {
             engine,
             config,
             names,
             credentials,
             signing_keys: Default::default(),
+            sender_ids,
             pipeline,
         }
     }
@@ -429,7 +445,7 @@ impl Service {
             let who = Who {
                 namespace: key.as_ref().map_or("", |k| k.namespace.as_str()),
                 queue: key.as_ref().map_or("", |k| k.name.as_str()),
-                identity: &context.sender_id,
+                identity: &context.identity,
                 client: peer,
             };
             let outcome = result
@@ -489,7 +505,11 @@ impl Service {
                 .to_string(),
             region: caller.region,
             consumer: Consumer::new(veil_core::Protocol::Sqs, address, caller.access_key.clone()),
-            sender_id: caller.access_key.unwrap_or_else(|| account.clone()),
+            sender_id: caller
+                .access_key
+                .as_deref()
+                .map_or_else(|| account.clone(), |key| self.sender_ids.of(key)),
+            identity: caller.access_key.unwrap_or_else(|| account.clone()),
             account,
             path_queue,
             access: caller.access,

@@ -121,14 +121,12 @@ pub fn batch_entry_ids<'a>(
     Ok(())
 }
 
-/// Characters SQS accepts in bodies and string attribute values: #x9 #xA #xD #x20–#xD7FF #xE000–#xFFFD
-/// #x10000–#x10FFFF (a Rust `char` already excludes surrogates).
-pub fn is_allowed_char(c: char) -> bool {
-    matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
-}
+/// Characters SQS accepts in bodies and string attribute values: XML 1.0's (#x9 #xA #xD #x20–#xD7FF
+/// #xE000–#xFFFD #x10000–#x10FFFF), the rule the Query protocol's answers and Azure's share (veil-xml).
+pub use veil_xml::is_xml_char as is_allowed_char;
 
 pub fn message_contents(text: &str) -> SqsResult<()> {
-    if is_allowed_text(text) {
+    if veil_xml::is_xml_text(text) {
         Ok(())
     } else {
         Err(SqsError::new(
@@ -138,32 +136,6 @@ pub fn message_contents(text: &str) -> SqsResult<()> {
         ))
     }
 }
-
-/// [`is_allowed_char`] for every character, settled on bytes for almost every body: a `&str` holds no
-/// surrogates, so beyond the control characters the only characters refused are U+FFFE and U+FFFF, whose UTF-8
-/// begins with 0xEF. Only text with such a byte is decoded (a send's body is checked on every request).
-/// One pass over the bytes, in blocks folded without a branch per byte so that the compiler vectorizes it:
-/// this runs over every body sent (docs/benchmarks.md, "Instructions per message").
-fn is_allowed_text(text: &str) -> bool {
-    let mut controls_allowed = true;
-    let mut has_ef = false;
-    for block in text.as_bytes().chunks(VALIDATION_BLOCK_BYTES) {
-        let (refused, ef) = block.iter().fold((false, false), |(refused, ef), &b| {
-            let control = (b < 0x20) & (b != b'\t') & (b != b'\n') & (b != b'\r');
-            (refused | control, ef | (b == 0xEF))
-        });
-        if refused {
-            controls_allowed = false;
-            break;
-        }
-        has_ef |= ef;
-    }
-    controls_allowed && (!has_ef || text.chars().all(is_allowed_char))
-}
-
-/// Bytes checked between early exits in [`is_allowed_text`]: long enough to vectorize, short enough that a
-/// refused body stops soon.
-const VALIDATION_BLOCK_BYTES: usize = 256;
 
 /// An integer parameter within `min..=max`, with AWS's wording when it is not ([`range_reason`]).
 pub fn in_range(parameter: &str, value: i64, min: u64, max: u64) -> SqsResult<u64> {
@@ -321,38 +293,5 @@ mod tests {
             in_range("WaitTimeSeconds", 21, 0, 20).unwrap_err().message,
             "Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided."
         );
-    }
-
-    #[test]
-    fn a_refused_character_is_found_in_any_block_of_a_long_body() {
-        let long = "a".repeat(3 * VALIDATION_BLOCK_BYTES);
-        assert!(is_allowed_text(&long));
-        for at in [
-            0,
-            VALIDATION_BLOCK_BYTES - 1,
-            VALIDATION_BLOCK_BYTES,
-            long.len() - 1,
-        ] {
-            for refused in ["\u{1}", "\u{FFFE}", "\u{FFFF}"] {
-                let text = format!("{}{refused}{}", &long[..at], &long[at..]);
-                assert!(!is_allowed_text(&text), "{refused:?} at byte {at}");
-            }
-            let allowed = format!("{}\u{FFFD}\t{}", &long[..at], &long[at..]);
-            assert!(is_allowed_text(&allowed), "U+FFFD and a tab at byte {at}");
-        }
-    }
-
-    #[test]
-    fn the_byte_check_of_message_contents_agrees_with_the_character_rule_for_every_character() {
-        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
-            for text in [c.to_string(), format!("ab{c}"), format!("{c}\u{E9}x")] {
-                assert_eq!(
-                    is_allowed_text(&text),
-                    text.chars().all(is_allowed_char),
-                    "U+{:04X} in {text:?}",
-                    c as u32
-                );
-            }
-        }
     }
 }
