@@ -34,7 +34,9 @@ pub(crate) fn engine_error_text(error: &veil_core::EngineError) -> String {
         veil_core::EngineError::Store(store) => {
             tracing::error!(error = %store, "admin request failed in the store");
             match store {
-                veil_core::StoreError::Unavailable(_) => "the store cannot be reached now; retry".into(),
+                veil_core::StoreError::Unavailable(_) => {
+                    "the store cannot be reached now; retry".into()
+                }
                 _ => "the store failed; the server's log says why".into(),
             }
         }

@@ -17,7 +17,9 @@ fn name_refusal(name: &str) -> Option<String> {
     if let Err(error) = ident::check(IdentKind::QueueName, name) {
         return Some(error.to_string());
     }
-    let shaped = name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    let shaped = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         && !name.starts_with('.')
         && !name.ends_with('.')
         && !name.contains("..");
@@ -55,12 +57,27 @@ mod tests {
         for name in ["orders", "jobs.fifo", "a-b_c", "kubemq.channel.x", "abc"] {
             assert_eq!(refusal(&key(name)), None, "{name}");
         }
-        assert_eq!(refusal(&QueueKey::new("sqs:123456789012:eu-west-1", "q")), None);
+        assert_eq!(
+            refusal(&QueueKey::new("sqs:123456789012:eu-west-1", "q")),
+            None
+        );
     }
 
     #[test]
     fn names_no_protocol_allows_are_refused() {
-        for name in ["", "/", "..", "a/b", "a b", "line\nbreak", "nul\0", ".x", "x.", "a..b", "ü"] {
+        for name in [
+            "",
+            "/",
+            "..",
+            "a/b",
+            "a b",
+            "line\nbreak",
+            "nul\0",
+            ".x",
+            "x.",
+            "a..b",
+            "ü",
+        ] {
             assert!(refusal(&key(name)).is_some(), "{name:?}");
         }
         assert!(refusal(&key(&"a".repeat(100_000))).is_some());

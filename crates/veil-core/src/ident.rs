@@ -62,7 +62,11 @@ pub enum IdentError {
         max: usize,
     },
     #[error("the {} holds the control character U+{code:04X} at byte {at}", kind.what())]
-    ControlCharacter { kind: IdentKind, code: u32, at: usize },
+    ControlCharacter {
+        kind: IdentKind,
+        code: u32,
+        at: usize,
+    },
 }
 
 impl From<IdentError> for crate::EngineError {
@@ -118,7 +122,8 @@ pub fn check_new_message(message: &NewMessage) -> Result<(), IdentError> {
     if let Some(target) = message
         .redrive
         .as_ref()
-        .and_then(|p| p.dead_letter_queue.as_ref()) {
+        .and_then(|p| p.dead_letter_queue.as_ref())
+    {
         check_key(target)?;
     }
     Ok(())
@@ -136,7 +141,14 @@ mod tests {
 
     #[test]
     fn an_identifier_with_nul_or_another_control_character_is_refused() {
-        for bad in ["a\0b", "\u{1}", "line\nbreak", "tab\t", "del\u{7f}", "c1\u{85}"] {
+        for bad in [
+            "a\0b",
+            "\u{1}",
+            "line\nbreak",
+            "tab\t",
+            "del\u{7f}",
+            "c1\u{85}",
+        ] {
             assert!(
                 matches!(
                     check(IdentKind::QueueName, bad),

@@ -71,7 +71,11 @@ fn a_client_id_past_its_bound_or_with_a_control_character_is_refused() {
     let refused = Err(KubemqError::ClientIdInvalid {
         max_bytes: limits::CLIENT_ID_BYTES_MAX,
     });
-    for bad in ["c".repeat(limits::CLIENT_ID_BYTES_MAX + 1), "nul\0".into(), "new\nline".into()] {
+    for bad in [
+        "c".repeat(limits::CLIENT_ID_BYTES_MAX + 1),
+        "nul\0".into(),
+        "new\nline".into(),
+    ] {
         let mut message = wire("q", b"x");
         message.client_id = bad;
         assert_eq!(validate_message(&message, &Settings::default()), refused);

@@ -450,7 +450,14 @@ fn amz_timestamps_round_trip_and_impossible_dates_are_refused() {
 
 #[test]
 fn a_scope_region_outside_awss_shape_is_refused_without_quoting_its_bytes() {
-    for region in ["us\0east-1", "eu-west-1\n", "US-EAST-1", "-us", "us-", "a b"] {
+    for region in [
+        "us\0east-1",
+        "eu-west-1\n",
+        "US-EAST-1",
+        "-us",
+        "us-",
+        "a b",
+    ] {
         let scope = format!("AKID/20240101/{region}/sqs/aws4_request");
         match parse_scope(&scope) {
             Err(SigV4Error::Mismatch(message)) => {
@@ -463,7 +470,12 @@ fn a_scope_region_outside_awss_shape_is_refused_without_quoting_its_bytes() {
             other => panic!("{region:?}: {:?}", other.err()),
         }
     }
-    for region in ["us-east-1", "us-gov-west-1", "us-isob-east-1", "eu-central-2"] {
+    for region in [
+        "us-east-1",
+        "us-gov-west-1",
+        "us-isob-east-1",
+        "eu-central-2",
+    ] {
         let scope = format!("AKID/20240101/{region}/sqs/aws4_request");
         assert!(parse_scope(&scope).is_ok(), "{region}");
     }

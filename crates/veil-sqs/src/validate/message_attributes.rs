@@ -334,8 +334,7 @@ mod tests {
     #[test]
     fn a_custom_type_label_with_a_control_character_is_refused() {
         for data_type in ["String.\0", "Number.a\u{1}", "Binary.x\n"] {
-            let attributes =
-                BTreeMap::from([("a".to_string(), string_attribute(data_type, "1"))]);
+            let attributes = BTreeMap::from([("a".to_string(), string_attribute(data_type, "1"))]);
             assert!(message_attributes(&attributes).is_err(), "{data_type:?}");
         }
     }
