@@ -190,37 +190,48 @@ impl Certificates {
 
     /// Re-reads every certificate on each SIGHUP; a file that fails keeps its old certificate in force.
     pub fn reload_on_sighup(self) {
-        #[cfg(unix)]
-        tokio::spawn(async move {
-            let mut hangups = match tokio::signal::unix::signal(
-                tokio::signal::unix::SignalKind::hangup(),
-            ) {
-                Ok(hangups) => hangups,
-                Err(error) => {
-                    tracing::error!(%error, "cannot listen for SIGHUP; certificates will not reload");
-                    return;
-                }
-            };
-            while hangups.recv().await.is_some() {
-                if self.loaded.is_empty() {
-                    tracing::info!("SIGHUP received; no TLS certificate to reload");
-                }
-                for cert in self.loaded.values() {
-                    let files = cert.files();
-                    match cert.reload() {
-                        Ok(()) => tracing::info!(
-                            cert = %files.cert.display(),
-                            "SIGHUP: TLS certificate reloaded"
-                        ),
-                        Err(error) => tracing::error!(
-                            %error,
-                            "SIGHUP: TLS certificate NOT reloaded; the previous one stays in force"
-                        ),
-                    }
+        on_each_sighup("certificates", move || {
+            if self.loaded.is_empty() {
+                tracing::info!("SIGHUP received; no TLS certificate to reload");
+            }
+            for cert in self.loaded.values() {
+                let files = cert.files();
+                match cert.reload() {
+                    Ok(()) => tracing::info!(
+                        cert = %files.cert.display(),
+                        "SIGHUP: TLS certificate reloaded"
+                    ),
+                    Err(error) => tracing::error!(
+                        %error,
+                        "SIGHUP: TLS certificate NOT reloaded; the previous one stays in force"
+                    ),
                 }
             }
         });
     }
+}
+
+/// Runs `reload` on each SIGHUP, in a task of its own, for as long as the process runs: the one way every
+/// certificate of the process (the listeners', the cluster's) is reloaded. `what` names them in the log line
+/// that says they will not reload when the signal cannot be listened for.
+pub(crate) fn on_each_sighup(what: &'static str, mut reload: impl FnMut() + Send + 'static) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let mut hangups = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::hangup(),
+        ) {
+            Ok(hangups) => hangups,
+            Err(error) => {
+                tracing::error!(%error, what, "cannot listen for SIGHUP; these will not reload");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            reload();
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (what, reload);
 }
 
 #[cfg(test)]

@@ -302,27 +302,15 @@ struct Owned {
 /// certificates are (docs/cluster.md "TLS between nodes"): new handshakes use them, open connections keep
 /// theirs; a file that fails keeps what is in force.
 fn reload_on_sighup(tls: Arc<veil_cluster::tls::ClusterTls>) {
-    #[cfg(unix)]
-    tokio::spawn(async move {
-        let mut hangups = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::hangup(),
-        ) {
-            Ok(hangups) => hangups,
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGHUP; the cluster's TLS will not reload");
-                return;
-            }
-        };
-        while hangups.recv().await.is_some() {
-            match tls.reload() {
-                Ok(()) => {
-                    tracing::info!(ca = %tls.ca_file().display(), "SIGHUP: the cluster's CA bundle and node certificate reloaded")
-                }
-                Err(error) => {
-                    tracing::error!(%error, "SIGHUP: the cluster's TLS NOT reloaded; what was in force stays")
-                }
-            }
-        }
+    crate::listeners::on_each_sighup("the cluster's TLS", move || match tls.reload() {
+        Ok(()) => tracing::info!(
+            ca = %tls.ca_file().display(),
+            "SIGHUP: the cluster's CA bundle and node certificate reloaded"
+        ),
+        Err(error) => tracing::error!(
+            %error,
+            "SIGHUP: the cluster's TLS NOT reloaded; what was in force stays"
+        ),
     });
 }
 
