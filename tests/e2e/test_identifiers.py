@@ -12,10 +12,13 @@ import json
 import subprocess
 import uuid
 
+import grpc
+import pytest
 import requests
 from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from kubemq.grpc import kubemq_pb2, kubemq_pb2_grpc
 from kubemq.queues import QueueMessage
 
 from helpers import kubemq_client, kubemq_receive, parse_xml, veil_bin
@@ -115,11 +118,21 @@ def test_a_kubemq_client_id_is_bounded_on_every_request(server):
         assert polled.is_error and polled.error == CLIENT_ID_REFUSED, (len(client_id), polled.error)
         pulled = client.pull(channel, 1, 1)
         assert pulled.is_error and pulled.error == CLIENT_ID_REFUSED, (len(client_id), pulled.error)
+        with pytest.raises(Exception) as created:
+            client.create_queues_channel(channel)
+        assert CLIENT_ID_REFUSED in str(created.value), len(client_id)
+        with grpc.insecure_channel(server.kubemq_address) as rpc:
+            purged = kubemq_pb2_grpc.kubemqStub(rpc).AckAllQueueMessages(
+                kubemq_pb2.AckAllQueueMessagesRequest(RequestID="p", ClientID=client_id, Channel=channel),
+                timeout=30,
+            )
+        assert purged.IsError and purged.Error == CLIENT_ID_REFUSED, (len(client_id), purged.Error)
     at_bound = kubemq_client(server, client_id="c" * 256)
     sent = at_bound.send_queue_message(QueueMessage(channel=channel, body=b"x"))
     assert not sent.is_error, sent.error
     [message] = kubemq_receive(at_bound, channel, wait=2).messages
     assert message.body == b"x"
+    assert server.log_path.stat().st_size < 1024 * 1024, "no log line carries a refused client id"
 
 
 def test_a_kubemq_senders_client_id_counts_in_the_message_size(server):

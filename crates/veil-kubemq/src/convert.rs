@@ -165,7 +165,9 @@ impl From<EngineError> for KubemqError {
                 KubemqError::Internal("internal error, retry".into())
             }
             EngineError::InvalidArgument(reason) => KubemqError::Invalid(reason),
-            other => KubemqError::Internal(other.to_string()),
+            // What is left is the caller's to change (a FIFO queue's missing group, an expired receipt, a purge
+            // too soon, a queue gone): a 400 in KubeMQ's words, never a 500.
+            other => KubemqError::Invalid(other.to_string()),
         }
     }
 }
@@ -248,6 +250,15 @@ pub fn validate_client_id(client_id: &str) -> Result<(), KubemqError> {
             max_bytes: limits::CLIENT_ID_BYTES_MAX,
         },
     )
+}
+
+/// Veil's bound on a ClientID where KubeMQ lets it be empty (ack-all, channel queries) and wherever one reaches
+/// the policy or the audit log: an empty id passes, any other must pass [`validate_client_id`].
+pub fn validate_client_id_bound(client_id: &str) -> Result<(), KubemqError> {
+    if client_id.is_empty() {
+        return Ok(());
+    }
+    validate_client_id(client_id)
 }
 
 /// KubeMQ's send validation, in KubeMQ's order: client id, channel, content, then Veil's bound on tags, then

@@ -495,3 +495,24 @@ fn queues_info_filters_by_substring_and_sums_the_kept_channels() {
     assert_eq!(us.subscribers, 2);
     assert_eq!(queues_info(&queues, "", &subscribers).total_queue, 3);
 }
+
+#[test]
+fn a_callers_error_is_a_400_and_a_stores_says_nothing_of_the_store() {
+    let fifo: KubemqError = EngineError::GroupRequired.into();
+    assert!(fifo.to_string().starts_with("Error 400: "), "{fifo}");
+    let refused: KubemqError = EngineError::InvalidArgument("the client id is empty".into()).into();
+    assert_eq!(refused.to_string(), "Error 400: the client id is empty");
+    let store: KubemqError =
+        EngineError::Store(veil_core::StoreError::Io("db error: SQLSTATE 22021".into())).into();
+    assert_eq!(store.to_string(), "Error 500: internal error, retry");
+    let unavailable: KubemqError =
+        EngineError::Store(veil_core::StoreError::Unavailable("10.0.0.7:7000 down".into())).into();
+    assert!(!unavailable.to_string().contains("10.0.0.7"), "{unavailable}");
+}
+
+#[test]
+fn a_client_id_bound_lets_an_empty_one_through_where_kubemq_does() {
+    assert_eq!(validate_client_id_bound(""), Ok(()));
+    assert!(validate_client_id_bound(&"c".repeat(limits::CLIENT_ID_BYTES_MAX + 1)).is_err());
+    assert!(validate_client_id_bound("a\nb").is_err());
+}

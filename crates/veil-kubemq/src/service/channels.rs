@@ -121,6 +121,7 @@ impl Inner {
         if request.channel != limits::CLUSTER_REQUESTS_CHANNEL {
             return Err(KubemqError::NoResponder);
         }
+        convert::validate_client_id_bound(&request.client_id)?;
         let tag = |name: &str| request.tags.get(name).map(String::as_str).unwrap_or("");
         let channel = tag("channel");
         let kind = ChannelRequest::parse(&request.metadata)?;

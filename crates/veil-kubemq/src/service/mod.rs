@@ -168,6 +168,15 @@ struct Collect {
     consumer: Consumer,
 }
 
+/// A ClientID as an audit line names it: itself when it is within Veil's bound, else a fixed word, so that no
+/// request can write megabytes into the log (every path refuses such an id; this holds if one forgets).
+fn logged_client_id(client_id: &str) -> &str {
+    match convert::validate_client_id_bound(client_id) {
+        Ok(()) => client_id,
+        Err(_) => "<refused client id>",
+    }
+}
+
 /// A KubeMQ client as the delivery history names it: its address and its ClientID.
 fn consumer(peer: Option<SocketAddr>, client_id: &str) -> Consumer {
     Consumer::new(
@@ -195,7 +204,7 @@ impl Inner {
         let who = Who {
             namespace: DEFAULT_NAMESPACE,
             queue: channel,
-            identity: client_id,
+            identity: logged_client_id(client_id),
             client: peer,
         };
         self.pipeline
@@ -212,13 +221,15 @@ impl Inner {
         permission: Permission,
         peer: &str,
     ) -> Result<(), KubemqError> {
+        // Before the policy or the audit log sees it: a ClientID past Veil's bound is refused as itself.
+        convert::validate_client_id_bound(client_id)?;
         if caller.allows(client_id, channel, permission) {
             return Ok(());
         }
         let who = Who {
             namespace: DEFAULT_NAMESPACE,
             queue: channel,
-            identity: &format!("kubemq:{client_id}"),
+            identity: &format!("kubemq:{}", logged_client_id(client_id)),
             client: peer,
         };
         self.pipeline.audit(operation, who, "AccessDenied");

@@ -35,7 +35,9 @@ impl Inner {
         } else {
             Permission::Receive
         };
-        if let Err(error) = convert::validate_channel(&request.channel) {
+        let names = convert::validate_client_id(&request.client_id)
+            .and_then(|()| convert::validate_channel(&request.channel));
+        if let Err(error) = names {
             return Served::new(refusal(&request, &error), true);
         }
         let who = (request.client_id.as_str(), request.channel.as_str());
@@ -60,7 +62,9 @@ impl Inner {
         let client = call.client();
         let request = call.message;
         let (channel, client_id) = (request.channel.clone(), request.client_id.clone());
-        if let Err(error) = convert::validate_channel(&channel) {
+        let names = convert::validate_client_id_bound(&client_id)
+            .and_then(|()| convert::validate_channel(&channel));
+        if let Err(error) = names {
             return Served::new(ack_all_refusal(&request, &error), true);
         }
         let who = (client_id.as_str(), channel.as_str());
