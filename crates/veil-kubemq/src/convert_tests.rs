@@ -505,9 +505,14 @@ fn a_callers_error_is_a_400_and_a_stores_says_nothing_of_the_store() {
     let store: KubemqError =
         EngineError::Store(veil_core::StoreError::Io("db error: SQLSTATE 22021".into())).into();
     assert_eq!(store.to_string(), "Error 500: internal error, retry");
-    let unavailable: KubemqError =
-        EngineError::Store(veil_core::StoreError::Unavailable("10.0.0.7:7000 down".into())).into();
-    assert!(!unavailable.to_string().contains("10.0.0.7"), "{unavailable}");
+    let unavailable: KubemqError = EngineError::Store(veil_core::StoreError::Unavailable(
+        "10.0.0.7:7000 down".into(),
+    ))
+    .into();
+    assert!(
+        !unavailable.to_string().contains("10.0.0.7"),
+        "{unavailable}"
+    );
 }
 
 #[test]
