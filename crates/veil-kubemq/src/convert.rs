@@ -195,9 +195,12 @@ fn channel_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-' | b'/')
 }
 
-/// The channel names a message carries — its channel and its dead-letter channel (`MaxReceiveQueue`) — checked
-/// before anything else looks at them (the authorization policy's expressions, the audit log).
+/// The names a message carries — its sender's ClientID (within Veil's bound; an empty one is KubeMQ's own
+/// refusal in [`validate_message`]), its channel and its dead-letter channel (`MaxReceiveQueue`) — checked
+/// before anything else looks at them (the authorization policy's expressions, the audit log), in KubeMQ's
+/// order.
 pub fn validate_names(message: &pb::QueueMessage) -> Result<(), KubemqError> {
+    validate_client_id_bound(&message.client_id)?;
     validate_channel(&message.channel)?;
     match dead_letter_channel(message) {
         Some(channel) => validate_channel(channel),
