@@ -118,9 +118,10 @@ def test_a_kubemq_client_id_is_bounded_on_every_request(server):
         assert polled.is_error and polled.error == CLIENT_ID_REFUSED, (len(client_id), polled.error)
         pulled = client.pull(channel, 1, 1)
         assert pulled.is_error and pulled.error == CLIENT_ID_REFUSED, (len(client_id), pulled.error)
-        with pytest.raises(Exception) as created:
-            client.create_queues_channel(channel)
-        assert CLIENT_ID_REFUSED in str(created.value), len(client_id)
+        if len(client_id) < 1024 * 1024:  # the SDK's channel query carries the id twice, past its own 4 MiB
+            with pytest.raises(Exception) as created:
+                client.create_queues_channel(channel)
+            assert CLIENT_ID_REFUSED in str(created.value), len(client_id)
         with grpc.insecure_channel(server.kubemq_address) as rpc:
             purged = kubemq_pb2_grpc.kubemqStub(rpc).AckAllQueueMessages(
                 kubemq_pb2.AckAllQueueMessagesRequest(RequestID="p", ClientID=client_id, Channel=channel),
