@@ -5,17 +5,13 @@
 //! first.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use veil_core::dispatch::Call;
-use veil_http::{Conn, ConnectionInfo};
 
 use crate::limits;
 use crate::pb::engine_server::{Engine, EngineServer};
@@ -109,15 +105,7 @@ pub async fn serve(
         .max_encoding_message_size(limits::FRAME_BYTES_MAX);
     let service = tonic::service::interceptor::InterceptedService::new(server, check);
     // Dropping the stream when the server stops ends the accept loop.
-    let incoming = tokio_stream::StreamExt::map(
-        tokio_stream::wrappers::ReceiverStream::new(veil_http::accept(
-            LISTENER,
-            listener,
-            tls,
-            listener_limits(),
-        )),
-        |conn| Ok::<_, std::io::Error>(NodeConn(conn)),
-    );
+    let incoming = veil_http::grpc::incoming(LISTENER, listener, tls, listener_limits());
     tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_millis(limits::KEEPALIVE_INTERVAL_MS)))
         .http2_keepalive_timeout(Some(Duration::from_millis(limits::KEEPALIVE_TIMEOUT_MS)))
@@ -126,57 +114,6 @@ pub async fn serve(
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
         .await
-}
-
-/// A connection accepted by veil-http, as tonic's server takes it.
-struct NodeConn(Conn);
-
-impl tonic::transport::server::Connected for NodeConn {
-    type ConnectInfo = ConnectionInfo;
-
-    fn connect_info(&self) -> ConnectionInfo {
-        self.0.info().clone()
-    }
-}
-
-impl AsyncRead for NodeConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for NodeConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
 }
 
 /// The address a listener bound to `bind` with an OS-chosen port.

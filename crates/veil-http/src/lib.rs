@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod conn;
+pub mod grpc;
 pub mod limits;
 pub mod pipeline;
 pub mod rate;

@@ -15,14 +15,12 @@ pub mod service;
 pub mod settings;
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::sync::watch;
 use tonic::{Request, Status};
 use veil_core::Dispatch;
-use veil_http::{Conn, ConnectionInfo, Limits};
+use veil_http::{ConnectionInfo, Limits};
 use veil_telemetry::Telemetry;
 
 pub use auth::{AuthConfig, Caller};
@@ -55,46 +53,6 @@ pub fn peer_addr<T>(request: &Request<T>) -> Option<SocketAddr> {
         .get::<ConnectionInfo>()
         .map(|info| info.peer)
         .or_else(|| request.remote_addr())
-}
-
-/// A connection accepted by veil-http, as tonic's server takes it: its connect info, which tonic puts in
-/// every request's extensions, is veil-http's [`ConnectionInfo`] (peer, TLS, rate limit).
-struct GrpcConn(Conn);
-
-impl tonic::transport::server::Connected for GrpcConn {
-    type ConnectInfo = ConnectionInfo;
-
-    fn connect_info(&self) -> ConnectionInfo {
-        self.0.info().clone()
-    }
-}
-
-impl tokio::io::AsyncRead for GrpcConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for GrpcConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
 }
 
 /// The per-connection request-rate limit: an RPC over it fails with `RESOURCE_EXHAUSTED`, gRPC's throttling
@@ -170,12 +128,7 @@ pub async fn serve(
         .serve_with_incoming_shutdown(
             // veil-http's accept loop: connection limit, TCP_NODELAY (tonic sets it only on listeners it binds
             // itself), the TLS handshake under its timeout. Dropping the stream on stop ends the loop.
-            tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::ReceiverStream::new(veil_http::accept(
-                    "kubemq", listener, config.tls, limits,
-                )),
-                |conn| Ok::<_, std::io::Error>(GrpcConn(conn)),
-            ),
+            veil_http::grpc::incoming("kubemq", listener, config.tls, limits),
             async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             },
