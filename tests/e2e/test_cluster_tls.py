@@ -8,8 +8,10 @@ client, a client without a certificate and one whose certificate comes from a fo
 internal port, while the cluster's own certificate is served; and the CA and node certificates rotate without
 downtime: a bundle of old and new CA, then new node certificates, then the new CA alone, each put in force with
 SIGHUP, with calls through every node to every other node's partitions working after each step and a node that
-only knows the new CA joining midway. Last, a plaintext cluster advertised beyond loopback is refused at start
-(exit 2), and starts with `--cluster-insecure-plaintext` only with a warning.
+only knows the new CA joining midway. A plaintext cluster advertised beyond loopback is refused at start
+(exit 2), and starts with `--cluster-insecure-plaintext` only with a warning. Last, the cluster token's key
+rotates without downtime (`veil cluster rotate-token`): calls cross between the nodes throughout, none is
+refused, and afterwards the token captured before it is refused by the internal port while the new one opens it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import time
 import uuid
 from pathlib import Path
 
+import grpc
 import pytest
-from helpers import make_client
+import requests
+from helpers import make_client, wait_until
 from pg_support import Cluster, ClusterNode, PgServer, cluster_tls_dir, make_cluster_tls
 
 NODE_NAME = "veil-cluster-node"
@@ -341,3 +345,103 @@ def log_appears(node: ClusterNode, pattern: str, within_s: float = WITHIN_S) -> 
             return False
         time.sleep(0.05)
     return True
+
+
+def rpc_status(port: int, token: str) -> grpc.StatusCode:
+    """What the internal port answers an empty call presenting `token`, over TLS with the session's node
+    certificate: UNAUTHENTICATED when the token is refused; INVALID_ARGUMENT (the empty call does not decode)
+    when it is accepted."""
+    session = cluster_tls_dir()
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=(session / "ca.pem").read_bytes(),
+        private_key=(session / "key.pem").read_bytes(),
+        certificate_chain=(session / "cert.pem").read_bytes(),
+    )
+    with grpc.secure_channel(f"127.0.0.1:{port}", credentials,
+                             options=[("grpc.ssl_target_name_override", NODE_NAME)]) as channel:
+        call = channel.unary_unary("/veil.cluster.v1.Engine/Call",
+                                   request_serializer=lambda body: body, response_deserializer=lambda body: body)
+        try:
+            call(b"", metadata=[("x-veil-cluster-token", token)], timeout=10)
+            return grpc.StatusCode.OK
+        except grpc.RpcError as error:
+            return error.code()
+
+
+def rotated_token(cluster: Cluster, generation: int) -> str:
+    """The token of a rotated key: its row in veil_meta holds two times (16 bytes), then the key."""
+    value = bytes.fromhex(cluster.pg.sql(
+        f"SELECT encode(value, 'hex') FROM {cluster.schema}.veil_meta WHERE key = 'rpc_key/{generation}'"))
+    return hmac.new(value[16:], TOKEN_LABEL, hashlib.sha256).hexdigest()
+
+
+def metric(node: ClusterNode, name: str) -> float:
+    text = requests.get(f"{node.admin_endpoint}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in {node.node_id}'s metrics")
+
+
+def rotate_token(veil_path, cluster: Cluster, step_s: int) -> subprocess.CompletedProcess:
+    return subprocess.run([veil_path, "--output", "json", "cluster", "rotate-token", "--store", cluster.store,
+                           "--pg-schema", cluster.schema, "--step-s", str(step_s)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_cluster_token_rotates_without_downtime_and_a_captured_token_stops_working(veil_path, pg, tmp_path):
+    cluster = Cluster(pg, tmp_path, size=2)
+    try:
+        cluster.start()
+        client = make_client(cluster.nodes[0].endpoint, read_timeout=10)
+        queues = {queue_owned_by(cluster, client, n): n.node_id for n in cluster.nodes}
+        every_call_crosses(cluster, queues)
+        _, port = rpc_addr(pg, cluster.nodes[0])
+        captured = cluster_token(cluster)
+        assert rpc_status(port, captured) == grpc.StatusCode.INVALID_ARGUMENT, "the cluster's token was refused"
+        assert rpc_status(port, "0" * 64) == grpc.StatusCode.UNAUTHENTICATED
+        knocks = 1
+
+        # Calls cross between the nodes all through the rotation; not one may fail.
+        stop, failures, rounds = threading.Event(), [], [0]
+
+        def traffic():
+            while not stop.is_set():
+                try:
+                    every_call_crosses(cluster, queues)
+                    rounds[0] += 1
+                except Exception as error:  # noqa: BLE001 - every failure is the finding
+                    failures.append(repr(error))
+
+        worker = threading.Thread(target=traffic, daemon=True)
+        worker.start()
+        rotated = rotate_token(veil_path, cluster, step_s=2)
+        assert rotated.returncode == 0, rotated.stderr
+        assert json.loads(rotated.stdout)["generation"] == 1, rotated.stdout
+        again = rotate_token(veil_path, cluster, step_s=2)
+        assert again.returncode == 1 and "a rotation is under way" in again.stderr, (again.returncode, again.stderr)
+        for node in cluster.nodes:
+            assert log_appears(node, r"keys in force changed.*sends=1.*accepts=\[1\]", within_s=30), node.log_tail()
+            assert metric(node, "veil_cluster_token_generation") == 1
+        done = rounds[0]
+        wait_until(lambda: rounds[0] > done, "a round of calls after the rotation", timeout=30)
+        stop.set()
+        worker.join(30)
+        assert not failures, f"calls failed during the rotation: {failures[:3]}"
+        assert sum(metric(n, "veil_cluster_rpc_refused_total") for n in cluster.nodes) == knocks, \
+            "a node's call was refused during the rotation"
+
+        # The token captured before the rotation opens nothing now; the new one does.
+        assert rpc_status(port, captured) == grpc.StatusCode.UNAUTHENTICATED, "the retired token was accepted"
+        assert rpc_status(port, rotated_token(cluster, 1)) == grpc.StatusCode.INVALID_ARGUMENT
+
+        # A node that starts after the rotation sends and accepts the new key from its first call.
+        joined = ClusterNode(tmp_path, cluster.store, cluster.schema, "node3", partitions=cluster.partitions)
+        cluster.nodes.append(joined)
+        joined.start()
+        cluster.wait_ready()
+        queues[queue_owned_by(cluster, client, joined)] = joined.node_id
+        every_call_crosses(cluster, queues)
+        assert metric(joined, "veil_cluster_token_generation") == 1
+    finally:
+        cluster.kill_all()

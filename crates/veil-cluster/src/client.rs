@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::ClientConfig;
-use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use veil_core::dispatch::{Call, Reply};
 use veil_core::EngineResult;
@@ -15,7 +14,7 @@ use veil_core::EngineResult;
 use crate::pb::engine_client::EngineClient;
 use crate::pb::Frame;
 use crate::tls::Connector;
-use crate::token::{self, Token};
+use crate::token::{self, Tokens};
 use crate::{limits, unavailable};
 
 /// Why a call to another node got no reply.
@@ -35,14 +34,15 @@ pub struct Peer {
     /// `host:port`, as the owner's lease row publishes it.
     addr: String,
     client: EngineClient<Channel>,
-    token: MetadataValue<tonic::metadata::Ascii>,
+    /// Read at each call: a rotation changes the token sent without reconnecting.
+    tokens: Tokens,
 }
 
 impl Peer {
     /// A peer at `addr` (`host:port`); nothing is connected until the first call. With `tls`, every
     /// connection is TLS with this node's certificate, and the peer must present a node's
     /// (crate::tls); the token then travels only inside it.
-    pub fn new(addr: &str, token: &Token, tls: Option<&Arc<ClientConfig>>) -> EngineResult<Self> {
+    pub fn new(addr: &str, tokens: &Tokens, tls: Option<&Arc<ClientConfig>>) -> EngineResult<Self> {
         // The scheme stays http: tonic's own TLS is not used; the connector below does the handshake.
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|error| unavailable(format!("the owner's address {addr:?}: {error}")))?
@@ -58,14 +58,10 @@ impl Peer {
         let client = EngineClient::new(channel)
             .max_decoding_message_size(limits::FRAME_BYTES_MAX)
             .max_encoding_message_size(limits::FRAME_BYTES_MAX);
-        let token = token
-            .as_str()
-            .parse()
-            .map_err(|_| unavailable("the cluster token is not a header value"))?;
         Ok(Self {
             addr: addr.to_owned(),
             client,
-            token,
+            tokens: tokens.clone(),
         })
     }
 
@@ -83,7 +79,7 @@ impl Peer {
         request.set_timeout(bound_of(call_wait_ms));
         request
             .metadata_mut()
-            .insert(token::HEADER, self.token.clone());
+            .insert(token::HEADER, self.tokens.header());
         let mut client = self.client.clone();
         let frame = client.call(request).await.map_err(|status| {
             if status.code() == tonic::Code::FailedPrecondition {

@@ -21,7 +21,7 @@ use veil_core::{Engine, EngineResult, QueueKey};
 use crate::client::{CallError, Peer};
 use crate::limits::REROUTE_WAIT_MS_MAX;
 use crate::server::NOT_OWNER;
-use crate::token::Token;
+use crate::token::Tokens;
 use crate::unavailable;
 
 /// What a call answers while no node can serve its queue (the database unreachable, a new owner still
@@ -38,8 +38,8 @@ pub struct Routing {
     /// Whether the lease loop can read the database now: only then is a partition without an owner on its
     /// way to one, worth waiting for; otherwise its calls fail at once.
     reachable: Arc<AtomicBool>,
-    /// Shared, not copied: a remote call clones the routing it runs on.
-    token: Arc<Token>,
+    /// What calls to peers present; shared with the server side, set by the lease loop.
+    tokens: Tokens,
     /// How this node connects to its peers: TLS with its certificate (crate::tls), or plaintext.
     tls: Option<Arc<rustls::ClientConfig>>,
 }
@@ -65,15 +65,15 @@ pub enum RouteView {
 }
 
 impl Routing {
-    /// Nobody serves yet; calls to other nodes present `token`, over TLS with `tls`.
-    pub fn new(token: Token, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+    /// Nobody serves yet; calls to other nodes present `tokens`' current token, over TLS with `tls`.
+    pub fn new(tokens: Tokens, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         Self {
             table: Arc::new(RwLock::new(Table {
                 routes: vec![Route::Nobody],
             })),
             changed: Arc::new(watch::channel(0).0),
             reachable: Arc::new(AtomicBool::new(false)),
-            token: Arc::new(token),
+            tokens,
             tls,
         }
     }
@@ -134,7 +134,8 @@ impl Routing {
                 _ => None,
             })
         };
-        let next = match known.map_or_else(|| Peer::new(addr, &self.token, self.tls.as_ref()), Ok) {
+        let next = match known.map_or_else(|| Peer::new(addr, &self.tokens, self.tls.as_ref()), Ok)
+        {
             Ok(peer) => Route::At(Box::new(peer)),
             Err(error) => {
                 tracing::warn!(%error, addr, partition, "cannot route to the owner");

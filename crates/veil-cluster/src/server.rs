@@ -17,7 +17,7 @@ use crate::limits;
 use crate::pb::engine_server::{Engine, EngineServer};
 use crate::pb::Frame;
 use crate::routing::Routing;
-use crate::token::{self, Token};
+use crate::token::{self, Tokens};
 
 /// What a node answers for queues it does not own (its lease moved on, or it never had it).
 pub const NOT_OWNER: &str = "this node does not own the queue's partition now; retry";
@@ -81,7 +81,7 @@ pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     routing: Routing,
-    token: Token,
+    tokens: Tokens,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     if let Ok(addr) = listener.local_addr() {
@@ -94,10 +94,13 @@ pub async fn serve(
             .get(token::HEADER)
             .map(|value| value.as_bytes());
         match presented {
-            Some(presented) if token.admits(presented) => Ok(request),
-            _ => Err(Status::unauthenticated(
-                "the cluster token is missing or wrong: every node must use the same database",
-            )),
+            Some(presented) if tokens.admits(presented) => Ok(request),
+            _ => {
+                veil_telemetry::cluster_rpc().refused_one();
+                Err(Status::unauthenticated(
+                    "the cluster token is missing or wrong: every node must use the same database",
+                ))
+            }
         }
     };
     let server = EngineServer::new(Service { routing })

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use veil_cluster::routing::Routing;
 use veil_cluster::tls::{ClusterTls, TlsFiles, NODE_NAME};
-use veil_cluster::token::Token;
+use veil_cluster::token::Tokens;
 use veil_core::dispatch::Remote;
 use veil_core::memory_store::MemoryStore;
 use veil_core::*;
@@ -18,6 +18,8 @@ const SECRET: [u8; 32] = [9; 32];
 
 struct Node {
     routing: Routing,
+    /// What the node sends and accepts; a rotation sets it.
+    tokens: Tokens,
     dispatch: Dispatch,
     addr: String,
     _stop: watch::Sender<bool>,
@@ -35,7 +37,8 @@ async fn node_with(secret: [u8; 32], tls: Option<Arc<ClusterTls>>) -> Node {
     let server = tls
         .as_ref()
         .map(|tls| tls.server_config().expect("a server configuration"));
-    let routing = Routing::new(Token::of(&secret), client);
+    let tokens = Tokens::new(&secret);
+    let routing = Routing::new(tokens.clone(), client);
     let (listener, addr) = veil_cluster::server::bind("127.0.0.1".parse().expect("an address"))
         .await
         .expect("a port");
@@ -44,7 +47,7 @@ async fn node_with(secret: [u8; 32], tls: Option<Arc<ClusterTls>>) -> Node {
         listener,
         server,
         routing.clone(),
-        Token::of(&secret),
+        tokens.clone(),
         stopped,
     ));
     let dispatch = Dispatch::Remote(Arc::new(Remote::new(
@@ -54,6 +57,7 @@ async fn node_with(secret: [u8; 32], tls: Option<Arc<ClusterTls>>) -> Node {
     )));
     Node {
         routing,
+        tokens,
         dispatch,
         addr: addr.to_string(),
         _stop: stop,
@@ -170,6 +174,51 @@ async fn a_call_without_the_clusters_secret_is_refused() {
         .queue_exists(&key())
         .await
         .expect("asked locally"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_accepted_before_it_is_sent_and_the_retired_one_is_refused() {
+    const NEW: [u8; 32] = [42; 32];
+    let owner = node(SECRET).await;
+    let caller = node(SECRET).await;
+    owner.routing.own(0, engine());
+    caller.routing.follow(0, &owner.addr);
+    owner
+        .dispatch
+        .create_queue(key(), QueueConfig::default())
+        .await
+        .expect("created where it lives");
+    let both = [(0, &SECRET[..]), (1, &NEW[..])];
+    // Announced everywhere, then sent by the caller first: the owner takes either.
+    owner.tokens.set((0, &SECRET), both);
+    caller.tokens.set((1, &NEW), both);
+    let sent = caller
+        .dispatch
+        .send(&key(), vec![NewMessage::new("new key")])
+        .await;
+    assert!(sent.is_ok(), "the new key during the rotation: {sent:?}");
+    // A caller that has not switched yet still gets through until the old key is retired.
+    caller.tokens.set((0, &SECRET), both);
+    let sent = caller
+        .dispatch
+        .send(&key(), vec![NewMessage::new("old key")])
+        .await;
+    assert!(sent.is_ok(), "the old key during the rotation: {sent:?}");
+    owner.tokens.set((1, &NEW), [(1, &NEW[..])]);
+    let sent = caller
+        .dispatch
+        .send(&key(), vec![NewMessage::new("retired")])
+        .await;
+    assert!(
+        unavailable(&sent),
+        "the retired key opened the port: {sent:?}"
+    );
+    caller.tokens.set((1, &NEW), [(1, &NEW[..])]);
+    let sent = caller
+        .dispatch
+        .send(&key(), vec![NewMessage::new("after")])
+        .await;
+    assert!(sent.is_ok(), "the new key after the rotation: {sent:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

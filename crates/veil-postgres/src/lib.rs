@@ -15,7 +15,8 @@
 //! - `import`: moves between shards, copied from one database's inbox into another's;
 //! - `clock`: [`DbClock`], the engine's clock in a cluster: the database's time, so every leader decides
 //!   visibility on one clock;
-//! - `secret`: the cluster's shared secret (receipt key, Azure delegation keys, forwarding token).
+//! - `secret`: the cluster's shared secret (receipt key, Azure delegation keys, forwarding token);
+//! - `rpc_keys`: the keys of the internal RPC's token after a rotation, and when each is sent and accepted.
 //!
 //! It knows nothing of any protocol.
 
@@ -27,6 +28,7 @@ pub mod limits;
 pub mod migrations;
 pub mod partition;
 pub mod partition_lease;
+pub mod rpc_keys;
 pub mod secret;
 pub mod settings;
 pub mod store;

@@ -57,6 +57,9 @@ enum Command {
     /// Certificates for TLS: `veil cert dev` writes a development CA and server certificate.
     #[command(subcommand)]
     Cert(cli::cert::CertCommand),
+    /// A cluster's shared state, in its database: `veil cluster rotate-token` rotates the nodes' RPC token.
+    #[command(subcommand)]
+    Cluster(cli::cluster::ClusterCommand),
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Client(command) => cli::run(cli.client, command),
         Command::Cert(command) => cli::cert::run(command),
+        Command::Cluster(command) => cli::cluster::run(command, cli.client.output),
         Command::Serve(mut args) => {
             args.admin_token = cli.client.admin_token.clone();
             let settings = match Settings::resolve(*args) {

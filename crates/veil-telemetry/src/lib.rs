@@ -12,6 +12,7 @@
 //!   `veil::audit`.
 //! - [`listeners`]: the process-wide `veil_listener_accept_errors_total{listener}` and
 //!   `veil_listener_failures_total{listener}` that every listener's accept loop and its supervisor report.
+//! - [`cluster_rpc`]: a cluster node's `veil_cluster_token_generation` and `veil_cluster_rpc_refused_total`.
 //! - [`ProcessCollector`]: the standard `process_*` metrics and `veil_build_info`, read at each scrape.
 //!
 //! Label values are bounded: `protocol` is [`Protocol`], `operation` a `&'static str` from the protocol's own
@@ -21,6 +22,7 @@
 pub mod audit;
 #[cfg(any(test, feature = "capture"))]
 pub mod capture;
+mod cluster;
 mod listener;
 mod process;
 mod store;
@@ -38,6 +40,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use audit::AuditEvent;
+pub use cluster::{cluster_rpc, ClusterRpcMetrics};
 pub use listener::{listeners, ListenerMetrics};
 pub use process::{read_process, BuildInfo, ProcessCollector, ProcessReading};
 pub use store::StoreMetrics;
@@ -168,6 +171,7 @@ impl Telemetry {
         );
         self.inner.store.register(registry);
         listener::listeners().register(registry);
+        cluster::cluster_rpc().register(registry);
     }
 
     /// Counts one request of `operation` with its result `code` and records how long it took.

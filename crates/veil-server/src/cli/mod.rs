@@ -4,6 +4,7 @@
 
 pub mod cert;
 mod client;
+pub mod cluster;
 mod health;
 mod messages;
 mod output;

@@ -36,11 +36,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_postgres::Client;
 use veil_cluster::ownership::{self, Slot};
 use veil_cluster::routing::Routing;
-use veil_cluster::token::Token;
+use veil_cluster::token::Tokens;
 use veil_core::dispatch::Remote;
 use veil_core::inbox::Placement;
 use veil_core::partition::Partition;
-use veil_core::{Dispatch, Engine, ReceiptKey, StoreError};
+use veil_core::{Clock, Dispatch, Engine, ReceiptKey, StoreError};
 use veil_postgres::lease::LeaderAddrs;
 use veil_postgres::partition::Shard;
 use veil_postgres::partition_lease::{self, PartitionLease, PartitionRow};
@@ -99,6 +99,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
             .collect(),
         serving: watch::channel(BTreeMap::new()).0,
         secret: None,
+        tokens: None,
         count: None,
         share: 1,
         owned: BTreeMap::new(),
@@ -145,8 +146,13 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     let Some(secret) = member.first_contact().await? else {
         return Ok(());
     };
-    let token = Token::of(&secret);
-    let routing = Routing::new(token.clone(), rpc_client_tls);
+    let tokens = Tokens::new(&secret);
+    member.tokens = Some(tokens.clone());
+    // A cluster that rotated its token before this node started: send and accept its keys from the start.
+    if let Err(RoundError::Database(error)) = member.refresh_tokens().await {
+        tracing::warn!(%error, "the cluster token's keys could not be read yet; the next round reads them");
+    }
+    let routing = Routing::new(tokens.clone(), rpc_client_tls);
     if let Some(count) = member.count {
         routing.set_count(count);
     }
@@ -203,7 +209,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         rpc_local,
         rpc_server_tls,
         routing.clone(),
-        token,
+        tokens,
         shutdown,
         fault,
     );
@@ -261,6 +267,9 @@ struct Member<'a, 'n> {
     serving: watch::Sender<BTreeMap<Partition, PartitionLease>>,
     /// The cluster's shared secret, read once from the database.
     secret: Option<[u8; 32]>,
+    /// The internal RPC's tokens, sent and accepted (shared with the routing and the RPC server), set from the
+    /// database every round: a rotation changes them (docs/cluster.md "Rotating the cluster token").
+    tokens: Option<Tokens>,
     /// The cluster's partition count, once fixed.
     count: Option<u32>,
     /// This node's fair share of the partitions as of the last round (⌈P / live nodes⌉): the partitions
@@ -335,7 +344,7 @@ fn spawn_rpc(
     addr: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     routing: Routing,
-    token: Token,
+    tokens: Tokens,
     shutdown: watch::Receiver<bool>,
     fault: mpsc::UnboundedSender<ServeError>,
 ) -> JoinHandle<()> {
@@ -348,7 +357,7 @@ fn spawn_rpc(
                 listener,
                 tls.clone(),
                 routing.clone(),
-                token.clone(),
+                tokens.clone(),
                 shutdown.clone(),
             )
             .await;
@@ -583,6 +592,30 @@ impl Member<'_, '_> {
         Ok(client)
     }
 
+    /// Reads the token's rotated keys and puts in force what the database's time says (veil_postgres::rpc_keys):
+    /// one round is far shorter than a rotation's step, so every node accepts a new key before any sends it.
+    async fn refresh_tokens(&self) -> Result<(), RoundError> {
+        let (Some(tokens), Some(secret)) = (&self.tokens, self.secret) else {
+            return Ok(());
+        };
+        let timeout = self.node.postgres.options().call_timeout();
+        let rotated = bounded(timeout, veil_postgres::rpc_keys::read(self.home()?)).await?;
+        let keys = veil_postgres::rpc_keys::KeysInForce::at(self.clock.now(), secret, &rotated);
+        let accepts = keys
+            .accepts
+            .iter()
+            .map(|key| (key.generation, &key.secret[..]));
+        if tokens.set((keys.sends.generation, &keys.sends.secret), accepts) {
+            veil_telemetry::cluster_rpc().set_token_generation(keys.sends.generation);
+            tracing::info!(
+                sends = keys.sends.generation,
+                accepts = ?keys.accepted_generations(),
+                "the cluster token's keys in force changed"
+            );
+        }
+        Ok(())
+    }
+
     fn addrs(&self) -> LeaderAddrs {
         LeaderAddrs {
             rpc: self.rpc_addr.clone(),
@@ -595,6 +628,7 @@ impl Member<'_, '_> {
         let timeout = postgres.options().call_timeout();
         self.connect().await?;
         bounded(timeout, self.clock.sync(self.home()?)).await?;
+        self.refresh_tokens().await?;
         self.renew().await?;
         self.leave_failed_stores();
         let ttl = postgres.lease_ttl();
