@@ -71,8 +71,8 @@ pub async fn serve(listener: Listener, router: Router, shutdown: impl Future<Out
             conn = connections.recv() => match conn {
                 Some(conn) => conn,
                 None => {
-                    // The accept loop ends only with its receiver; a panic in it is the one other way.
-                    veil_telemetry::listeners().listener_failed(name);
+                    // The accept loop ends only with its receiver; a panic in it is the one other way. The
+                    // caller sees `serve` return before its shutdown and reports it.
                     tracing::error!(listener = name, "the listener's accept loop ended while the server runs");
                     break;
                 }

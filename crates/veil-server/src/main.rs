@@ -144,6 +144,12 @@ enum ServeError {
     /// The task serving the listeners panicked or was cancelled.
     #[error("serving the listeners failed: {0}")]
     Serving(String),
+    /// A public listener ended while the node ran (`watched`): the node stops rather than serve some
+    /// protocols and not others, so that its supervisor restarts it whole.
+    #[error(
+        "the {0} listener ended while the node ran; stopping so that the node is restarted whole"
+    )]
+    ListenerEnded(&'static str),
 }
 
 /// Applies the config file's `[[queues]]` to the queues `engine` serves, logging what changed.
@@ -258,37 +264,83 @@ async fn serve_protocols(
         veil_azure::router(dispatch.clone(), azure_config(settings, telemetry, secret)?);
     let kubemq_config = kubemq_config(settings, telemetry, tls.kubemq.clone())?;
     let limits = &settings.listeners;
-    let (_, _, kubemq_served) = tokio::join!(
+    // Every listener stops on `all_stopped`: the node's stop, or one of them ending before it (`watched`).
+    let (stop_all, all_stopped) = tokio::sync::watch::channel(false);
+    let forward_stop = async {
+        tokio::select! {
+            () = until_stopped(stopped) => {}
+            () = until_stopped(all_stopped.clone()) => {}
+        }
+        stop_all.send_replace(true);
+    };
+    let (_, sqs, azure, kubemq) = tokio::join!(
+        forward_stop,
         // Requests carry the peer address (the audit log's `client`, the delivery history's consumer) and
         // veil_http::ConnectionInfo (whether the connection is TLS).
-        veil_http::serve(
-            veil_http::Listener {
-                name: "sqs",
-                tcp: sockets.sqs,
-                tls: tls.sqs.clone(),
-                limits: limits.sqs.limits.clone(),
-                throttled: veil_sqs::counted_throttled(telemetry.clone()),
-            },
-            sqs_app,
-            until_stopped(stopped.clone()),
+        watched(
+            "sqs",
+            veil_http::serve(
+                veil_http::Listener {
+                    name: "sqs",
+                    tcp: sockets.sqs,
+                    tls: tls.sqs.clone(),
+                    limits: limits.sqs.limits.clone(),
+                    throttled: veil_sqs::counted_throttled(telemetry.clone()),
+                },
+                sqs_app,
+                until_stopped(all_stopped.clone()),
+            ),
+            &stop_all,
         ),
         // The peer address is what a SAS's `sip` is checked against.
-        veil_http::serve(
-            veil_http::Listener {
-                name: "azure",
-                tcp: sockets.azure,
-                tls: tls.azure.clone(),
-                limits: limits.azure.limits.clone(),
-                throttled: veil_azure::counted_throttled(telemetry.clone()),
-            },
-            azure_app,
-            until_stopped(stopped.clone()),
+        watched(
+            "azure",
+            veil_http::serve(
+                veil_http::Listener {
+                    name: "azure",
+                    tcp: sockets.azure,
+                    tls: tls.azure.clone(),
+                    limits: limits.azure.limits.clone(),
+                    throttled: veil_azure::counted_throttled(telemetry.clone()),
+                },
+                azure_app,
+                until_stopped(all_stopped.clone()),
+            ),
+            &stop_all,
         ),
         // Open KubeMQ streams end on the same signal: downstreams get CloseByServer and release their
         // unacked messages before the store closes.
-        veil_kubemq::serve(dispatch, kubemq_config, sockets.kubemq, stopped),
+        watched(
+            "kubemq",
+            veil_kubemq::serve(dispatch, kubemq_config, sockets.kubemq, all_stopped.clone()),
+            &stop_all,
+        ),
     );
-    kubemq_served.map_err(|error| ServeError::Kubemq(error.to_string()))
+    sqs?;
+    azure?;
+    kubemq?.map_err(|error| ServeError::Kubemq(error.to_string()))
+}
+
+/// One public listener's serving, watched: ending before every listener was told to stop is a fault of the
+/// node (docs/security.md "Every listener's accept loop"). It is logged and counted
+/// (`veil_listener_failures_total`), and the other listeners are stopped, so that the node ends and is
+/// restarted whole instead of answering on some protocols and not others while it reports ready.
+async fn watched<T>(
+    name: &'static str,
+    served: impl std::future::Future<Output = T>,
+    stop_all: &tokio::sync::watch::Sender<bool>,
+) -> Result<T, ServeError> {
+    let outcome = served.await;
+    if *stop_all.borrow() {
+        return Ok(outcome);
+    }
+    veil_telemetry::listeners().listener_failed(name);
+    tracing::error!(
+        listener = name,
+        "a listener ended while the node runs; stopping the node so that it is restarted whole"
+    );
+    stop_all.send_replace(true);
+    Err(ServeError::ListenerEnded(name))
 }
 
 /// The admin endpoint (docs: README "Operating Veil"): served from before the store opens until after the
@@ -662,5 +714,39 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => tracing::info!("Ctrl-C received; shutting down"),
         _ = terminate => tracing::info!("SIGTERM received; shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_listener_that_ends_before_the_stop_is_a_fault_that_stops_the_others() {
+        let (stop_all, all_stopped) = tokio::sync::watch::channel(false);
+        let failures_before = veil_telemetry::listeners().failures("test-early");
+        let ended = watched("test-early", async {}, &stop_all).await;
+        assert!(
+            matches!(ended, Err(ServeError::ListenerEnded("test-early"))),
+            "{ended:?}"
+        );
+        assert!(
+            *all_stopped.borrow(),
+            "the other listeners were not told to stop"
+        );
+        assert_eq!(
+            veil_telemetry::listeners().failures("test-early"),
+            failures_before + 1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_ends_after_the_stop_ended_normally() {
+        let (stop_all, all_stopped) = tokio::sync::watch::channel(false);
+        let served = watched("test-stopped", until_stopped(all_stopped), &stop_all);
+        let stopping = async { stop_all.send_replace(true) };
+        let (served, _) = tokio::join!(served, stopping);
+        assert!(served.is_ok(), "{served:?}");
+        assert_eq!(veil_telemetry::listeners().failures("test-stopped"), 0);
     }
 }

@@ -186,12 +186,14 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     };
     crate::log_listening(settings);
     let (stop_serving, serving_stopped) = watch::channel(false);
+    let (fault, faults) = mpsc::unbounded_channel();
     let serving = {
+        let fault = fault.clone();
         let (settings, telemetry, tls) =
             (settings.clone(), node.telemetry.clone(), node.tls.clone());
         let dispatch = dispatch.clone();
         tokio::spawn(async move {
-            crate::serve_protocols(
+            let served = crate::serve_protocols(
                 dispatch,
                 secret.to_vec(),
                 sockets,
@@ -200,10 +202,15 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
                 &tls,
                 serving_stopped,
             )
-            .await
+            .await;
+            // A public listener that ended is the node's fault as the internal port's is: give up the
+            // partitions and stop, rather than stay ready while one protocol is not served.
+            if let Err(crate::ServeError::ListenerEnded(listener)) = &served {
+                let _ = fault.send(crate::ServeError::ListenerEnded(listener));
+            }
+            served
         })
     };
-    let (fault, faults) = mpsc::unbounded_channel();
     let rpc = spawn_rpc(
         rpc_listener,
         rpc_local,
@@ -289,8 +296,8 @@ struct Member<'a, 'n> {
         mpsc::UnboundedSender<Partition>,
         mpsc::UnboundedReceiver<Partition>,
     ),
-    /// A listener of this node that ended for good (the internal RPC could not be restarted): the node
-    /// gives up its leases and stops rather than stay half alive.
+    /// A listener of this node that ended for good (the internal RPC could not be restarted, or a public
+    /// listener ended): the node gives up its leases and stops rather than stay half alive.
     faults: Option<mpsc::UnboundedReceiver<ServeError>>,
     shutdown: watch::Receiver<bool>,
 }
