@@ -72,3 +72,29 @@ async fn a_finished_rotation_lets_the_next_start_and_forgets_keys_nobody_accepts
         "generation 1 can no longer be accepted by anyone"
     );
 }
+
+#[tokio::test]
+async fn a_damaged_key_row_is_left_out_not_a_failed_read() {
+    let Some(options) = test_options("a_damaged_key_row") else {
+        return;
+    };
+    let mut client = connect(&options).await.expect("connects");
+    migrations::run(&mut client, 1_000).await.expect("migrated");
+    veil_postgres::secret::load_or_create(&client, || [1; 32])
+        .await
+        .expect("the cluster's secret");
+    let key = rpc_keys::rotate(&mut client, 0, || [2; 32])
+        .await
+        .expect("rotated");
+    client
+        .execute(
+            "INSERT INTO veil_meta (key, value) VALUES ('rpc_key/7', '\\x0102')",
+            &[],
+        )
+        .await
+        .expect("a damaged row");
+    let read = rpc_keys::read(&client)
+        .await
+        .expect("the read still succeeds");
+    assert_eq!(read, vec![key]);
+}
