@@ -31,6 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
+import botocore.exceptions
 import grpc
 import pytest
 import requests
@@ -72,10 +73,25 @@ def cluster_token(cluster: Cluster) -> str:
 def queue_owned_by(cluster: Cluster, client, node: ClusterNode) -> str:
     for _ in range(64):
         name = f"tls-{uuid.uuid4().hex[:10]}"
-        client.create_queue(QueueName=name)
+        create_once_served(client, name)
         if cluster.owner(name) is node:
             return name
     raise AssertionError(f"no queue landed on {node.node_id}")
+
+
+def create_once_served(client, name: str, within_s: float = WITHIN_S) -> None:
+    """Creates `name`, waiting while its partition answers ServiceUnavailable: right after a node joins, the
+    lease table says who owns each partition before the new owner has opened its store, and a call waits for it
+    at most the reroute wait (docs/cluster.md). The join is not what these tests judge; every call after it is."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            client.create_queue(QueueName=name)
+            return
+        except botocore.exceptions.ClientError as error:
+            if error.response["Error"]["Code"] != "ServiceUnavailable" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 class Relay:
