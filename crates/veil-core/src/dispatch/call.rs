@@ -199,6 +199,12 @@ pub fn merge(call: &Call, replies: Vec<Reply>) -> Reply {
 }
 
 impl Call {
+    /// Whether this call may wait at the owner (a receive's long poll): sent to another node, it gives the
+    /// caller's admission slot back first.
+    pub fn parks(&self) -> bool {
+        matches!(self, Call::Receive { options, .. } if options.wait_ms != Some(0))
+    }
+
     /// The queue whose owner runs this call; `None` for calls each owner answers for its own queues, which a
     /// partitioned cluster gathers from every owner.
     pub fn queue(&self) -> Option<&QueueKey> {

@@ -147,15 +147,24 @@ impl Dispatch {
         }
     }
 
-    /// Where an operation on `key` runs, once this node's own engine, if it is that, may still answer: the
-    /// gate is checked for every operation (the protocols', the admin API's, an open stream's), not only
-    /// where a front-end asks [`Dispatch::serving`].
-    fn serving_target(&self, key: &QueueKey) -> EngineResult<Target<'_>> {
-        let target = self.target(key);
-        if let Target::Here(engine) = &target {
-            engine.serving()?;
+    /// Runs `call` where it belongs, the one path of every operation: on this process's engine when it owns
+    /// the call's queue ([`Engine::execute`], which checks the serving gate first, whoever asks), at the
+    /// owner over the transport otherwise; a call without a queue at every owner, merged. A long poll sent
+    /// away gives this node's admission slot back first (`park`), as a local one does when it parks.
+    pub async fn run(&self, call: Call) -> EngineResult<Reply> {
+        let target = match call.queue() {
+            Some(key) => self.target(key),
+            None => return self.gathered(call).await,
+        };
+        match target {
+            Target::Here(engine) => Ok(engine.execute(call).await),
+            Target::There(remote) => {
+                if call.parks() {
+                    crate::park::parking();
+                }
+                remote.transport.call(call).await
+            }
         }
-        Ok(target)
     }
 
     /// Every owner's replies to a call without a queue, merged (this process's engine's, when `Local`).
@@ -164,10 +173,6 @@ impl Dispatch {
             Self::Local(engine) => Ok(engine.execute(call).await),
             Self::Remote(remote) => remote.transport.gather(call).await,
         }
-    }
-
-    async fn remote(remote: &Remote, call: Call) -> EngineResult<Reply> {
-        remote.transport.call(call).await
     }
 
     /// `Ok` while this node may answer from its engine ([`Engine::serving`]); a remote owner checks its own
@@ -193,210 +198,6 @@ impl Dispatch {
         }
     }
 
-    pub async fn create_queue(
-        &self,
-        key: QueueKey,
-        config: QueueConfig,
-    ) -> EngineResult<CreateOutcome> {
-        match self.serving_target(&key)? {
-            Target::Here(engine) => engine.create_queue(key, config).await,
-            Target::There(remote) => expect_reply!(
-                Self::remote(remote, Call::CreateQueue { key, config }).await,
-                Reply::Created
-            ),
-        }
-    }
-
-    #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
-    pub async fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.delete_queue(key).await,
-            Target::There(remote) => {
-                let call = Call::DeleteQueue { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::Done)
-            }
-        }
-    }
-
-    pub async fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => Ok(engine.deleted_at(key)),
-            Target::There(remote) => {
-                let call = Call::DeletedAt { key: key.clone() };
-                expect_value!(Self::remote(remote, call).await, Reply::DeletedAt)
-            }
-        }
-    }
-
-    pub async fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.queue_info(key),
-            Target::There(remote) => {
-                let call = Call::QueueInfo { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::QueueInfo)
-            }
-        }
-    }
-
-    pub async fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => Ok(engine.queue_exists(key)),
-            Target::There(remote) => {
-                let call = Call::QueueExists { key: key.clone() };
-                expect_value!(Self::remote(remote, call).await, Reply::Exists)
-            }
-        }
-    }
-
-    pub async fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.message_size_limit(key),
-            Target::There(remote) => {
-                let call = Call::MessageSizeLimit { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::SizeLimit)
-            }
-        }
-    }
-
-    /// Every owner's queues of `namespace` whose name starts with `prefix`, in key order.
-    pub async fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> {
-        if let Self::Local(engine) = self {
-            engine.serving()?;
-            return Ok(engine.list_queues(namespace, prefix));
-        }
-        let call = Call::ListQueues {
-            namespace: namespace.to_owned(),
-            prefix: prefix.to_owned(),
-        };
-        expect_value!(self.gathered(call).await, Reply::Queues)
-    }
-
-    /// Applies `change` to a queue's settings; nothing is stored if it fails. Away from the owner the edit
-    /// runs here on the settings as read, and is written only if they did not change meanwhile (retried up
-    /// to `SETTINGS_EDIT_ATTEMPTS_MAX` times), which is what the owner's lock gives a local edit.
-    pub async fn update_queue_config<F>(
-        &self,
-        key: &QueueKey,
-        mut change: F,
-    ) -> EngineResult<QueueInfo>
-    where
-        F: FnMut(&mut QueueConfig) -> EngineResult<()>,
-    {
-        let remote = match self.serving_target(key)? {
-            Target::Here(engine) => return engine.update_queue_config(key, change).await,
-            Target::There(remote) => remote,
-        };
-        for _ in 0..SETTINGS_EDIT_ATTEMPTS_MAX {
-            let expected = self.queue_info(key).await?.config;
-            let mut config = expected.clone();
-            change(&mut config)?;
-            let call = Call::ReplaceConfig {
-                key: key.clone(),
-                expected: Box::new(expected),
-                config: Box::new(config),
-            };
-            let replaced: EngineResult<Option<QueueInfo>> =
-                expect_reply!(Self::remote(remote, call).await, Reply::Replaced);
-            if let Some(info) = replaced? {
-                return Ok(info);
-            }
-        }
-        Err(EngineError::Store(StoreError::Unavailable(
-            "the queue's settings kept changing under the edit; retry it".into(),
-        )))
-    }
-
-    /// The queues whose redrive policy names `key`, sorted; `key` must exist. A cluster asks every owner.
-    pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
-        if let Self::Local(engine) = self {
-            engine.serving()?;
-            return engine.dead_letter_sources(key);
-        }
-        if !self.queue_exists(key).await? {
-            // The owner's own answer for a missing queue.
-            let call = Call::DeadLetterSources { key: key.clone() };
-            return match self.serving_target(key)? {
-                Target::Here(engine) => engine.dead_letter_sources(key),
-                Target::There(remote) => {
-                    expect_reply!(Self::remote(remote, call).await, Reply::Keys)
-                }
-            };
-        }
-        let call = Call::DeadLetterSourcesAmong { key: key.clone() };
-        expect_reply!(self.gathered(call).await, Reply::Keys)
-    }
-
-    pub async fn purge(
-        &self,
-        key: &QueueKey,
-        interval_ms_min: Option<Millis>,
-    ) -> EngineResult<u64> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.purge(key, interval_ms_min).await,
-            Target::There(remote) => {
-                let call = Call::Purge {
-                    key: key.clone(),
-                    interval_ms_min,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Purged)
-            }
-        }
-    }
-
-    pub async fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.last_purge_at(key),
-            Target::There(remote) => {
-                let call = Call::LastPurgeAt { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::LastPurgeAt)
-            }
-        }
-    }
-
-    pub async fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.stats(key),
-            Target::There(remote) => {
-                let call = Call::Stats { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::Stats)
-            }
-        }
-    }
-
-    pub async fn send(
-        &self,
-        key: &QueueKey,
-        messages: Vec<NewMessage>,
-    ) -> EngineResult<Vec<SentMessage>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.send(key, messages).await,
-            Target::There(remote) => {
-                let call = Call::Send {
-                    key: key.clone(),
-                    messages,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Sent)
-            }
-        }
-    }
-
-    pub async fn send_each(
-        &self,
-        key: &QueueKey,
-        messages: Vec<NewMessage>,
-    ) -> EngineResult<Vec<EngineResult<SentMessage>>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.send_each(key, messages).await,
-            Target::There(remote) => {
-                let call = Call::SendEach {
-                    key: key.clone(),
-                    messages,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::SentEach)
-            }
-        }
-    }
-
     pub async fn receive(
         &self,
         key: &QueueKey,
@@ -405,317 +206,148 @@ impl Dispatch {
         Ok(self.receive_detailed(key, options).await?.messages)
     }
 
-    /// A receive; away from the owner, a long poll waits there, and gives this node's admission slot back
-    /// first (`park`), as a local long poll does when it parks.
-    pub async fn receive_detailed(
+    /// Applies `change` to a queue's settings; nothing is stored if it fails. The edit runs here on the
+    /// settings as read and is written only if they did not change meanwhile (retried up to
+    /// `SETTINGS_EDIT_ATTEMPTS_MAX` times), the same way whether the owner is this node or another, so
+    /// protocol rules about settings stay in the protocol crates and run before anything is stored.
+    pub async fn update_queue_config<F>(
         &self,
         key: &QueueKey,
-        options: ReceiveOptions,
-    ) -> EngineResult<Received> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.receive_detailed(key, options).await,
-            Target::There(remote) => {
-                if options.wait_ms != Some(0) {
-                    crate::park::parking();
+        mut change: F,
+    ) -> EngineResult<QueueInfo>
+    where
+        F: FnMut(&mut QueueConfig) -> EngineResult<()>,
+    {
+        for _ in 0..SETTINGS_EDIT_ATTEMPTS_MAX {
+            let expected = self.queue_info(key).await?.config;
+            let mut config = expected.clone();
+            change(&mut config)?;
+            if let Some(info) = self.replace_config(key, expected, config).await? {
+                return Ok(info);
+            }
+        }
+        Err(EngineError::Store(StoreError::Unavailable(
+            "the queue's settings kept changing under the edit; retry it".into(),
+        )))
+    }
+
+    /// The queues whose redrive policy names `key`, sorted; `key` must exist (its owner says so). Every
+    /// owner answers for its own queues.
+    pub async fn dead_letter_sources(&self, key: &QueueKey) -> EngineResult<Vec<QueueKey>> {
+        if !self.queue_exists(key).await? {
+            // The owner's own answer for a missing queue.
+            let call = Call::DeadLetterSources { key: key.clone() };
+            return expect_reply!(self.run(call).await, Reply::Keys);
+        }
+        let call = Call::DeadLetterSourcesAmong { key: key.clone() };
+        expect_reply!(self.run(call).await, Reply::Keys)
+    }
+}
+
+/// The typed operations of [`Dispatch`], one row each: the signature, the [`Call`] it makes, and the
+/// [`Reply`] variant it expects (`reply`: carries the operation's own result; `value`: a plain value).
+/// Every one runs through [`Dispatch::run`]; nothing is written per operation but its row.
+macro_rules! operations {
+    ($(
+        $(#[$meta:meta])*
+        fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $out:ty = $call:expr => $kind:ident $variant:path;
+    )*) => {
+        impl Dispatch {
+            $(
+                $(#[$meta])*
+                #[allow(unreachable_patterns)] // `Done` replies: `expect_reply!`'s own `Done` arm
+                pub async fn $name(&self $(, $arg: $ty)*) -> $out {
+                    operations!(@expect $kind, self.run($call).await, $variant)
                 }
-                let call = Call::Receive {
-                    key: key.clone(),
-                    options,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Received)
-            }
+            )*
         }
-    }
+    };
+    (@expect reply, $answer:expr, $variant:path) => { expect_reply!($answer, $variant) };
+    (@expect value, $answer:expr, $variant:path) => { expect_value!($answer, $variant) };
+}
 
-    pub async fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.peek(key, max_messages).await,
-            Target::There(remote) => {
-                let call = Call::Peek {
-                    key: key.clone(),
-                    max_messages,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Messages)
-            }
-        }
-    }
-
-    pub async fn delete(
-        &self,
-        key: &QueueKey,
-        receipt: &str,
-        rule: ReceiptRule,
-    ) -> EngineResult<DeleteOutcome> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.delete(key, receipt, rule).await,
-            Target::There(remote) => {
-                let call = Call::Delete {
-                    key: key.clone(),
-                    receipt: receipt.to_owned(),
-                    rule,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Deleted)
-            }
-        }
-    }
-
-    pub async fn delete_batch(
-        &self,
-        key: &QueueKey,
-        receipts: &[&str],
-        rule: ReceiptRule,
-    ) -> EngineResult<Vec<EngineResult<DeleteOutcome>>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.delete_batch(key, receipts, rule).await,
-            Target::There(remote) => {
-                let call = Call::DeleteBatch {
-                    key: key.clone(),
-                    receipts: owned(receipts),
-                    rule,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::DeletedEach)
-            }
-        }
-    }
-
-    pub async fn change_visibility(
-        &self,
-        key: &QueueKey,
-        receipt: &str,
-        change: VisibilityChange,
-    ) -> EngineResult<Millis> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.change_visibility(key, receipt, change).await,
-            Target::There(remote) => {
-                let call = Call::ChangeVisibility {
-                    key: key.clone(),
-                    receipt: receipt.to_owned(),
-                    change,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::VisibleAt)
-            }
-        }
-    }
-
-    pub async fn change_visibility_batch(
-        &self,
-        key: &QueueKey,
-        entries: &[(&str, VisibilityChange)],
-    ) -> EngineResult<Vec<EngineResult<Millis>>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.change_visibility_batch(key, entries).await,
-            Target::There(remote) => {
-                let call = Call::ChangeVisibilityBatch {
-                    key: key.clone(),
-                    entries: entries
-                        .iter()
-                        .map(|(receipt, change)| ((*receipt).to_owned(), *change))
-                        .collect(),
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::VisibleAtEach)
-            }
-        }
-    }
-
-    pub async fn update(
-        &self,
-        key: &QueueKey,
-        receipt: &str,
-        change: VisibilityChange,
-        new_body: Option<Bytes>,
-    ) -> EngineResult<Updated> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.update(key, receipt, change, new_body).await,
-            Target::There(remote) => {
-                let call = Call::Update {
-                    key: key.clone(),
-                    receipt: receipt.to_owned(),
-                    change,
-                    new_body,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Updated)
-            }
-        }
-    }
-
-    #[allow(unreachable_patterns)] // `expect_reply!`'s `Done` arm: `Done` is this call's reply
-    pub async fn move_message(
-        &self,
-        key: &QueueKey,
-        receipt: &str,
-        target: &QueueKey,
-    ) -> EngineResult<()> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.move_message(key, receipt, target).await,
-            Target::There(remote) => {
-                let call = Call::MoveMessage {
-                    key: key.clone(),
-                    receipt: receipt.to_owned(),
-                    target: target.clone(),
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Done)
-            }
-        }
-    }
-
-    pub async fn move_messages(
-        &self,
-        key: &QueueKey,
-        receipts: &[&str],
-        target: &QueueKey,
-    ) -> EngineResult<Vec<EngineResult<()>>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.move_messages(key, receipts, target).await,
-            Target::There(remote) => {
-                let call = Call::MoveMessages {
-                    key: key.clone(),
-                    receipts: owned(receipts),
-                    target: target.clone(),
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::MovedEach)
-            }
-        }
-    }
-
-    pub async fn start_move_task(
-        &self,
-        source: &QueueKey,
-        destination: Option<&QueueKey>,
-        rate_per_s_max: Option<u32>,
-    ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.serving_target(source)? {
-            Target::Here(engine) => {
-                engine
-                    .start_move_task(source, destination, rate_per_s_max)
-                    .await
-            }
-            Target::There(remote) => {
-                let call = Call::StartMoveTask {
-                    source: source.clone(),
-                    destination: destination.cloned(),
-                    rate_per_s_max,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::MoveTask)
-            }
-        }
-    }
-
-    pub async fn move_tasks(
-        &self,
-        source: &QueueKey,
-    ) -> Result<Vec<MoveTaskRecord>, MoveTaskError> {
-        match self.serving_target(source)? {
-            Target::Here(engine) => engine.move_tasks(source),
-            Target::There(remote) => {
-                let call = Call::MoveTasks {
-                    source: source.clone(),
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::MoveTasks)
-            }
-        }
-    }
-
-    pub async fn cancel_move_task(
-        &self,
-        source: &QueueKey,
-        id: &MoveTaskId,
-    ) -> Result<MoveTaskRecord, MoveTaskError> {
-        match self.serving_target(source)? {
-            Target::Here(engine) => engine.cancel_move_task(source, id).await,
-            Target::There(remote) => {
-                let call = Call::CancelMoveTask {
-                    source: source.clone(),
-                    id: *id,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::MoveTask)
-            }
-        }
-    }
-
-    pub async fn history(
-        &self,
-        key: &QueueKey,
-        message_id: &[u8; 16],
-    ) -> EngineResult<Option<MessageHistory>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.history(key, message_id),
-            Target::There(remote) => {
-                let call = Call::History {
-                    key: key.clone(),
-                    message_id: *message_id,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::History)
-            }
-        }
-    }
-
-    pub async fn deleted_history(
-        &self,
-        key: &QueueKey,
-        seq: Seq,
-    ) -> EngineResult<Option<MessageHistory>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.deleted_history(key, seq),
-            Target::There(remote) => {
-                let call = Call::DeletedHistory {
-                    key: key.clone(),
-                    seq,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::History)
-            }
-        }
-    }
-
+operations! {
+    fn create_queue(&self, key: QueueKey, config: QueueConfig) -> EngineResult<CreateOutcome> =
+        Call::CreateQueue { key, config } => reply Reply::Created;
+    fn delete_queue(&self, key: &QueueKey) -> EngineResult<()> =
+        Call::DeleteQueue { key: key.clone() } => reply Reply::Done;
+    fn deleted_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> =
+        Call::DeletedAt { key: key.clone() } => value Reply::DeletedAt;
+    fn queue_info(&self, key: &QueueKey) -> EngineResult<QueueInfo> =
+        Call::QueueInfo { key: key.clone() } => reply Reply::QueueInfo;
+    fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> =
+        Call::QueueExists { key: key.clone() } => value Reply::Exists;
+    fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> =
+        Call::MessageSizeLimit { key: key.clone() } => reply Reply::SizeLimit;
+    /// Every owner's queues of `namespace` whose name starts with `prefix`, in key order.
+    fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> =
+        Call::ListQueues { namespace: namespace.to_owned(), prefix: prefix.to_owned() } => value Reply::Queues;
+    /// Stores `config` if the queue's settings are still `expected`; `None` (nothing stored) if not.
+    fn replace_config(&self, key: &QueueKey, expected: QueueConfig, config: QueueConfig)
+        -> EngineResult<Option<QueueInfo>> =
+        Call::ReplaceConfig { key: key.clone(), expected: Box::new(expected), config: Box::new(config) }
+        => reply Reply::Replaced;
+    fn purge(&self, key: &QueueKey, interval_ms_min: Option<Millis>) -> EngineResult<u64> =
+        Call::Purge { key: key.clone(), interval_ms_min } => reply Reply::Purged;
+    fn last_purge_at(&self, key: &QueueKey) -> EngineResult<Option<Millis>> =
+        Call::LastPurgeAt { key: key.clone() } => reply Reply::LastPurgeAt;
+    fn stats(&self, key: &QueueKey) -> EngineResult<QueueStats> =
+        Call::Stats { key: key.clone() } => reply Reply::Stats;
+    fn send(&self, key: &QueueKey, messages: Vec<NewMessage>) -> EngineResult<Vec<SentMessage>> =
+        Call::Send { key: key.clone(), messages } => reply Reply::Sent;
+    fn send_each(&self, key: &QueueKey, messages: Vec<NewMessage>)
+        -> EngineResult<Vec<EngineResult<SentMessage>>> =
+        Call::SendEach { key: key.clone(), messages } => reply Reply::SentEach;
+    /// A receive; away from the owner, a long poll waits there (see [`Dispatch::run`]).
+    fn receive_detailed(&self, key: &QueueKey, options: ReceiveOptions) -> EngineResult<Received> =
+        Call::Receive { key: key.clone(), options } => reply Reply::Received;
+    fn peek(&self, key: &QueueKey, max_messages: usize) -> EngineResult<Vec<Message>> =
+        Call::Peek { key: key.clone(), max_messages } => reply Reply::Messages;
+    fn delete(&self, key: &QueueKey, receipt: &str, rule: ReceiptRule) -> EngineResult<DeleteOutcome> =
+        Call::Delete { key: key.clone(), receipt: receipt.to_owned(), rule } => reply Reply::Deleted;
+    fn delete_batch(&self, key: &QueueKey, receipts: &[&str], rule: ReceiptRule)
+        -> EngineResult<Vec<EngineResult<DeleteOutcome>>> =
+        Call::DeleteBatch { key: key.clone(), receipts: owned(receipts), rule } => reply Reply::DeletedEach;
+    fn change_visibility(&self, key: &QueueKey, receipt: &str, change: VisibilityChange)
+        -> EngineResult<Millis> =
+        Call::ChangeVisibility { key: key.clone(), receipt: receipt.to_owned(), change }
+        => reply Reply::VisibleAt;
+    fn change_visibility_batch(&self, key: &QueueKey, entries: &[(&str, VisibilityChange)])
+        -> EngineResult<Vec<EngineResult<Millis>>> =
+        Call::ChangeVisibilityBatch {
+            key: key.clone(),
+            entries: entries.iter().map(|(receipt, change)| ((*receipt).to_owned(), *change)).collect(),
+        } => reply Reply::VisibleAtEach;
+    fn update(&self, key: &QueueKey, receipt: &str, change: VisibilityChange, new_body: Option<Bytes>)
+        -> EngineResult<Updated> =
+        Call::Update { key: key.clone(), receipt: receipt.to_owned(), change, new_body } => reply Reply::Updated;
+    fn move_message(&self, key: &QueueKey, receipt: &str, target: &QueueKey) -> EngineResult<()> =
+        Call::MoveMessage { key: key.clone(), receipt: receipt.to_owned(), target: target.clone() }
+        => reply Reply::Done;
+    fn move_messages(&self, key: &QueueKey, receipts: &[&str], target: &QueueKey)
+        -> EngineResult<Vec<EngineResult<()>>> =
+        Call::MoveMessages { key: key.clone(), receipts: owned(receipts), target: target.clone() }
+        => reply Reply::MovedEach;
+    fn start_move_task(&self, source: &QueueKey, destination: Option<&QueueKey>, rate_per_s_max: Option<u32>)
+        -> Result<MoveTaskRecord, MoveTaskError> =
+        Call::StartMoveTask { source: source.clone(), destination: destination.cloned(), rate_per_s_max }
+        => reply Reply::MoveTask;
+    fn move_tasks(&self, source: &QueueKey) -> Result<Vec<MoveTaskRecord>, MoveTaskError> =
+        Call::MoveTasks { source: source.clone() } => reply Reply::MoveTasks;
+    fn cancel_move_task(&self, source: &QueueKey, id: &MoveTaskId) -> Result<MoveTaskRecord, MoveTaskError> =
+        Call::CancelMoveTask { source: source.clone(), id: *id } => reply Reply::MoveTask;
+    fn history(&self, key: &QueueKey, message_id: &[u8; 16]) -> EngineResult<Option<MessageHistory>> =
+        Call::History { key: key.clone(), message_id: *message_id } => reply Reply::History;
+    fn deleted_history(&self, key: &QueueKey, seq: Seq) -> EngineResult<Option<MessageHistory>> =
+        Call::DeletedHistory { key: key.clone(), seq } => reply Reply::History;
     /// Every owner's queues, in key order.
-    pub async fn overview(&self) -> EngineResult<Vec<QueueOverview>> {
-        if let Self::Local(engine) = self {
-            engine.serving()?;
-            return Ok(engine.overview());
-        }
-        expect_value!(self.gathered(Call::Overview).await, Reply::Overview)
-    }
-
-    pub async fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.overview_of(key),
-            Target::There(remote) => {
-                let call = Call::OverviewOf { key: key.clone() };
-                expect_reply!(Self::remote(remote, call).await, Reply::OverviewOf)
-            }
-        }
-    }
-
-    pub async fn browse(
-        &self,
-        key: &QueueKey,
-        from: Seq,
-        max_messages: usize,
-    ) -> EngineResult<Vec<Message>> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.browse(key, from, max_messages).await,
-            Target::There(remote) => {
-                let call = Call::Browse {
-                    key: key.clone(),
-                    from,
-                    max_messages,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Messages)
-            }
-        }
-    }
-
-    pub async fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> {
-        match self.serving_target(key)? {
-            Target::Here(engine) => engine.remove_message(key, seq).await,
-            Target::There(remote) => {
-                let call = Call::RemoveMessage {
-                    key: key.clone(),
-                    seq,
-                };
-                expect_reply!(Self::remote(remote, call).await, Reply::Removed)
-            }
-        }
-    }
+    fn overview(&self) -> EngineResult<Vec<QueueOverview>> = Call::Overview => value Reply::Overview;
+    fn overview_of(&self, key: &QueueKey) -> EngineResult<QueueOverview> =
+        Call::OverviewOf { key: key.clone() } => reply Reply::OverviewOf;
+    fn browse(&self, key: &QueueKey, from: Seq, max_messages: usize) -> EngineResult<Vec<Message>> =
+        Call::Browse { key: key.clone(), from, max_messages } => reply Reply::Messages;
+    fn remove_message(&self, key: &QueueKey, seq: Seq) -> EngineResult<bool> =
+        Call::RemoveMessage { key: key.clone(), seq } => reply Reply::Removed;
 }
 
 fn owned(receipts: &[&str]) -> Vec<String> {
