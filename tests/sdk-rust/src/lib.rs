@@ -67,10 +67,13 @@ pub fn free_port() -> u16 {
 }
 
 /// One `veil serve` process with its own data dir and a free port for each listener (SQS, Azure Queue
-/// Storage, KubeMQ, admin), so that tests running in parallel never share a server or a port.
+/// Storage, KubeMQ, admin), so that tests running in parallel never share a server or a port. It runs on the
+/// test clock (`--unsafe-test-clock`, docs/testing.md "Test clock"): a test moves time past a visibility
+/// timeout with [`Veil::advance_clock`] instead of sleeping through it.
 pub struct Veil {
     child: Option<Child>,
     pub sqs_port: u16,
+    admin_port: u16,
     /// Data dir and log; removed when the server stops, kept (and named) when a test failed.
     dir: PathBuf,
 }
@@ -114,6 +117,7 @@ impl Veil {
             .args(["--kubemq-listen", &format!("127.0.0.1:{}", ports[2])])
             .args(["--admin-listen", &format!("127.0.0.1:{}", ports[3])])
             .args(["--log-level", "info"])
+            .arg("--unsafe-test-clock")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup the log"))
             .stderr(log);
@@ -124,6 +128,7 @@ impl Veil {
         let mut veil = Veil {
             child: Some(child),
             sqs_port: ports[0],
+            admin_port: ports[3],
             dir,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -181,6 +186,48 @@ impl Veil {
             .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
             .build();
         aws_sdk_sqs::Client::from_conf(config)
+    }
+
+    /// Moves the server's clock `seconds` forward (its admin API's `POST /api/v1/test/clock/advance`); when
+    /// it returns, messages whose visibility ran out by then are visible and long polls re-checked.
+    pub fn advance_clock(&self, seconds: u64) {
+        let body = format!("{{\"by_ms\": {}}}", seconds * 1000);
+        let answer = self.admin_request("POST", "/api/v1/test/clock/advance", &body);
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "the clock advance was refused: {answer}"
+        );
+    }
+
+    /// `veil_queue_long_polls_waiting` of the default account's `queue`: receives parked on it now.
+    pub fn long_polls_waiting(&self, queue: &str) -> u64 {
+        let answer = self.admin_request("GET", "/metrics", "");
+        let label = format!("queue=\"{queue}\"");
+        answer
+            .lines()
+            .find(|line| line.starts_with("veil_queue_long_polls_waiting{") && line.contains(&label))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+            .map_or(0, |value| value as u64)
+    }
+
+    /// One request to the admin endpoint over a fresh connection; the whole answer, head and body.
+    fn admin_request(&self, method: &str, path: &str, body: &str) -> String {
+        use std::io::Write;
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", self.admin_port)).expect("the admin endpoint");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send to the admin endpoint");
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .expect("the admin endpoint's answer");
+        answer
     }
 
     /// The last lines of the server's log, for failure messages.

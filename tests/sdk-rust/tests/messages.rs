@@ -305,17 +305,14 @@ async fn a_received_message_stays_hidden_until_its_visibility_timeout() {
         .send()
         .await
         .expect("SendMessage");
-    let m = receive_n(&sqs, &url, 1, 2).await.remove(0);
-    let received_at = std::time::Instant::now();
+    let m = receive_n(&sqs, &url, 1, 30).await.remove(0);
 
-    // Hidden while its 2 s last: a receive waiting 1 s gets nothing.
-    let during = receive(&sqs, &url, 30, 1).await;
-    assert!(
-        during.is_empty() || received_at.elapsed() >= Duration::from_secs(2),
-        "delivered while hidden: {during:?}"
-    );
+    // Hidden while its 30 s last (on the server's test clock): 25 s later a receive gets nothing.
+    veil.advance_clock(25);
+    let during = receive(&sqs, &url, 30, 0).await;
+    assert!(during.is_empty(), "delivered while hidden: {during:?}");
 
-    tokio::time::sleep(Duration::from_millis(2100).saturating_sub(received_at.elapsed())).await;
+    veil.advance_clock(6);
     let after = receive_n(&sqs, &url, 1, 30).await.remove(0);
     assert_eq!(after.message_id(), m.message_id());
     assert_eq!(
@@ -348,7 +345,7 @@ async fn changing_a_visibility_to_zero_makes_the_message_visible_at_once() {
         .send()
         .await
         .expect("ChangeMessageVisibility");
-    let again = receive(&sqs, &url, 1, 0).await;
+    let again = receive(&sqs, &url, 10, 0).await;
     assert_eq!(
         again.len(),
         1,
@@ -356,7 +353,8 @@ async fn changing_a_visibility_to_zero_makes_the_message_visible_at_once() {
     );
     assert_eq!(again[0].message_id(), m.message_id());
 
-    // Extending a visibility keeps it hidden past the 1 s it was received with.
+    // Extending a visibility keeps it hidden past the 10 s it was received with, until the 30 s from the
+    // change ran out (the server's test clock).
     sqs.change_message_visibility()
         .queue_url(&url)
         .receipt_handle(again[0].receipt_handle().unwrap())
@@ -364,10 +362,16 @@ async fn changing_a_visibility_to_zero_makes_the_message_visible_at_once() {
         .send()
         .await
         .expect("ChangeMessageVisibility");
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    veil.advance_clock(15);
     assert!(
         receive(&sqs, &url, 30, 0).await.is_empty(),
         "the longer visibility holds"
+    );
+    veil.advance_clock(16);
+    assert_eq!(
+        receive(&sqs, &url, 30, 0).await.len(),
+        1,
+        "visible again when the extended visibility ran out"
     );
 }
 
@@ -388,7 +392,7 @@ async fn a_deleted_message_is_never_delivered_again() {
         .send()
         .await
         .expect("SendMessage");
-    let got = receive_n(&sqs, &url, 2, 1).await;
+    let got = receive_n(&sqs, &url, 2, 30).await;
     let gone = got.iter().find(|m| m.body() == Some("gone")).unwrap();
     sqs.delete_message()
         .queue_url(&url)
@@ -397,7 +401,8 @@ async fn a_deleted_message_is_never_delivered_again() {
         .await
         .expect("DeleteMessage");
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past both visibility timeouts (the server's test clock): only the kept one is visible again.
+    veil.advance_clock(31);
     let later = receive_n(&sqs, &url, 1, 30).await;
     assert_eq!(
         later[0].body(),
@@ -420,7 +425,7 @@ async fn a_delete_batch_with_a_bad_receipt_handle_fails_only_that_entry() {
             .await
             .expect("SendMessage");
     }
-    let got = receive_n(&sqs, &url, 2, 1).await;
+    let got = receive_n(&sqs, &url, 2, 30).await;
     let mut batch = sqs.delete_message_batch().queue_url(&url);
     for (i, m) in got.iter().enumerate() {
         batch = batch.entries(
@@ -457,7 +462,8 @@ async fn a_delete_batch_with_a_bad_receipt_handle_fails_only_that_entry() {
         "{failed:?}"
     );
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past their visibility timeout (the server's test clock) neither comes back.
+    veil.advance_clock(31);
     assert!(
         receive(&sqs, &url, 30, 1).await.is_empty(),
         "both deleted messages stay deleted"
@@ -469,25 +475,27 @@ async fn a_long_poll_returns_a_message_sent_while_it_waits() {
     let veil = Veil::start();
     let sqs = veil.client();
     let url = queue(&sqs, "long-poll").await;
-    let sender = {
-        let (sqs, url) = (sqs.clone(), url.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            sqs.send_message()
-                .queue_url(&url)
-                .message_body("late")
-                .send()
-                .await
-                .expect("SendMessage");
-        })
-    };
     let started = std::time::Instant::now();
-    let got = receive(&sqs, &url, 30, 10).await;
-    sender.await.unwrap();
+    let polling = {
+        let (sqs, url) = (sqs.clone(), url.clone());
+        tokio::spawn(async move { receive(&sqs, &url, 30, 10).await })
+    };
+    // The message is sent once the poll has parked (the server's gauge says so), not after a guess.
+    while veil.long_polls_waiting("long-poll") == 0 {
+        assert!(!polling.is_finished(), "the poll ended before it parked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("late")
+        .send()
+        .await
+        .expect("SendMessage");
+    let got = polling.await.unwrap();
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].body(), Some("late"));
     assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "answered when the message came, not at the end of the wait"
+        started.elapsed() < Duration::from_secs(10),
+        "answered when the message came, not at the end of its 10 s wait"
     );
 }
