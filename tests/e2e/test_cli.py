@@ -459,7 +459,8 @@ def test_messages_tail_prints_new_messages_without_receiving_them(server, queue_
          "--interval", "0.2", "--count", "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
-        time.sleep(1.0)  # the tail has read where the queue ends
+        # Printed once the tail has read where the queue ends: what is sent from here on is new to it.
+        assert tail.stderr.readline().startswith("tailing "), "the tail did not start"
         for i in range(3):
             run_cli(server, "messages", "send", queue_name, f"new {i}")
         out, err = tail.communicate(timeout=TIMEOUT)

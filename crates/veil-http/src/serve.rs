@@ -270,16 +270,21 @@ async fn refuse(
 }
 
 /// The client paused sending a request body longer than the body read timeout, or took longer than the
-/// total body timeout to send all of it.
+/// total body timeout to send all of it; which one is said, so a client (and a test) can tell them apart.
 #[derive(Debug, thiserror::Error)]
-#[error("the request body stalled longer than the body read timeout or took longer than the total body timeout")]
-pub struct BodyTimeout;
+pub enum BodyTimeout {
+    #[error("no piece of the request body came for {0} ms (the body read timeout)")]
+    Pause(u128),
+    #[error("the request body was not complete within {0} ms of its head (the total body timeout)")]
+    Total(u128),
+}
 
 /// A request body that fails when no piece of it arrives for the pause timeout while it is being read, or
 /// when its last piece has not arrived by its deadline.
 struct TimedBody {
     inner: Incoming,
     pause: Duration,
+    total: Duration,
     /// The total deadline, counted from the request's head.
     deadline: Instant,
     /// Running while the reader waits for the next piece: until the pause timeout or the deadline, whichever
@@ -292,6 +297,7 @@ impl TimedBody {
         Self {
             inner,
             pause: timeouts.pause,
+            total: timeouts.total,
             deadline: Instant::now() + timeouts.total,
             waiting: None,
         }
@@ -318,7 +324,14 @@ impl HttpBody for TimedBody {
                     .waiting
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake_at)));
                 match waiting.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
+                    Poll::Ready(()) => {
+                        let timeout = if Instant::now() >= this.deadline {
+                            BodyTimeout::Total(this.total.as_millis())
+                        } else {
+                            BodyTimeout::Pause(this.pause.as_millis())
+                        };
+                        Poll::Ready(Some(Err(Box::new(timeout))))
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             }

@@ -3,7 +3,7 @@
 //! (scripts/test); these check that a slice really exercises what the mode is for, that a seed replays, and
 //! keep the store bug it found.
 
-use veil_sim::{generate, report, run, run_seeds, Options, StoreMode};
+use veil_sim::{generate, report, run, run_pinned, run_seeds, Options, Pinned, StoreMode};
 
 const STEPS: usize = veil_sim::limits::STEPS_DEFAULT;
 
@@ -11,6 +11,21 @@ fn wal() -> Options {
     Options {
         store: StoreMode::Wal,
         ..Options::default()
+    }
+}
+
+/// Runs a kept seed with `options`, first checking that it still generates the run it was kept for
+/// (`pin.rs`): a changed generator fails here instead of passing without exercising what it was kept for.
+fn passes(seed: u64, digest: &'static str, requests: u64, options: Options) {
+    let pinned = Pinned {
+        seed,
+        steps: STEPS,
+        digest,
+        requests,
+    };
+    let result = run_pinned(&pinned, options).unwrap_or_else(|why| panic!("{why}"));
+    if let Some(violation) = result.violation {
+        panic!("{}", report(seed, STEPS, violation, options));
     }
 }
 
@@ -73,9 +88,7 @@ fn seed_33_with_log_flips_recovery_keeps_acknowledged_records_after_a_flipped_re
         log_flips: true,
         ..wal()
     };
-    if let Some(violation) = run(&generate(33, STEPS), options).violation {
-        panic!("{}", report(33, STEPS, violation, options));
-    }
+    passes(33, "8dec7cbf21ffb813", 189, options);
 }
 
 /// Found by the first long run: a bit flipped in a read of the redb file is not detected by veil-store (redb
@@ -85,9 +98,7 @@ fn seed_33_with_log_flips_recovery_keeps_acknowledged_records_after_a_flipped_re
 #[test]
 #[ignore = "veil-store bug: a flipped redb read is not detected and a checkpoint can write it back"]
 fn seed_1887_a_flipped_redb_read_does_not_corrupt_the_store() {
-    if let Some(violation) = run(&generate(1887, STEPS), wal()).violation {
-        panic!("{}", report(1887, STEPS, violation, wal()));
-    }
+    passes(1887, "7a32511fa7c4ef44", 198, wal());
 }
 
 /// Found by the first long run: a bit flipped in a read of the redb file makes a length out of range and the
@@ -96,9 +107,7 @@ fn seed_1887_a_flipped_redb_read_does_not_corrupt_the_store() {
 #[test]
 #[ignore = "veil-store bug: a flipped redb read panics instead of failing with corruption"]
 fn seed_51112_a_flipped_redb_read_is_an_error_not_a_panic() {
-    if let Some(violation) = run(&generate(51_112, STEPS), wal()).violation {
-        panic!("{}", report(51_112, STEPS, violation, wal()));
-    }
+    passes(51_112, "bbb519f5d2659130", 193, wal());
 }
 
 /// Found by the long run without read flips (the checker's mistake): a change or update grants its window
@@ -111,14 +120,5 @@ fn seed_55030_a_change_or_update_holds_the_message_in_the_queue_its_receipt_name
         no_read_flips: true,
         ..wal()
     };
-    let pinned = veil_sim::Pinned {
-        seed: 55_030,
-        steps: STEPS,
-        digest: "22c968c19426b7a2",
-        requests: 213,
-    };
-    let result = veil_sim::run_pinned(&pinned, options).unwrap_or_else(|why| panic!("{why}"));
-    if let Some(violation) = result.violation {
-        panic!("{}", report(55_030, STEPS, violation, options));
-    }
+    passes(55_030, "22c968c19426b7a2", 213, options);
 }

@@ -48,12 +48,12 @@ pub fn run(context: &Context, args: TailArgs) -> Result<(), CliError> {
         _ => 0,
     };
     let mut printed = 0u64;
-    if !context.output.is_json() {
-        eprintln!(
-            "tailing {} (a browse: nothing is received); Ctrl-C to stop",
-            args.queue
-        );
-    }
+    // On stderr in every output format (JSON goes to stdout alone): once it is printed, every message sent
+    // from then on will be shown.
+    eprintln!(
+        "tailing {} (a browse: nothing is received); Ctrl-C to stop",
+        args.queue
+    );
     loop {
         loop {
             let answer = browse_page(context, &args.queue, from_seq, TAIL_PAGE)?;
