@@ -519,11 +519,13 @@ def query_error(resp: requests.Response) -> tuple[int, str, str]:
 TEST_CLOCK_ARGS = ("--unsafe-test-clock",)
 
 
-def advance_clock(server, seconds: float) -> dict:
+def advance_clock(server, seconds: float, ca: str | None = None) -> dict:
     """Moves the server's clock `seconds` forward; when this returns, the expiry sweep and a move-task step
-    have run at the new time and long polls have been woken to re-check."""
-    resp = requests.post(f"{server.admin_endpoint}/api/v1/test/clock/advance",
-                         json={"by_ms": round(seconds * 1000)}, timeout=10)
+    have run at the new time and long polls have been woken to re-check. With `ca`, the admin endpoint serves
+    TLS under a certificate of that CA."""
+    endpoint = server.admin_endpoint.replace("http://", "https://", 1) if ca else server.admin_endpoint
+    resp = requests.post(f"{endpoint}/api/v1/test/clock/advance",
+                         json={"by_ms": round(seconds * 1000)}, timeout=10, verify=ca or True)
     assert resp.status_code == 200, f"clock advance refused: HTTP {resp.status_code} {resp.text[:300]!r}"
     return resp.json()
 

@@ -398,7 +398,7 @@ def test_a_poison_policy_into_a_queue_the_caller_may_put_to_moves_messages_there
     poisoner.create_queue(metadata=poison_policy(sink.queue_name))
     poisoner.send_message("fails once")
     poisoner.receive_message(visibility_timeout=1)
-    advance_clock(entra_server, 2)
+    advance_clock(entra_server, 2, ca=CA["path"])
     assert poisoner.receive_message() is None, "moved to the poison queue"
     assert [m.content for m in sink.peek_messages()] == ["fails once"]
 
@@ -433,7 +433,7 @@ def test_a_poison_policy_keeps_moving_after_the_callers_right_is_withdrawn(make_
     expect_azure_error(queue(server, token(POISONER), sink).send_message, "AuthorizationPermissionMismatch", 403,
                        content="withdrawn")
     poisoner.receive_message(visibility_timeout=1)
-    advance_clock(server, 2)
+    advance_clock(server, 2, ca=CA["path"])
     assert poisoner.receive_message() is None
     assert [m.content for m in owner(server).get_queue_client(sink).peek_messages()] == ["outlives the right"]
 
