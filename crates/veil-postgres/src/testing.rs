@@ -12,15 +12,25 @@ pub const TEST_URL_ENV: &str = "VEIL_TEST_POSTGRES_URL";
 /// PostgreSQL's limit on an identifier, in bytes.
 const IDENTIFIER_BYTES_MAX: usize = 63;
 
+/// Set (to anything) to make a missing test server a failure instead of a skip: a run that must cover
+/// PostgreSQL cannot then look green without it.
+pub const REQUIRE_ENV: &str = "VEIL_REQUIRE_POSTGRES";
+
 /// Options for a fresh schema on the test server, named after `test` (and this process and a counter, so
-/// that it is new); `None`, after printing a skip line, when no test server is configured.
+/// that it is new); `None`, after a skip line, when no test server is configured (a panic with
+/// [`REQUIRE_ENV`] set).
 pub fn test_options(test: &str) -> Option<PgOptions> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let Some(url) = std::env::var(TEST_URL_ENV)
         .ok()
         .filter(|url| !url.is_empty())
     else {
-        eprintln!("skipped {test}: {TEST_URL_ENV} is not set (./scripts/test sets it)");
+        let why = format!("{TEST_URL_ENV} is not set (./scripts/test sets it)");
+        assert!(std::env::var_os(REQUIRE_ENV).is_none(), "{test}: {why}");
+        // Straight to the process's stderr: `eprintln!` is captured by the test harness and shown only for
+        // a failing test, and a skipped one passes. This line shows in every run.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
         return None;
     };
     let mut options = PgOptions::new(url);
