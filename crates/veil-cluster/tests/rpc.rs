@@ -145,7 +145,12 @@ async fn a_long_poll_through_a_follower_wakes_when_the_owner_gets_a_message() {
         })
     };
     // The poll has crossed to the owner and parked there.
-    while engine.overview_of(&key()).expect("the queue").long_polls_waiting == 0 {
+    while engine
+        .overview_of(&key())
+        .expect("the queue")
+        .long_polls_waiting
+        == 0
+    {
         assert!(!polling.is_finished(), "the poll ended before it parked");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -275,7 +275,9 @@ async fn refuse(
 pub enum BodyTimeout {
     #[error("no piece of the request body came for {0} ms (the body read timeout)")]
     Pause(u128),
-    #[error("the request body was not complete within {0} ms of its head (the total body timeout)")]
+    #[error(
+        "the request body was not complete within {0} ms of its head (the total body timeout)"
+    )]
     Total(u128),
 }
 

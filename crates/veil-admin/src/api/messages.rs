@@ -93,11 +93,11 @@ pub(crate) async fn send(
             limits::SEND_MESSAGES_MAX
         )));
     }
-    let limit = engine.message_size_limit(&key).await?;
+    // The queue's size limit is the engine's to apply, in the send itself (one engine call).
     let messages = request
         .messages
         .into_iter()
-        .map(|m| new_message(m, limit))
+        .map(new_message)
         .collect::<Result<Vec<_>, _>>()?;
     let sent = engine.send(&key, messages).await?;
     Ok(Json(Sent {
@@ -111,7 +111,7 @@ pub(crate) async fn send(
     }))
 }
 
-fn new_message(message: NewMessage, size_limit: u32) -> Result<veil_core::NewMessage, ApiError> {
+fn new_message(message: NewMessage) -> Result<veil_core::NewMessage, ApiError> {
     let body = match (message.body, message.body_base64) {
         (Some(text), None) => bytes::Bytes::from(text),
         (None, Some(encoded)) => b64()
@@ -126,11 +126,6 @@ fn new_message(message: NewMessage, size_limit: u32) -> Result<veil_core::NewMes
     };
     let attributes = attributes(message.attributes)?;
     let size = veil_core::stored_size_bytes(&body, &attributes);
-    if size > size_limit as usize {
-        return Err(ApiError::InvalidArgument(format!(
-            "the message is {size} bytes; this queue takes at most {size_limit}"
-        )));
-    }
     let mut new = veil_core::NewMessage::new(body);
     new.attributes = attributes;
     new.size_bytes = size;

@@ -178,6 +178,12 @@ impl From<EngineError> for ApiError {
             | EngineError::MessageNotAvailable
             | EngineError::ReceiptExpired => ApiError::ReceiptInvalid,
             EngineError::OverLimit { .. } => ApiError::OverLimit(error.to_string()),
+            EngineError::MessageTooLarge {
+                size_bytes,
+                max_bytes,
+            } => ApiError::InvalidArgument(format!(
+                "the message is {size_bytes} bytes; this queue takes at most {max_bytes}"
+            )),
             // The store's own words go to the log, never to the client (docs/security.md "Errors that
             // say nothing inside").
             EngineError::Store(_) => ApiError::Store(crate::engine_error_text(&error)),

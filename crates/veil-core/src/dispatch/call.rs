@@ -33,9 +33,6 @@ pub enum Call {
     QueueExists {
         key: QueueKey,
     },
-    MessageSizeLimit {
-        key: QueueKey,
-    },
     ListQueues {
         namespace: String,
         prefix: String,
@@ -215,7 +212,6 @@ impl Call {
             | Call::DeletedAt { key }
             | Call::QueueInfo { key }
             | Call::QueueExists { key }
-            | Call::MessageSizeLimit { key }
             | Call::ReplaceConfig { key, .. }
             | Call::DeadLetterSources { key }
             | Call::Purge { key, .. }
@@ -252,7 +248,6 @@ pub enum Reply {
     DeletedAt(Option<Millis>),
     QueueInfo(EngineResult<QueueInfo>),
     Exists(bool),
-    SizeLimit(EngineResult<u32>),
     Queues(Vec<QueueInfo>),
     /// `None`: the settings had changed since the caller read them; nothing was stored.
     Replaced(EngineResult<Option<QueueInfo>>),
@@ -293,7 +288,6 @@ impl Engine {
             Call::DeletedAt { key } => Reply::DeletedAt(self.deleted_at(&key)),
             Call::QueueInfo { key } => Reply::QueueInfo(self.queue_info(&key)),
             Call::QueueExists { key } => Reply::Exists(self.queue_exists(&key)),
-            Call::MessageSizeLimit { key } => Reply::SizeLimit(self.message_size_limit(&key)),
             Call::ListQueues { namespace, prefix } => {
                 Reply::Queues(self.list_queues(&namespace, &prefix))
             }
@@ -427,7 +421,6 @@ impl Reply {
         match call {
             Call::CreateQueue { .. } => Reply::Created(Err(error)),
             Call::QueueInfo { .. } => Reply::QueueInfo(Err(error)),
-            Call::MessageSizeLimit { .. } => Reply::SizeLimit(Err(error)),
             Call::ReplaceConfig { .. } => Reply::Replaced(Err(error)),
             Call::DeadLetterSources { .. } | Call::DeadLetterSourcesAmong { .. } => {
                 Reply::Keys(Err(error))

@@ -277,8 +277,6 @@ operations! {
         Call::QueueInfo { key: key.clone() } => reply Reply::QueueInfo;
     fn queue_exists(&self, key: &QueueKey) -> EngineResult<bool> =
         Call::QueueExists { key: key.clone() } => value Reply::Exists;
-    fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> =
-        Call::MessageSizeLimit { key: key.clone() } => reply Reply::SizeLimit;
     /// Every owner's queues of `namespace` whose name starts with `prefix`, in key order.
     fn list_queues(&self, namespace: &str, prefix: &str) -> EngineResult<Vec<QueueInfo>> =
         Call::ListQueues { namespace: namespace.to_owned(), prefix: prefix.to_owned() } => value Reply::Queues;

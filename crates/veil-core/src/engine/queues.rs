@@ -66,14 +66,6 @@ impl Engine {
         self.state.lock().by_key.contains_key(key)
     }
 
-    /// The queue's message size limit, for front-ends that must refuse an oversized entry of a batch on its
-    /// own before sending the rest (the engine's own check refuses a whole send).
-    pub fn message_size_limit(&self, key: &QueueKey) -> EngineResult<u32> {
-        let state = self.state.lock();
-        let id = state.queue_id(key)?;
-        Ok(state.queues[&id].record.config.message_size_bytes_max)
-    }
-
     /// Queues of a namespace whose name starts with `prefix`, ordered by name.
     pub fn list_queues(&self, namespace: &str, prefix: &str) -> Vec<QueueInfo> {
         let now = self.clock.now();

@@ -28,12 +28,6 @@ impl Service {
             input.entries.iter().map(|entry| entry.id.as_str()),
         )?;
         let key = self.queue_key(context, &input.target)?;
-        let size_max_bytes = u64::from(
-            self.engine
-                .message_size_limit(&key)
-                .await
-                .map_err(engine_error)?,
-        );
         let fifo = fifo::is_fifo_name(&key.name);
         if fifo {
             self.check_fifo_batch(&key, &input.entries).await?;
@@ -42,18 +36,14 @@ impl Service {
         let mut accepted: Vec<(String, PreparedMessage)> = Vec::new();
         let mut failed = Vec::new();
         for entry in input.entries {
-            match self.prepare_message(
-                context,
-                entry.message,
-                size_max_bytes,
-                validate::batch_entry_too_long,
-                fifo,
-            ) {
+            match self.prepare_message(context, entry.message, fifo) {
                 Ok(prepared) => accepted.push((entry.id, prepared)),
                 Err(error) => failed.push(BatchFailure::from_error(&entry.id, &error)),
             }
         }
-        let successful = self.send_accepted(&key, accepted, fifo).await?;
+        let successful = self
+            .send_accepted(&key, accepted, fifo, &mut failed)
+            .await?;
         Ok(Output::SendMessageBatch { successful, failed })
     }
 
@@ -91,11 +81,14 @@ impl Service {
     }
 
     /// Sends the entries that passed their checks in one engine call and reports each as SQS does.
+    /// The engine judges each entry on its own in the same call (the queue's size limit among its rules): an
+    /// entry it refuses joins `failed`, the others are stored under one commit.
     async fn send_accepted(
         &self,
         key: &QueueKey,
         accepted: Vec<(String, PreparedMessage)>,
         fifo: bool,
+        failed: &mut Vec<BatchFailure>,
     ) -> SqsResult<Vec<SentMessageResult>> {
         if accepted.is_empty() {
             return Ok(Vec::new());
@@ -105,19 +98,23 @@ impl Service {
             .into_iter()
             .map(|p| (p.message, (p.md5_of_attributes, p.md5_of_system_attributes)))
             .unzip();
-        let sent = self
+        let outcomes = self
             .engine
-            .send(key, messages)
+            .send_each(key, messages)
             .await
             .map_err(engine_error)?;
-        Ok(ids
-            .into_iter()
-            .zip(sent)
-            .zip(digests)
-            .map(|((id, sent), (md5_attributes, md5_system))| {
-                sent_result(id, &sent, fifo, md5_attributes, md5_system)
-            })
-            .collect())
+        let mut successful = Vec::with_capacity(outcomes.len());
+        for ((id, outcome), (md5_attributes, md5_system)) in
+            ids.into_iter().zip(outcomes).zip(digests)
+        {
+            match outcome {
+                Ok(sent) => {
+                    successful.push(sent_result(id, &sent, fifo, md5_attributes, md5_system))
+                }
+                Err(error) => failed.push(BatchFailure::from_error(&id, &batch_entry_error(error))),
+            }
+        }
+        Ok(successful)
     }
 
     pub(super) async fn delete_message_batch(
@@ -244,4 +241,15 @@ fn entry_bytes(entry: &SendMessageBatchEntry) -> u64 {
         })
         .sum();
     body + attributes
+}
+
+/// An entry the engine refused, as SendMessageBatch words it: a message over the size limit "cannot be
+/// validated" there (AWS), anything else as SendMessage would answer it.
+fn batch_entry_error(error: EngineError) -> SqsError {
+    match error {
+        EngineError::MessageTooLarge { max_bytes, .. } => {
+            validate::batch_entry_too_long(u64::from(max_bytes))
+        }
+        other => engine_error(other),
+    }
 }

@@ -40,22 +40,12 @@ impl Service {
         input: SendMessageInput,
     ) -> SqsResult<Output> {
         let key = self.queue_key(context, &input.target)?;
-        let size_max_bytes = self
-            .engine
-            .message_size_limit(&key)
-            .await
-            .map_err(engine_error)?;
         let fifo = fifo::is_fifo_name(&key.name);
-        let prepared = self.prepare_message(
-            context,
-            input.message,
-            u64::from(size_max_bytes),
-            validate::message_too_long,
-            fifo,
-        )?;
-        // A FIFO message without a group, or without a deduplication id on a queue that does not deduplicate by
-        // content, is refused by the engine (`GroupRequired` first, then `DedupIdRequired`), which `engine_error`
-        // answers with AWS's code and text for SendMessage.
+        let prepared = self.prepare_message(context, input.message, fifo)?;
+        // One engine call: the queue's own rules travel with the send. A message over the queue's size limit
+        // (`MessageTooLarge`), a FIFO message without a group, or without a deduplication id on a queue that
+        // does not deduplicate by content (`GroupRequired` first, then `DedupIdRequired`), is refused by the
+        // engine, which `engine_error` answers with AWS's code and text for SendMessage.
         let sent = self
             .engine
             .send(&key, vec![prepared.message])
@@ -73,16 +63,14 @@ impl Service {
         )))
     }
 
-    /// Checks one message (body, delay, attributes, size against the queue's limit, the FIFO ids and what
-    /// the queue's type allows) and builds it. A message over the limit gets `too_long(size_max_bytes)`:
-    /// SendMessage and SendMessageBatch word it differently. Whether a FIFO message names its group is left
-    /// to the caller: SendMessage and SendMessageBatch answer its absence differently.
+    /// Checks one message (body, delay, attributes, the FIFO ids and what the queue's type allows) and
+    /// builds it, its size measured as SQS counts it. The queue's size limit is the engine's to apply, in the
+    /// send itself (SendMessage and SendMessageBatch word its refusal differently). Whether a FIFO message
+    /// names its group is left to the caller: SendMessage and SendMessageBatch answer its absence differently.
     pub(super) fn prepare_message(
         &self,
         context: &RequestContext,
         input: MessageInput,
-        size_max_bytes: u64,
-        too_long: fn(u64) -> SqsError,
         fifo: bool,
     ) -> SqsResult<PreparedMessage> {
         let body = input
@@ -97,9 +85,6 @@ impl Service {
         let (mut attributes, attributes_bytes) =
             validate::message_attributes(&input.message_attributes)?;
         let trace_header = validate::system_attributes(&input.system_attributes)?;
-        if body.len() as u64 + attributes_bytes > size_max_bytes {
-            return Err(too_long(size_max_bytes));
-        }
         check_fifo_fields(
             &input.deduplication_id,
             &input.group_id,

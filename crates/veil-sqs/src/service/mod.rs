@@ -623,6 +623,9 @@ impl Service {
 mod tests;
 
 #[cfg(test)]
+mod engine_calls_tests;
+
+#[cfg(test)]
 mod fifo_tests;
 
 #[cfg(test)]
