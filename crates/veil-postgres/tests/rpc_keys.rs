@@ -6,13 +6,28 @@ use veil_postgres::rpc_keys::{self, KeysInForce, RotateError};
 use veil_postgres::testing::test_options;
 use veil_postgres::{connect, migrations};
 
-#[tokio::test]
-async fn a_rotation_needs_a_cluster_and_waits_for_the_one_under_way() {
-    let Some(options) = test_options("a_rotation_needs_a_cluster") else {
-        return;
-    };
+/// A migrated schema of its own on the test server; `None` (skipped) without one.
+async fn database(test: &str) -> Option<tokio_postgres::Client> {
+    let options = test_options(test)?;
     let mut client = connect(&options).await.expect("connects");
     migrations::run(&mut client, 1_000).await.expect("migrated");
+    Some(client)
+}
+
+/// [`database`] with the cluster's shared secret made, as the first node makes it.
+async fn cluster_database(test: &str) -> Option<tokio_postgres::Client> {
+    let client = database(test).await?;
+    veil_postgres::secret::load_or_create(&client, || [1; 32])
+        .await
+        .expect("the cluster's secret");
+    Some(client)
+}
+
+#[tokio::test]
+async fn a_rotation_needs_a_cluster_and_waits_for_the_one_under_way() {
+    let Some(mut client) = database("a_rotation_needs_a_cluster").await else {
+        return;
+    };
     let refused = rpc_keys::rotate(&mut client, 60_000, || [7; 32]).await;
     assert!(
         matches!(refused, Err(RotateError::NoCluster)),
@@ -43,14 +58,9 @@ async fn a_rotation_needs_a_cluster_and_waits_for_the_one_under_way() {
 
 #[tokio::test]
 async fn a_finished_rotation_lets_the_next_start_and_forgets_keys_nobody_accepts() {
-    let Some(options) = test_options("a_finished_rotation") else {
+    let Some(mut client) = cluster_database("a_finished_rotation").await else {
         return;
     };
-    let mut client = connect(&options).await.expect("connects");
-    migrations::run(&mut client, 1_000).await.expect("migrated");
-    veil_postgres::secret::load_or_create(&client, || [1; 32])
-        .await
-        .expect("the cluster's secret");
     // A step of 0 finishes at once: what the command refuses, the schedule does not need.
     for generation in 1..=3 {
         let key = rpc_keys::rotate(&mut client, 0, || [generation as u8; 32])
@@ -75,14 +85,9 @@ async fn a_finished_rotation_lets_the_next_start_and_forgets_keys_nobody_accepts
 
 #[tokio::test]
 async fn a_damaged_key_row_is_left_out_not_a_failed_read() {
-    let Some(options) = test_options("a_damaged_key_row") else {
+    let Some(mut client) = cluster_database("a_damaged_key_row").await else {
         return;
     };
-    let mut client = connect(&options).await.expect("connects");
-    migrations::run(&mut client, 1_000).await.expect("migrated");
-    veil_postgres::secret::load_or_create(&client, || [1; 32])
-        .await
-        .expect("the cluster's secret");
     let key = rpc_keys::rotate(&mut client, 0, || [2; 32])
         .await
         .expect("rotated");
