@@ -156,13 +156,23 @@ def test_a_client_stalling_its_body_gets_an_error_after_the_body_timeout(server)
         assert answer.startswith(b"HTTP/1.1 400"), answer
 
 
+def refused_connections(server, listener: str) -> float:
+    text = requests.get(f"{server.admin_endpoint}/metrics", timeout=2).text
+    line = next(line for line in text.splitlines()
+                if line.startswith(f'veil_listener_refused_connections_total{{listener="{listener}"}}'))
+    return float(line.rsplit(" ", 1)[1])
+
+
 def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(server):
+    refused_before = refused_connections(server, "admin")
+    logged_before = server.log_path.read_text(errors="replace").count("connection refused: too many connections")
     held = [socket.create_connection(("127.0.0.1", server.admin_port), timeout=2)
             for _ in range(ADMIN_MAX_CONNECTIONS)]
     try:
         time.sleep(0.1)  # every held connection accepted before the next
-        with socket.create_connection(("127.0.0.1", server.admin_port), timeout=2) as extra:
-            assert closed_within(extra, 1.0) < 1.0
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.admin_port), timeout=2) as extra:
+                assert closed_within(extra, 1.0) < 1.0
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         held[0].settimeout(2)
         assert held[0].recv(4096).startswith(b"HTTP/1.1 200")
@@ -179,6 +189,11 @@ def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(
             pass
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    # Each refusal is counted; a run of them is logged once (a flood of connections cannot flood the log).
+    assert refused_connections(server, "admin") == refused_before + 3
+    log = server.log_path.read_text(errors="replace")
+    assert log.count("connection refused: too many connections") == logged_before + 1, log[-2000:]
+    assert "accepting connections again below the connection cap" in log
 
 
 MAX_HEADER_BYTES = 65536  # the default, which this module's config leaves alone

@@ -286,6 +286,8 @@ async fn accept_loop(
     let metrics = veil_telemetry::listeners();
     metrics.declare(name);
     let mut backoff = Backoff::default();
+    // Whether the last connection was refused at the cap: a flood of refusals logs once, then is counted.
+    let mut at_cap = false;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -314,9 +316,16 @@ async fn accept_loop(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             // Dropping the stream closes it: the client sees the connection end before any answer.
-            tracing::warn!(listener = name, %peer, max = limits.max_connections, "connection refused: too many connections");
+            metrics.connection_refused(name);
+            if !at_cap {
+                at_cap = true;
+                tracing::warn!(listener = name, %peer, max = limits.max_connections, "connection refused: too many connections (further refusals are counted in veil_listener_refused_connections_total until one is accepted)");
+            }
             continue;
         };
+        if std::mem::take(&mut at_cap) {
+            tracing::warn!(listener = name, "accepting connections again below the connection cap");
+        }
         if let Err(error) = stream.set_nodelay(true) {
             // Responses go out as soon as written: without it a response spanning segments waits on the
             // client's delayed ACK.

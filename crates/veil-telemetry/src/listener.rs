@@ -29,6 +29,7 @@ impl EncodeLabelSet for ListenerLabel {
 pub struct ListenerMetrics {
     accept_errors: Family<ListenerLabel, Counter>,
     failures: Family<ListenerLabel, Counter>,
+    refused: Family<ListenerLabel, Counter>,
 }
 
 /// The listener counters of this process.
@@ -45,6 +46,11 @@ impl ListenerMetrics {
             self.accept_errors.clone(),
         );
         registry.register(
+            "veil_listener_refused_connections",
+            "Connections closed at once because the listener had its maximum open (max_connections), by listener",
+            self.refused.clone(),
+        );
+        registry.register(
             "veil_listener_failures",
             "Listeners that ended while the process was running, by listener; the process restarts the listener or gives up what it serves",
             self.failures.clone(),
@@ -57,6 +63,17 @@ impl ListenerMetrics {
         let label = ListenerLabel { listener };
         let _ = self.accept_errors.get_or_create(&label);
         let _ = self.failures.get_or_create(&label);
+        let _ = self.refused.get_or_create(&label);
+    }
+
+    pub fn connection_refused(&self, listener: &'static str) {
+        self.refused.get_or_create(&ListenerLabel { listener }).inc();
+    }
+
+    pub fn refused_connections(&self, listener: &'static str) -> u64 {
+        self.refused
+            .get(&ListenerLabel { listener })
+            .map_or(0, |counter| counter.get())
     }
 
     pub fn accept_failed(&self, listener: &'static str) {
