@@ -163,19 +163,37 @@ def refused_connections(server, listener: str) -> float:
     return float(line.rsplit(" ", 1)[1])
 
 
+def healthz_over(sock: socket.socket) -> bytes:
+    """Asks /healthz over `sock` (kept open: HTTP/1.1 keep-alive); the answer's first bytes, or b"" once the
+    server closed it."""
+    sock.settimeout(2)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        return sock.recv(4096)
+    except OSError:
+        return b""
+
+
 def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(server):
     refused_before = refused_connections(server, "admin")
     logged_before = server.log_path.read_text(errors="replace").count("connection refused: too many connections")
-    held = [socket.create_connection(("127.0.0.1", server.admin_port), timeout=2)
-            for _ in range(ADMIN_MAX_CONNECTIONS)]
+    # Every held connection is served before the next opens; one refused while the scrape's connection still
+    # held its slot is opened again (and its refusal counted).
+    held, early_refusals = [], 0
+    while len(held) < ADMIN_MAX_CONNECTIONS:
+        sock = socket.create_connection(("127.0.0.1", server.admin_port), timeout=2)
+        if healthz_over(sock).startswith(b"HTTP/1.1 200"):
+            held.append(sock)
+        else:
+            sock.close()
+            early_refusals += 1
+            assert early_refusals < 20, "the admin listener kept refusing below its maximum"
+            time.sleep(0.05)
     try:
-        time.sleep(0.1)  # every held connection accepted before the next
         for _ in range(3):
             with socket.create_connection(("127.0.0.1", server.admin_port), timeout=2) as extra:
                 assert closed_within(extra, 1.0) < 1.0
-        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        held[0].settimeout(2)
-        assert held[0].recv(4096).startswith(b"HTTP/1.1 200")
+        assert healthz_over(held[0]).startswith(b"HTTP/1.1 200"), "a held connection stopped being served"
     finally:
         for sock in held:
             sock.close()
@@ -190,9 +208,10 @@ def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     # Each refusal is counted; a run of them is logged once (a flood of connections cannot flood the log).
-    assert refused_connections(server, "admin") == refused_before + 3
+    assert refused_connections(server, "admin") == refused_before + early_refusals + 3
     log = server.log_path.read_text(errors="replace")
-    assert log.count("connection refused: too many connections") == logged_before + 1, log[-2000:]
+    assert log.count("connection refused: too many connections") <= logged_before + 1 + early_refusals, log[-2000:]
+    assert log.count("connection refused: too many connections") >= logged_before + 1, log[-2000:]
     assert "accepting connections again below the connection cap" in log
 
 
