@@ -17,8 +17,8 @@ use crate::connect::db_error;
 use crate::limits::IMPORT_ENTRIES_MAX;
 use crate::partition::Partition;
 use crate::partition_lease::PartitionLease;
-use crate::store::sql::get;
 use crate::store::sql::FENCE_PARTITION;
+use crate::store::sql::{self, get};
 
 /// Entries waiting in one database's inbox for partitions another database holds.
 pub struct Waiting {
@@ -56,12 +56,7 @@ pub async fn waiting(
     let wanted: Vec<i32> = partitions.iter().map(|&p| p as i32).collect();
     let rows = origin
         .query(
-            "SELECT id, partition, entry, message_id, sent_at, moved_from, attrs, body_md5, body
-               FROM (SELECT *, sum(octet_length(body)) OVER (ORDER BY id) AS through
-                       FROM (SELECT * FROM veil_inbox WHERE partition = ANY($1) ORDER BY id LIMIT $2)
-                            AS oldest) AS counted
-              WHERE through - octet_length(body) < $3
-              ORDER BY id",
+            sql::IMPORT_WAITING,
             &[&wanted, &IMPORT_ENTRIES_MAX, &bytes_max],
         )
         .await
@@ -130,17 +125,7 @@ pub async fn bring_home(
     fence(&txn, lease).await?;
     let copied = txn
         .execute(
-            "WITH marked AS (
-                INSERT INTO veil_inbox_imported (origin_shard, origin_id)
-                SELECT $1, id FROM unnest($3::bigint[]) AS id
-                ON CONFLICT DO NOTHING RETURNING origin_id)
-             INSERT INTO veil_inbox (partition, entry, message_id, sent_at, moved_from, attrs, body_md5, body)
-             SELECT $2, e.entry, e.message_id, e.sent_at, e.moved_from, e.attrs, e.body_md5, e.body
-               FROM unnest($3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bytea[], $8::bytea[],
-                           $9::bytea[], $10::bytea[])
-                    AS e (id, entry, message_id, sent_at, moved_from, attrs, body_md5, body)
-               JOIN marked ON marked.origin_id = e.id
-              ORDER BY e.id",
+            sql::IMPORT_COPY,
             &[
                 &shard,
                 &partition,
@@ -158,20 +143,14 @@ pub async fn bring_home(
         .map_err(db_error)?;
     txn.commit().await.map_err(db_error)?;
     origin
-        .execute(
-            "DELETE FROM veil_inbox WHERE partition = $1 AND id = ANY($2)",
-            &[&partition, &ids],
-        )
+        .execute(sql::IMPORT_DELETE_ORIGIN, &[&partition, &ids])
         .await
         .map_err(db_error)?;
     let txn = home.transaction().await.map_err(db_error)?;
     fence(&txn, lease).await?;
-    txn.execute(
-        "DELETE FROM veil_inbox_imported WHERE origin_shard = $1 AND origin_id = ANY($2)",
-        &[&shard, &ids],
-    )
-    .await
-    .map_err(db_error)?;
+    txn.execute(sql::IMPORT_FORGET_MARKS, &[&shard, &ids])
+        .await
+        .map_err(db_error)?;
     txn.commit().await.map_err(db_error)?;
     Ok(copied as usize)
 }

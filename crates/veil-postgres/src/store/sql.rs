@@ -80,32 +80,79 @@ const MOVE_MESSAGE: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 A
      SELECT $3::bigint, $4::bigint, message_id, sent_at, $8::bytea, attrs, body_md5, body FROM gone \
      ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, sent_at = EXCLUDED.sent_at, \
      moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+/// The columns a message's body row carries from place to place — `veil_body` to `veil_inbox`, an inbox to
+/// another shard's, an inbox back to `veil_body` — named once; a macro, so that `concat!` builds each
+/// statement at compile time.
+macro_rules! carried_columns {
+    () => {
+        "message_id, sent_at, moved_from, attrs, body_md5, body"
+    };
+}
+
 /// Takes a message out of its queue into another partition's inbox (migrations/V6__inbox.sql), its body with
 /// it, without reading it back. A message already gone sends nothing.
-const SEND_TO_INBOX: &str = "WITH s AS (DELETE FROM veil_state WHERE queue = $1 AND seq = $2), \
-     gone AS (DELETE FROM veil_body WHERE queue = $1 AND seq = $2 \
-     RETURNING message_id, sent_at, moved_from, attrs, body_md5, body) \
-     INSERT INTO veil_inbox (partition, entry, message_id, sent_at, moved_from, attrs, body_md5, body) \
-     SELECT $3::integer, $4::bytea, message_id, sent_at, moved_from, attrs, body_md5, body FROM gone";
+const SEND_TO_INBOX: &str = concat!(
+    "WITH s AS (DELETE FROM veil_state WHERE queue = $1 AND seq = $2), \
+     gone AS (DELETE FROM veil_body WHERE queue = $1 AND seq = $2 RETURNING ",
+    carried_columns!(),
+    ") INSERT INTO veil_inbox (partition, entry, ",
+    carried_columns!(),
+    ") SELECT $3::integer, $4::bytea, ",
+    carried_columns!(),
+    " FROM gone"
+);
 /// Makes an inbox entry the message at its new place and deletes the entry, in one statement; an entry
 /// already accepted (gone) writes nothing. A NULL origin keeps the one the message had.
-const ACCEPT_INBOUND: &str = "WITH gone AS (DELETE FROM veil_inbox WHERE id = $1 \
-     RETURNING message_id, sent_at, moved_from, attrs, body_md5, body), \
+const ACCEPT_INBOUND: &str = concat!(
+    "WITH gone AS (DELETE FROM veil_inbox WHERE id = $1 RETURNING ",
+    carried_columns!(),
+    "), \
      arrived AS (INSERT INTO veil_state (queue, seq, state, redrive, fifo_group) \
      SELECT $2::bigint, $3::bigint, $4::bytea, $5::bytea, $6::text FROM gone \
      ON CONFLICT (queue, seq) DO UPDATE SET state = EXCLUDED.state, redrive = EXCLUDED.redrive, \
      fifo_group = EXCLUDED.fifo_group, history = NULL) \
-     INSERT INTO veil_body (queue, seq, message_id, sent_at, moved_from, attrs, body_md5, body) \
-     SELECT $2::bigint, $3::bigint, message_id, sent_at, coalesce($7::bytea, moved_from), attrs, body_md5, body \
+     INSERT INTO veil_body (queue, seq, ",
+    carried_columns!(),
+    ") SELECT $2::bigint, $3::bigint, message_id, sent_at, coalesce($7::bytea, moved_from), attrs, body_md5, body \
      FROM gone ON CONFLICT (queue, seq) DO UPDATE SET message_id = EXCLUDED.message_id, \
      sent_at = EXCLUDED.sent_at, moved_from = EXCLUDED.moved_from, attrs = EXCLUDED.attrs, \
-     body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body";
+     body_md5 = EXCLUDED.body_md5, body = EXCLUDED.body"
+);
 /// Hands an inbox entry on to another partition, or drops it.
 const FORWARD_INBOUND: &str = "UPDATE veil_inbox SET partition = $2, entry = $3 WHERE id = $1";
 const DROP_INBOUND: &str = "DELETE FROM veil_inbox WHERE id = $1";
 /// The oldest entries of a partition's inbox, without their bodies (the acceptance copies those).
 pub const READ_INBOX: &str =
     "SELECT id, entry FROM veil_inbox WHERE partition = $1 ORDER BY id LIMIT $2";
+
+/// Moves between shards (crate::import), on the origin: the oldest entries bound for `$1` (partitions), at
+/// most `$2` of them and, past the first, `$3` bytes of bodies.
+pub const IMPORT_WAITING: &str = concat!(
+    "SELECT id, partition, entry, ",
+    carried_columns!(),
+    " FROM (SELECT *, sum(octet_length(body)) OVER (ORDER BY id) AS through \
+       FROM (SELECT * FROM veil_inbox WHERE partition = ANY($1) ORDER BY id LIMIT $2) AS oldest) AS counted \
+     WHERE through - octet_length(body) < $3 ORDER BY id"
+);
+/// On the home: copies the entries into partition `$2`'s inbox, each once per origin shard `$1` (marked in
+/// `veil_inbox_imported`, so a copy repeated after a crash copies nothing).
+pub const IMPORT_COPY: &str = concat!(
+    "WITH marked AS (INSERT INTO veil_inbox_imported (origin_shard, origin_id) \
+       SELECT $1, id FROM unnest($3::bigint[]) AS id ON CONFLICT DO NOTHING RETURNING origin_id) \
+     INSERT INTO veil_inbox (partition, entry, ",
+    carried_columns!(),
+    ") SELECT $2, e.entry, e.message_id, e.sent_at, e.moved_from, e.attrs, e.body_md5, e.body \
+       FROM unnest($3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bytea[], $8::bytea[], \
+                   $9::bytea[], $10::bytea[]) AS e (id, entry, ",
+    carried_columns!(),
+    ") JOIN marked ON marked.origin_id = e.id ORDER BY e.id"
+);
+/// On the origin, once copied: the entries leave its inbox.
+pub const IMPORT_DELETE_ORIGIN: &str =
+    "DELETE FROM veil_inbox WHERE partition = $1 AND id = ANY($2)";
+/// On the home, once the origin forgot them: the marks are no longer needed.
+pub const IMPORT_FORGET_MARKS: &str =
+    "DELETE FROM veil_inbox_imported WHERE origin_shard = $1 AND origin_id = ANY($2)";
 
 /// The next queue id outside partitions, and a partition's own (migrations/V5__partitions.sql).
 const PUT_NEXT_QUEUE_ID: &str =
