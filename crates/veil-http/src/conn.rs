@@ -324,7 +324,10 @@ async fn accept_loop(
             continue;
         };
         if std::mem::take(&mut at_cap) {
-            tracing::warn!(listener = name, "accepting connections again below the connection cap");
+            tracing::warn!(
+                listener = name,
+                "accepting connections again below the connection cap"
+            );
         }
         if let Err(error) = stream.set_nodelay(true) {
             // Responses go out as soon as written: without it a response spanning segments waits on the

@@ -67,7 +67,9 @@ impl ListenerMetrics {
     }
 
     pub fn connection_refused(&self, listener: &'static str) {
-        self.refused.get_or_create(&ListenerLabel { listener }).inc();
+        self.refused
+            .get_or_create(&ListenerLabel { listener })
+            .inc();
     }
 
     pub fn refused_connections(&self, listener: &'static str) -> u64 {
