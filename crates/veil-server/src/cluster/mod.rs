@@ -47,7 +47,7 @@ use veil_postgres::partition_lease::{self, PartitionLease, PartitionRow};
 use veil_postgres::{DbClock, PgStore, Scope, SharedWriter};
 use veil_telemetry::Telemetry;
 
-use self::settings::PostgresSettings;
+use self::settings::ClusterSettings;
 use crate::config::Settings;
 use crate::{bind, Admin, ServeError, Sockets, TlsConfigs};
 
@@ -74,7 +74,7 @@ const RPC_REBIND_PAUSE: Duration = Duration::from_millis(250);
 /// What a node runs with.
 pub struct Node<'a> {
     pub settings: &'a Settings,
-    pub postgres: &'a PostgresSettings,
+    pub postgres: &'a ClusterSettings,
     pub telemetry: &'a Telemetry,
     pub tls: &'a TlsConfigs,
 }

@@ -116,12 +116,13 @@ pub enum StoreSetting {
     /// One node, the embedded store in the data directory.
     Embedded,
     /// Nodes sharing a PostgreSQL database.
-    Postgres(PostgresSettings),
+    Postgres(ClusterSettings),
 }
 
-/// The PostgreSQL backend and this node's part in the cluster, resolved.
+/// The PostgreSQL backend (veil-postgres's own `PostgresSettings`, the connection) and this node's part in the
+/// cluster, resolved.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PostgresSettings {
+pub struct ClusterSettings {
     /// The connection: the `store` key and the `[postgres]` table.
     pub pg: PgSettings,
     pub node_id: String,
@@ -136,7 +137,7 @@ pub struct PostgresSettings {
     pub insecure_plaintext: bool,
 }
 
-impl PostgresSettings {
+impl ClusterSettings {
     /// The connection options, with every session guarded below the lease term.
     pub fn options(&self) -> PgOptions {
         self.pg.options().guarded_below(self.lease_ttl())
@@ -232,7 +233,7 @@ impl StoreSetting {
             .cluster_bind
             .or(cluster.bind)
             .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-        let settings = PostgresSettings {
+        let settings = ClusterSettings {
             pg,
             node_id: args
                 .node_id
@@ -259,7 +260,7 @@ impl StoreSetting {
     }
 }
 
-impl PostgresSettings {
+impl ClusterSettings {
     fn validate(&self) -> Result<(), ConfigError> {
         self.pg.validate()?;
         let invalid = |message: String| Err(ConfigError::Invalid(message));
