@@ -197,20 +197,22 @@ def test_a_connection_beyond_the_maximum_is_refused_and_the_others_keep_working(
     finally:
         for sock in held:
             sock.close()
-    # The slots are free again once those connections closed.
+    # The slots are free again once those connections closed (until the server saw them close, a connection
+    # is still refused, and counted).
     deadline = time.monotonic() + 2
+    late_refusals = 0
     while True:
         try:
             if requests.get(f"{server.admin_endpoint}/healthz", timeout=1).ok:
                 break
         except requests.exceptions.ConnectionError:
-            pass
+            late_refusals += 1
         assert time.monotonic() < deadline
         time.sleep(0.05)
     # Each refusal is counted; a run of them is logged once (a flood of connections cannot flood the log).
-    assert refused_connections(server, "admin") == refused_before + early_refusals + 3
+    assert refused_connections(server, "admin") == refused_before + early_refusals + 3 + late_refusals
     log = server.log_path.read_text(errors="replace")
-    assert log.count("connection refused: too many connections") <= logged_before + 1 + early_refusals, log[-2000:]
+    assert log.count("connection refused: too many connections") <= logged_before + 2 + early_refusals, log[-2000:]
     assert log.count("connection refused: too many connections") >= logged_before + 1, log[-2000:]
     assert "accepting connections again below the connection cap" in log
 
