@@ -192,8 +192,8 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
         let (settings, telemetry, tls) =
             (settings.clone(), node.telemetry.clone(), node.tls.clone());
         let dispatch = dispatch.clone();
-        tokio::spawn(async move {
-            let served = crate::serve_protocols(
+        let protocols = tokio::spawn(async move {
+            crate::serve_protocols(
                 dispatch,
                 secret.to_vec(),
                 sockets,
@@ -202,11 +202,17 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
                 &tls,
                 serving_stopped,
             )
-            .await;
-            // A public listener that ended is the node's fault as the internal port's is: give up the
-            // partitions and stop, rather than stay ready while one protocol is not served.
-            if let Err(crate::ServeError::ListenerEnded(listener)) = &served {
-                let _ = fault.send(crate::ServeError::ListenerEnded(listener));
+            .await
+        });
+        tokio::spawn(async move {
+            let served = protocols
+                .await
+                .unwrap_or_else(|error| Err(ServeError::Serving(error.to_string())));
+            // Serving that fails, whatever the cause (a listener that ended, a setting that no longer holds,
+            // a panic), is the node's fault as the internal port's is: give up the partitions and stop,
+            // rather than stay ready serving some protocols or none. (After a stop nobody reads the fault.)
+            if let Err(error) = &served {
+                let _ = fault.send(ServeError::Serving(error.to_string()));
             }
             served
         })
@@ -235,7 +241,7 @@ pub async fn run(node: Node<'_>, shutdown: watch::Receiver<bool>) -> Result<(), 
     stop_serving.send_replace(true);
     match serving.await {
         Ok(Err(error)) => tracing::warn!(%error, "serving ended with an error"),
-        Err(error) => tracing::warn!(%error, "serving task failed"),
+        Err(error) => tracing::warn!(%error, "the serving supervisor failed"),
         Ok(Ok(())) => {}
     }
     if let Err(error) = rpc.await {
@@ -296,8 +302,8 @@ struct Member<'a, 'n> {
         mpsc::UnboundedSender<Partition>,
         mpsc::UnboundedReceiver<Partition>,
     ),
-    /// A listener of this node that ended for good (the internal RPC could not be restarted, or a public
-    /// listener ended): the node gives up its leases and stops rather than stay half alive.
+    /// A listener of this node that ended for good (the internal RPC could not be restarted, or serving the
+    /// public listeners failed): the node gives up its leases and stops rather than stay half alive.
     faults: Option<mpsc::UnboundedReceiver<ServeError>>,
     shutdown: watch::Receiver<bool>,
 }
