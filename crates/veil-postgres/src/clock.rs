@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 use veil_core::clock::Sleep;
 use veil_core::{Clock, Millis, StoreError, SystemClock};
 
@@ -32,15 +32,8 @@ impl DbClock {
     pub async fn sync(&self, client: &Client) -> Result<Duration, StoreError> {
         let sent = Instant::now();
         let local_before = SystemClock.now() as i64;
-        let row = client
-            .query_one(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                &[],
-            )
-            .await
-            .map_err(db_error)?;
+        let db_ms = db_now_ms(client).await?;
         let round_trip = sent.elapsed();
-        let db_ms: i64 = row.get(0);
         let local_mid = local_before + round_trip.as_millis() as i64 / 2;
         self.inner
             .offset_ms
@@ -52,6 +45,18 @@ impl DbClock {
     pub fn offset_ms(&self) -> i64 {
         self.inner.offset_ms.load(Ordering::Relaxed)
     }
+}
+
+/// The database's own time now (`clock_timestamp()`, not the transaction's start), in ms since the epoch.
+pub async fn db_now_ms(client: &impl GenericClient) -> Result<i64, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
 }
 
 impl Clock for DbClock {

@@ -133,7 +133,12 @@ fn encode(key: &RpcKey) -> (String, Vec<u8>) {
     value.extend_from_slice(&key.sends_from_ms.to_be_bytes());
     value.extend_from_slice(&key.previous_until_ms.to_be_bytes());
     value.extend_from_slice(&key.secret);
-    (format!("{KEY_PREFIX}{}", key.generation), value)
+    (row_key(key.generation), value)
+}
+
+/// The `veil_meta` key of `generation`'s row.
+fn row_key(generation: u64) -> String {
+    format!("{KEY_PREFIX}{generation}")
 }
 
 /// Why a rotation did not start.
@@ -167,22 +172,10 @@ pub async fn rotate(
         .execute("SELECT pg_advisory_xact_lock($1)", &[&ROTATION_LOCK])
         .await
         .map_err(db_error)?;
-    let secret = transaction
-        .query_opt("SELECT value FROM veil_meta WHERE key = 'secret'", &[])
-        .await
-        .map_err(db_error)?;
-    if secret.is_none() {
+    if crate::secret::load(&transaction).await?.is_none() {
         return Err(RotateError::NoCluster);
     }
-    let now_ms: i64 = transaction
-        .query_one(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-        .get(0);
-    let now_ms = now_ms.max(0) as u64;
+    let now_ms = crate::clock::db_now_ms(&transaction).await?.max(0) as u64;
     let rotated = read(&transaction).await?;
     if let Some(newest) = rotated.iter().max_by_key(|key| key.generation) {
         if now_ms < newest.previous_until_ms {
@@ -202,7 +195,10 @@ pub async fn rotate(
     };
     for old in rotated.iter().filter(|key| key.generation < current) {
         transaction
-            .execute("DELETE FROM veil_meta WHERE key = $1", &[&encode(old).0])
+            .execute(
+                "DELETE FROM veil_meta WHERE key = $1",
+                &[&row_key(old.generation)],
+            )
             .await
             .map_err(db_error)?;
     }
